@@ -1,0 +1,213 @@
+/*
+ * lik.h — the public C API of lik, fused late-interaction (MaxSim) kernels.
+ *
+ * MaxSim (ColBERT, Khattab & Zaharia 2020; semantics as in the seed system
+ * "late-interaction-kernels" and PyLate's colbert_scores):
+ *
+ *   score[i, j] = sum_{s : q_mask[i,s]} max_{t : d_mask[j,t]} <Q[i,s], D[j,t]>
+ *
+ * - A masked document token loses the max as -inf (it is never read), so
+ *   negative similarities are honoured and NaN/Inf in masked tokens never
+ *   influence a result.
+ * - A query token with no valid document token contributes 0.
+ * - normalize != 0 applies per-token L2 normalisation x / max(||x||, 1e-12)
+ *   to both sides, the norm computed in fp32, fused into the kernel.
+ * - Accumulation is fp32 (fp64 for fp64 inputs); scores are fp32.  fp32 inputs
+ *   keep fp32 accuracy (never computed in fp16).
+ * - The [Nq, Nd, Lq, Ld] similarity tensor is never materialised.
+ *
+ * Conventions used by every call
+ * - Tensors are views (lik_tensor): shapes and strides in ELEMENTS (DLPack
+ *   meaning), row-major logical order, any strides (transposed, sliced,
+ *   broadcast with stride 0).  All offsets are 64-bit.
+ * - Outputs are caller-allocated views; the library writes only them.
+ * - Every call returns lik_status.  On failure, lik_last_error() returns a
+ *   message that names the argument and the sizes; nothing is written to
+ *   stderr, nothing aborts, nothing leaks.  The message is thread-local.
+ * - Scratch: the CPU backend allocates bounded per-call scratch (packed tiles,
+ *   O(threads * tile) bytes, plus O(Nq * block) for retrieval) with malloc and
+ *   frees it before returning; allocation failure returns LIK_ERR_ALLOC.
+ *   No state is kept between calls.
+ * - Threads: every call is thread-safe.  Work is split so that each output
+ *   has one writer and a fixed reduction order: results are bitwise
+ *   identical for any thread count.
+ * - Device: all tensors of one call live on one device (CPU or CUDA).  CUDA
+ *   calls run on lik_options.stream and never synchronise the host.
+ */
+#ifndef LIK_H
+#define LIK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(LIK_SHARED_BUILD)
+#define LIK_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define LIK_API __attribute__((visibility("default")))
+#else
+#define LIK_API
+#endif
+
+/* ---- version ------------------------------------------------------------ */
+
+#define LIK_VERSION_MAJOR 0
+#define LIK_VERSION_MINOR 1
+#define LIK_VERSION_PATCH 0
+#define LIK_VERSION_NUMBER \
+  (LIK_VERSION_MAJOR * 10000 + LIK_VERSION_MINOR * 100 + LIK_VERSION_PATCH)
+#define LIK_VERSION_STRING "0.1.0"
+
+/* Runtime version of the linked library: LIK_VERSION_NUMBER / _STRING. */
+LIK_API int lik_version_number(void);
+LIK_API const char *lik_version_string(void);
+
+/* ---- status ------------------------------------------------------------- */
+
+typedef enum lik_status {
+  LIK_OK = 0,
+  LIK_ERR_NULL = 1,        /* a required pointer argument is NULL          */
+  LIK_ERR_SHAPE = 2,       /* ndim / shape / size mismatch                 */
+  LIK_ERR_DTYPE = 3,       /* unsupported or mismatched dtype              */
+  LIK_ERR_VALUE = 4,       /* bad scalar value (top_k <= 0, bad cu_seqlens)*/
+  LIK_ERR_DEVICE = 5,      /* tensors on different / unsupported devices   */
+  LIK_ERR_ALLOC = 6,       /* scratch allocation failed                    */
+  LIK_ERR_UNSUPPORTED = 7, /* valid request this build cannot serve        */
+  LIK_ERR_CUDA = 8         /* the CUDA runtime reported an error           */
+} lik_status;
+
+/* Static, never-NULL name of a status ("LIK_ERR_SHAPE", ...). */
+LIK_API const char *lik_status_string(lik_status status);
+
+/* Message of the last failing call on this thread ("" if none).  Valid until
+ * the next lik call on this thread.  Example:
+ *   "D: last dimension d=96 does not match Q's d=128" */
+LIK_API const char *lik_last_error(void);
+
+/* ---- tensor views --------------------------------------------------------- */
+
+typedef enum lik_dtype {
+  LIK_F32 = 0,
+  LIK_F16 = 1,
+  LIK_BF16 = 2,
+  LIK_F64 = 3,
+  LIK_BOOL = 4, /* 1 byte, nonzero = true (masks)           */
+  LIK_U8 = 5,   /* 1 byte, nonzero = true (masks)           */
+  LIK_I32 = 6,  /* argmax outputs, cu_seqlens, pair indices */
+  LIK_I64 = 7   /* retrieval indices, cu_seqlens, pairs     */
+} lik_dtype;
+
+/* Device types use DLPack's codes. */
+typedef enum lik_device_type { LIK_CPU = 1, LIK_CUDA = 2 } lik_device_type;
+
+#define LIK_MAX_DIMS 4
+
+typedef struct lik_tensor {
+  void *data;                     /* first element; may be NULL if numel=0 */
+  lik_dtype dtype;
+  int32_t ndim;                   /* 0 .. LIK_MAX_DIMS                     */
+  int64_t shape[LIK_MAX_DIMS];    /* elements per dimension, >= 0          */
+  int64_t strides[LIK_MAX_DIMS];  /* in elements, may be 0 or negative     */
+  lik_device_type device;         /* LIK_CPU (0 is read as LIK_CPU)        */
+  int32_t device_id;              /* CUDA ordinal, 0 on CPU                */
+} lik_tensor;
+
+/* ---- options -------------------------------------------------------------- */
+
+typedef enum lik_backward {
+  LIK_BACKWARD_AUTO = 0,    /* lowmem for KD / high contention, else unified */
+  LIK_BACKWARD_UNIFIED = 1, /* fused grad_Q + grad_D, fp32 grad_D buffer     */
+  LIK_BACKWARD_LOWMEM = 2   /* destination-owned, written in input dtype     */
+} lik_backward;
+
+typedef struct lik_options {
+  int normalize;         /* fused per-token L2 normalisation (0/1)          */
+  int num_threads;       /* CPU threads; 0 = $LIK_NUM_THREADS or all cores  */
+  void *stream;          /* cudaStream_t for CUDA tensors; NULL = default   */
+  lik_backward backward; /* backward strategy (training calls only)         */
+} lik_options;
+
+/* Zero-initialised options are the defaults; NULL options means defaults. */
+#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO}
+
+/* ---- forward ---------------------------------------------------------------
+ *
+ * lik_maxsim — fused MaxSim forward, cross-product or KD layout.
+ *
+ *   Q       [Nq, Lq, d] or [Lq, d] (a single query, Nq = 1, dim dropped)
+ *           dtype F32, F16, BF16 or F64.
+ *   D       cross: [Nd, Ld, d] or [Ld, d] (single document, dim dropped)
+ *           KD:    [Nq, K, Ld, d]  (per-query candidates; requires 3-D Q)
+ *           same dtype as Q.
+ *   q_mask  NULL or [Nq, Lq] (or [Lq] for 2-D Q), BOOL or U8.
+ *   d_mask  NULL or [Nd, Ld] / [Ld] (cross), [Nq, K, Ld] (KD), BOOL or U8.
+ *   scores  F32, cross [Nq, Nd] with the dims of 2-D inputs dropped
+ *           (2-D Q: [Nd]; 2-D D: [Nq]; both: 0-d), KD [Nq, K].
+ *   argmax  NULL or I32 with shape scores.shape + [Lq]: the winning document
+ *           token per query token, -1 where the query token is masked or
+ *           no document token is valid; lowest index on ties.
+ *   opts    NULL or options (normalize, num_threads, stream).
+ *
+ * Nq, Nd, K = 0 give an empty result; Lq = 0 or Ld = 0 give zero scores.
+ * Errors: LIK_ERR_NULL (Q, D or scores NULL), LIK_ERR_SHAPE (ndim, d, batch,
+ * mask or output shapes), LIK_ERR_DTYPE (Q/D dtype differ or unsupported,
+ * mask not BOOL/U8, scores not F32, argmax not I32), LIK_ERR_DEVICE,
+ * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors in a build without CUDA),
+ * LIK_ERR_CUDA.
+ */
+LIK_API lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D,
+                              const lik_tensor *q_mask,
+                              const lik_tensor *d_mask,
+                              const lik_options *opts, lik_tensor *scores,
+                              lik_tensor *argmax);
+
+/* lik_maxsim_pairs — one score per same-index pair (Q[b], D[b]); PyLate's
+ * colbert_scores_pairwise.  The K = 1 case of the KD layout.
+ *
+ *   Q [B, Lq, d], D [B, Ld, d] (same dtype, F32/F16/BF16/F64)
+ *   q_mask NULL or [B, Lq]; d_mask NULL or [B, Ld] (BOOL or U8)
+ *   scores F32 [B]; argmax NULL or I32 [B, Lq] (as in lik_maxsim)
+ * Errors as lik_maxsim; B of Q and D must match.
+ */
+LIK_API lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
+                                    const lik_tensor *q_mask,
+                                    const lik_tensor *d_mask,
+                                    const lik_options *opts,
+                                    lik_tensor *scores, lik_tensor *argmax);
+
+/* ---- retrieval -------------------------------------------------------------
+ *
+ * lik_retrieve — exact top-k documents per query by MaxSim, streaming
+ * document blocks through per-query selection: no [Nq, Nd] score matrix is
+ * held (scratch is O(Nq * block)).
+ *
+ *   Q, D, q_mask, d_mask as in lik_maxsim, cross layout only.
+ *   top_k   >= 1; k = min(top_k, Nd) results are written.
+ *   scores  F32 [Nq, k] (or [k] for 2-D Q), descending.
+ *   indices I64 [Nq, k] (or [k]): document indices into D, no duplicates;
+ *           equal scores are ordered by lower document index first.
+ * Errors as lik_maxsim, plus LIK_ERR_VALUE for top_k <= 0.  Note: the seed's
+ * retrieve() defaults to normalize=True; here normalize comes from opts.
+ */
+LIK_API lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D,
+                                const lik_tensor *q_mask,
+                                const lik_tensor *d_mask, int64_t top_k,
+                                const lik_options *opts, lik_tensor *scores,
+                                lik_tensor *indices);
+
+/* ---- CPU kernel selection ----------------------------------------------- */
+
+/* Name of the CPU kernel path chosen at run time ("avx512", "avx2",
+ * "portable").  Chosen once from cpuid + xgetbv; the environment variable
+ * LIK_CPU_ISA=portable|avx2|avx512 forces a path (a path the CPU cannot run
+ * is ignored and the best available one is used). */
+LIK_API const char *lik_cpu_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIK_H */

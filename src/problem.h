@@ -1,0 +1,120 @@
+/*
+ * problem.h — the validated description of one MaxSim call, passed from the
+ * public entry points (src/lik.c, which validates once) to a backend
+ * (src/cpu/, src/cuda/).  Backends may assume everything here is valid:
+ * shapes agree, dtypes are supported, pointers of non-empty tensors are set.
+ */
+#ifndef LIK_PROBLEM_H
+#define LIK_PROBLEM_H
+
+#include "lik.h"
+
+/* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
+typedef struct {
+  const void *data; /* NULL = absent */
+  lik_dtype dtype;  /* LIK_I32 or LIK_I64 */
+  int64_t stride;   /* in elements */
+} lik_index;
+
+static inline int64_t lik_index_at(const lik_index *ix, int64_t i) {
+  return ix->dtype == LIK_I32
+             ? (int64_t)((const int32_t *)ix->data)[i * ix->stride]
+             : ((const int64_t *)ix->data)[i * ix->stride];
+}
+
+/* A batch of token sequences.
+ * Padded:  token (n, l), feature k at element n*sn + l*sl + k*sk.
+ * Packed (offsets.data != NULL, FlashAttention's cu_seqlens): sequence n is
+ *          rows offsets[n] .. offsets[n+1]-1 of a [total, dim] tensor; token
+ *          (n, l) is row r = offsets[n] + l at element r*sl + k*sk (sn = 0).
+ * len is the (maximum) number of tokens per sequence. */
+typedef struct {
+  const void *data;
+  lik_dtype dtype; /* F32, F16, BF16 or F64 */
+  int64_t count, len, dim;
+  int64_t sn, sl, sk;
+  lik_index offsets;
+} lik_seqs;
+
+/* A token mask over a lik_seqs: token (n, l) (padded) or packed row r is
+ * valid iff data == NULL or data[n*sn + l*sl] != 0 (packed: data[r*sl]). */
+typedef struct {
+  const uint8_t *data;
+  int64_t sn, sl;
+} lik_mask;
+
+/* Which (query, document) pairs are scored. */
+typedef enum {
+  LIK_PAIRING_CROSS = 0, /* every (i, j): out (i, j), i < nq, j < d.count    */
+  LIK_PAIRING_KD = 1,    /* (i, i*ncand + k): out (i, k), k < ncand           */
+  LIK_PAIRING_LIST = 2   /* (pair_q[p], pair_d[p]): out (0, p), p < ncand     */
+} lik_pairing;
+
+typedef struct {
+  lik_seqs q, d;
+  lik_mask q_mask, d_mask;
+  lik_pairing pairing;
+  int64_t ncand;         /* cross: d.count; KD: K; list: number of pairs */
+  lik_index pair_q, pair_d; /* LIK_PAIRING_LIST only */
+
+  /* Output (i, j) of the pairing above: scores[i*score_si + j*score_sj]. */
+  float *scores;
+  int64_t score_si, score_sj;
+  /* NULL or argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] for query token s. */
+  int32_t *argmax;
+  int64_t argmax_si, argmax_sj, argmax_ss;
+
+  int normalize;
+  int num_threads; /* resolved: >= 1 */
+  lik_device_type device;
+  int32_t device_id;
+  void *stream;
+} lik_problem;
+
+/* Token (n, l) of a sequence batch: element offset of feature 0. */
+static inline int64_t lik_token_offset(const lik_seqs *s, int64_t n, int64_t l) {
+  return s->offsets.data ? (lik_index_at(&s->offsets, n) + l) * s->sl
+                         : n * s->sn + l * s->sl;
+}
+
+/* Number of tokens of sequence n. */
+static inline int64_t lik_seq_len(const lik_seqs *s, int64_t n) {
+  return s->offsets.data
+             ? lik_index_at(&s->offsets, n + 1) - lik_index_at(&s->offsets, n)
+             : s->len;
+}
+
+/* Whether token (n, l) is valid under a mask over s. */
+static inline int lik_mask_valid(const lik_mask *m, const lik_seqs *s,
+                                 int64_t n, int64_t l) {
+  if (!m->data) return 1;
+  if (s->offsets.data) return m->data[(lik_index_at(&s->offsets, n) + l) * m->sl] != 0;
+  return m->data[n * m->sn + l * m->sl] != 0;
+}
+
+/* Error reporting (src/error.c): records a thread-local message built from
+ * printf-style arguments and returns status, so callers write
+ *   return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match ...", ...); */
+lik_status lik_fail(lik_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Backends.  Each returns LIK_OK or a status set through lik_fail. */
+lik_status lik_cpu_maxsim(const lik_problem *p);
+/* Exact top-k over a cross-pairing problem (p->scores unused): writes
+ * k = min(top_k, d.count) results per query, scores descending, ties by lower
+ * document index; row i at out_scores[i*out_si + r*out_sr], same for indices. */
+lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
+                            int64_t out_si, int64_t out_sr, int64_t *out_indices,
+                            int64_t idx_si, int64_t idx_sr);
+
+#ifdef LIK_WITH_CUDA
+lik_status lik_cuda_maxsim(const lik_problem *p);
+lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
+                             int64_t out_si, int64_t out_sr, int64_t *out_indices,
+                             int64_t idx_si, int64_t idx_sr);
+#endif
+
+#endif /* LIK_PROBLEM_H */
