@@ -24,6 +24,8 @@ static inline int64_t lik_index_at(const lik_index *ix, int64_t i) {
 
 /* A batch of token sequences.
  * Padded:  token (n, l), feature k at element n*sn + l*sl + k*sk.
+ * Grouped (group > 0; the KD layout D[Nq, K, Ld, d] with any strides):
+ *          sequence n = g*group + r starts at element g*sg + r*sn.
  * Packed (offsets.data != NULL, FlashAttention's cu_seqlens): sequence n is
  *          rows offsets[n] .. offsets[n+1]-1 of a [total, dim] tensor; token
  *          (n, l) is row r = offsets[n] + l at element r*sl + k*sk (sn = 0).
@@ -33,14 +35,16 @@ typedef struct {
   lik_dtype dtype; /* F32, F16, BF16 or F64 */
   int64_t count, len, dim;
   int64_t sn, sl, sk;
+  int64_t group, sg; /* group = 0: not grouped */
   lik_index offsets;
 } lik_seqs;
 
 /* A token mask over a lik_seqs: token (n, l) (padded) or packed row r is
- * valid iff data == NULL or data[n*sn + l*sl] != 0 (packed: data[r*sl]). */
+ * valid iff data == NULL or data[n*sn + l*sl] != 0 (packed: data[r*sl];
+ * grouped as the lik_seqs: data[g*sg + r*sn + l*sl]). */
 typedef struct {
   const uint8_t *data;
-  int64_t sn, sl;
+  int64_t sn, sl, sg;
 } lik_mask;
 
 /* Which (query, document) pairs are scored. */
@@ -73,8 +77,9 @@ typedef struct {
 
 /* Token (n, l) of a sequence batch: element offset of feature 0. */
 static inline int64_t lik_token_offset(const lik_seqs *s, int64_t n, int64_t l) {
-  return s->offsets.data ? (lik_index_at(&s->offsets, n) + l) * s->sl
-                         : n * s->sn + l * s->sl;
+  if (s->offsets.data) return (lik_index_at(&s->offsets, n) + l) * s->sl;
+  if (s->group > 0) return (n / s->group) * s->sg + (n % s->group) * s->sn + l * s->sl;
+  return n * s->sn + l * s->sl;
 }
 
 /* Number of tokens of sequence n. */
@@ -89,6 +94,8 @@ static inline int lik_mask_valid(const lik_mask *m, const lik_seqs *s,
                                  int64_t n, int64_t l) {
   if (!m->data) return 1;
   if (s->offsets.data) return m->data[(lik_index_at(&s->offsets, n) + l) * m->sl] != 0;
+  if (s->group > 0)
+    return m->data[(n / s->group) * m->sg + (n % s->group) * m->sn + l * m->sl] != 0;
   return m->data[n * m->sn + l * m->sl] != 0;
 }
 
