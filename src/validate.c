@@ -1,0 +1,181 @@
+/* validate.c — argument checks shared by the public entry points. */
+#include "validate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+const char *lik_dtype_name(lik_dtype dtype) {
+  switch (dtype) {
+    case LIK_F32: return "float32";
+    case LIK_F16: return "float16";
+    case LIK_BF16: return "bfloat16";
+    case LIK_F64: return "float64";
+    case LIK_BOOL: return "bool";
+    case LIK_U8: return "uint8";
+    case LIK_I32: return "int32";
+    case LIK_I64: return "int64";
+  }
+  return "unknown";
+}
+
+const char *lik_shape_str(const lik_tensor *t, char *buf) {
+  int n = snprintf(buf, 96, "[");
+  for (int i = 0; i < t->ndim && i < LIK_MAX_DIMS; i++)
+    n += snprintf(buf + n, (size_t)(96 - n), i ? ", %lld" : "%lld", (long long)t->shape[i]);
+  snprintf(buf + n, (size_t)(96 - n), "]");
+  return buf;
+}
+
+static int64_t numel(const lik_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
+                            int max_ndim) {
+  if (!t) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
+  if (t->ndim < min_ndim || t->ndim > max_ndim) {
+    if (min_ndim == max_ndim)
+      return lik_fail(LIK_ERR_SHAPE, "%s: expected %d dimensions, got %d", name,
+                      min_ndim, t->ndim);
+    return lik_fail(LIK_ERR_SHAPE, "%s: expected %d to %d dimensions, got %d", name,
+                    min_ndim, max_ndim, t->ndim);
+  }
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] < 0)
+      return lik_fail(LIK_ERR_SHAPE, "%s: dimension %d has negative size %lld", name, i,
+                      (long long)t->shape[i]);
+  if ((unsigned)t->dtype > LIK_I64)
+    return lik_fail(LIK_ERR_DTYPE, "%s: unknown dtype code %d", name, (int)t->dtype);
+  if (t->device != 0 && t->device != LIK_CPU && t->device != LIK_CUDA)
+    return lik_fail(LIK_ERR_DEVICE, "%s: unknown device type %d", name, (int)t->device);
+  if (!t->data && numel(t) > 0)
+    return lik_fail(LIK_ERR_NULL, "%s: data is NULL but the shape has elements", name);
+  return LIK_OK;
+}
+
+lik_status lik_check_float(const lik_tensor *t, const char *name) {
+  if (t->dtype == LIK_F32 || t->dtype == LIK_F16 || t->dtype == LIK_BF16 ||
+      t->dtype == LIK_F64)
+    return LIK_OK;
+  return lik_fail(LIK_ERR_DTYPE,
+                  "%s: dtype %s is not supported (float32, float16, bfloat16, float64)",
+                  name, lik_dtype_name(t->dtype));
+}
+
+static int same_shape(const lik_tensor *t, int ndim, const int64_t *shape) {
+  if (t->ndim != ndim) return 0;
+  for (int i = 0; i < ndim; i++)
+    if (t->shape[i] != shape[i]) return 0;
+  return 1;
+}
+
+static const char *shape_of(int ndim, const int64_t *shape, char *buf) {
+  lik_tensor t = {0};
+  t.ndim = ndim;
+  for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
+  return lik_shape_str(&t, buf);
+}
+
+lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
+                          const int64_t *shape) {
+  lik_status st = lik_check_tensor(m, name, 0, LIK_MAX_DIMS);
+  if (st) return st;
+  if (m->dtype != LIK_BOOL && m->dtype != LIK_U8)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s is not a mask dtype (bool or uint8)",
+                    name, lik_dtype_name(m->dtype));
+  if (!same_shape(m, ndim, shape)) {
+    char got[96], want[96];
+    return lik_fail(LIK_ERR_SHAPE, "%s: shape %s does not match the expected %s", name,
+                    lik_shape_str(m, got), shape_of(ndim, shape, want));
+  }
+  return LIK_OK;
+}
+
+lik_status lik_check_output(const lik_tensor *t, const char *name, lik_dtype dtype,
+                            int ndim, const int64_t *shape) {
+  lik_status st = lik_check_tensor(t, name, 0, LIK_MAX_DIMS);
+  if (st) return st;
+  if (t->dtype != dtype)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected %s", name,
+                    lik_dtype_name(t->dtype), lik_dtype_name(dtype));
+  if (!same_shape(t, ndim, shape)) {
+    char got[96], want[96];
+    return lik_fail(LIK_ERR_SHAPE, "%s: shape %s, expected %s", name,
+                    lik_shape_str(t, got), shape_of(ndim, shape, want));
+  }
+  return LIK_OK;
+}
+
+static lik_device_type device_of(const lik_tensor *t) {
+  return t->device == LIK_CUDA ? LIK_CUDA : LIK_CPU;
+}
+
+lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *names,
+                             int n, lik_device_type *device, int32_t *device_id) {
+  int first = -1;
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) continue;
+    if (first < 0) {
+      first = i;
+      continue;
+    }
+    const lik_tensor *a = ts[first], *b = ts[i];
+    if (device_of(a) != device_of(b) ||
+        (device_of(a) == LIK_CUDA && a->device_id != b->device_id))
+      return lik_fail(LIK_ERR_DEVICE, "%s is on %s:%d but %s is on %s:%d", names[i],
+                      device_of(b) == LIK_CUDA ? "cuda" : "cpu", b->device_id,
+                      names[first], device_of(a) == LIK_CUDA ? "cuda" : "cpu",
+                      a->device_id);
+  }
+  *device = first < 0 ? LIK_CPU : device_of(ts[first]);
+  *device_id = first < 0 ? 0 : ts[first]->device_id;
+  return LIK_OK;
+}
+
+int lik_resolve_threads(const lik_options *opts) {
+  if (opts && opts->num_threads > 0) return opts->num_threads;
+  const char *env = getenv("LIK_NUM_THREADS");
+  if (env) {
+    long n = strtol(env, NULL, 10);
+    if (n > 0 && n <= 4096) return (int)n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+lik_seqs lik_seqs_from(const lik_tensor *t) {
+  lik_seqs s = {0};
+  const int nd = t->ndim;
+  s.data = t->data;
+  s.dtype = t->dtype;
+  s.dim = t->shape[nd - 1];
+  s.len = t->shape[nd - 2];
+  s.sk = t->strides[nd - 1];
+  s.sl = t->strides[nd - 2];
+  if (nd == 2) {
+    s.count = 1;
+  } else if (nd == 3) {
+    s.count = t->shape[0];
+    s.sn = t->strides[0];
+  } else { /* KD [Nq, K, L, d]: sequence i*K + k */
+    s.count = t->shape[0] * t->shape[1];
+    s.group = t->shape[1];
+    s.sg = t->strides[0];
+    s.sn = t->strides[1];
+  }
+  return s;
+}
+
+lik_mask lik_mask_from(const lik_tensor *m) {
+  lik_mask k = {0};
+  if (!m) return k;
+  const int nd = m->ndim;
+  k.data = (const uint8_t *)m->data;
+  k.sl = m->strides[nd - 1];
+  if (nd >= 2) k.sn = m->strides[nd - 2];
+  if (nd == 3) k.sg = m->strides[0];
+  return k;
+}

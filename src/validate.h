@@ -1,0 +1,49 @@
+/*
+ * validate.h — checks shared by every public entry point.  Each returns LIK_OK
+ * or a status whose message (lik_fail) names the argument and the sizes.
+ */
+#ifndef LIK_VALIDATE_H
+#define LIK_VALIDATE_H
+
+#include "problem.h"
+
+/* Clears the thread-local message at the start of a public call. */
+void lik_clear_error(void);
+
+/* Short dtype name ("float32", "bfloat16", ...). */
+const char *lik_dtype_name(lik_dtype dtype);
+
+/* Formats t's shape as "[2, 3, 4]" into buf (size >= 96). */
+const char *lik_shape_str(const lik_tensor *t, char *buf);
+
+/* name must be non-NULL, have ndim in [min_ndim, max_ndim], non-negative
+ * sizes, data set when it has elements, and a known device. */
+lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
+                            int max_ndim);
+
+/* Embeddings: F32, F16, BF16 or F64. */
+lik_status lik_check_float(const lik_tensor *t, const char *name);
+
+/* A mask (BOOL or U8) whose shape equals the expected ndim/shape. */
+lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
+                          const int64_t *shape);
+
+/* An output of the given dtype and exact shape. */
+lik_status lik_check_output(const lik_tensor *t, const char *name,
+                            lik_dtype dtype, int ndim, const int64_t *shape);
+
+/* All non-NULL tensors of a call are on one device; *device, *device_id get it. */
+lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *names,
+                             int n, lik_device_type *device, int32_t *device_id);
+
+/* Threads to use: opts->num_threads if > 0, else $LIK_NUM_THREADS if > 0,
+ * else the number of online processors. */
+int lik_resolve_threads(const lik_options *opts);
+
+/* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
+lik_seqs lik_seqs_from(const lik_tensor *t);
+
+/* Fills a lik_mask from a [.., L] mask view (NULL: all valid). */
+lik_mask lik_mask_from(const lik_tensor *m);
+
+#endif /* LIK_VALIDATE_H */
