@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# setup.sh [EXTRAS] — prepares a fresh Debian/Ubuntu machine for lik:
+#   Debian packages: a C compiler, CMake, libcjson-dev (the `lik` command reads
+#   safetensors headers with cJSON), python3-venv;
+#   a virtual environment in .venv holding the lik package (library, Python
+#   front and the `lik` command), with the optional extras named in $1
+#   (e.g. "test,torch").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for pkg in build-essential cmake pkg-config libcjson-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+spec="."
+[ -n "${1:-}" ] && spec=".[$1]"
+.venv/bin/python -m pip install -q "$spec"

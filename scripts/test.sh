@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test.sh — sets up a fresh machine and runs every test lik has:
+#   1. the C tests (ctest) in a Release build, every CPU ISA path;
+#   2. the same C tests under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the Python tests (pytest) against the installed package, torch included.
+# GPU tests are marked `gpu` and skip themselves where no CUDA device exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh test,torch
+
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+scripts/sanitize.sh
+
+export PATH="$PWD/.venv/bin:$PATH"
+python -m pytest -q tests
