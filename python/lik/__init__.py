@@ -1,0 +1,77 @@
+"""lik — fused late-interaction (ColBERT MaxSim) kernels.
+
+A thin ctypes binding over the C library ``liblik`` (``include/lik.h``).
+The library is loaded from this package's folder (where ``pip install .``
+puts it) or, for development, from ``$LIK_LIBRARY`` (the path of a built
+``liblik.so``, e.g. ``build/liblik.so`` after ``cmake -B build && cmake
+--build build``).
+
+Public API (names, keywords and defaults of the seed package
+late-interaction-kernels):
+
+* :func:`maxsim` — scores ``[Nq, Nd]`` (cross), ``[Nq, K]`` (KD layout).
+* :func:`maxsim_pairs` — scores ``[B]`` for same-index pairs.
+* :func:`retrieve` — exact top-k documents per query.
+* :class:`MaxSimScorer` — stateless scorer (a ``torch.nn.Module`` with torch).
+* :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
+* :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
+
+Threads: every call uses ``get_num_threads()`` threads; 0 (the default) means
+the library's default: ``$LIK_NUM_THREADS`` if set, else all cores.  Results
+are bitwise identical for any thread count.  ``$LIK_CPU_ISA`` forces a CPU
+kernel path (see lik.h).
+"""
+
+from __future__ import annotations
+
+from . import _lib
+from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
+from ._lib import LikError
+
+__version__: str = _lib.version_string()
+
+#: Path of the loaded C library.
+library_path: str = _lib.library_path
+
+
+def cpu_isa() -> str:
+    """Name of the CPU kernel path chosen at run time: ``"avx512"``,
+    ``"avx2"`` or ``"portable"`` (``lik_cpu_isa``; ``$LIK_CPU_ISA`` can force
+    one the CPU supports)."""
+    return _lib.cpu_isa()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the CPU thread count used by every following lik call (all threads
+    of this process).
+
+    Args:
+        n: int >= 0.  0 restores the default: ``$LIK_NUM_THREADS`` if set,
+            else all cores (read by the C library at call time).
+
+    Raises:
+        TypeError: ``n`` is not an int.
+        ValueError: ``n < 0``.
+
+    Results do not depend on the thread count (bitwise), only the speed does.
+    """
+    _lib.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The value last given to :func:`set_num_threads` (0 = library default)."""
+    return _lib.get_num_threads()
+
+
+__all__ = [
+    "__version__",
+    "maxsim",
+    "maxsim_pairs",
+    "retrieve",
+    "MaxSimScorer",
+    "LikError",
+    "cpu_isa",
+    "set_num_threads",
+    "get_num_threads",
+    "library_path",
+]

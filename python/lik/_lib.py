@@ -1,0 +1,381 @@
+"""Private ctypes layer over the C API in ``include/lik.h``.
+
+Everything that touches ctypes lives here:
+
+* locating and loading ``liblik.so`` (next to this file, else ``$LIK_LIBRARY``),
+* the ``lik_tensor`` / ``lik_options`` structures,
+* building a ``lik_tensor`` view of a numpy array or a torch tensor without
+  copying (pointer + shape + strides in elements),
+* turning a ``lik_status`` into a Python exception carrying
+  ``lik_last_error()``,
+* one thin wrapper per C entry point (:func:`call_maxsim`,
+  :func:`call_maxsim_pairs`, :func:`call_retrieve`) that takes already
+  allocated outputs.
+
+The public functions in :mod:`lik._api` decide shapes, allocate outputs and
+call these wrappers; an autograd layer (torch.library custom ops) can call the
+same wrappers, e.g. ``call_maxsim(..., argmax=buf)`` to get the saved argmax.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:  # torch is optional
+    import torch as _torch
+except ImportError:  # pragma: no cover - exercised only without torch
+    _torch = None
+
+# ---- constants mirrored from lik.h -------------------------------------------
+
+LIK_MAX_DIMS = 4
+
+LIK_OK = 0
+LIK_ERR_NULL = 1
+LIK_ERR_SHAPE = 2
+LIK_ERR_DTYPE = 3
+LIK_ERR_VALUE = 4
+LIK_ERR_DEVICE = 5
+LIK_ERR_ALLOC = 6
+LIK_ERR_UNSUPPORTED = 7
+LIK_ERR_CUDA = 8
+
+LIK_F32, LIK_F16, LIK_BF16, LIK_F64, LIK_BOOL, LIK_U8, LIK_I32, LIK_I64 = range(8)
+
+LIK_CPU = 1
+LIK_CUDA = 2
+
+BACKWARD_CODES = {"auto": 0, "unified": 1, "lowmem": 2}
+
+_NP_DTYPES = {
+    np.dtype(np.float32): LIK_F32,
+    np.dtype(np.float16): LIK_F16,
+    np.dtype(np.float64): LIK_F64,
+    np.dtype(np.bool_): LIK_BOOL,
+    np.dtype(np.uint8): LIK_U8,
+    np.dtype(np.int32): LIK_I32,
+    np.dtype(np.int64): LIK_I64,
+}
+
+if _torch is not None:
+    _TORCH_DTYPES = {
+        _torch.float32: LIK_F32,
+        _torch.float16: LIK_F16,
+        _torch.bfloat16: LIK_BF16,
+        _torch.float64: LIK_F64,
+        _torch.bool: LIK_BOOL,
+        _torch.uint8: LIK_U8,
+        _torch.int32: LIK_I32,
+        _torch.int64: LIK_I64,
+    }
+else:  # pragma: no cover
+    _TORCH_DTYPES = {}
+
+_SUPPORTED_NAMES = "float32, float16, bfloat16 (torch), float64; masks bool or uint8"
+
+
+# ---- structures ------------------------------------------------------------
+
+
+class LikTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * LIK_MAX_DIMS),
+        ("strides", ctypes.c_int64 * LIK_MAX_DIMS),
+        ("device", ctypes.c_int),
+        ("device_id", ctypes.c_int32),
+    ]
+
+
+class LikOptions(ctypes.Structure):
+    _fields_ = [
+        ("normalize", ctypes.c_int),
+        ("num_threads", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        ("backward", ctypes.c_int),
+    ]
+
+
+_PT = ctypes.POINTER(LikTensor)
+_PO = ctypes.POINTER(LikOptions)
+
+# ---- loading -----------------------------------------------------------------
+
+_LIB_NAMES = {
+    "linux": ("liblik.so",),
+    "darwin": ("liblik.dylib", "liblik.so"),
+    "win32": ("lik.dll", "liblik.dll"),
+}.get(sys.platform, ("liblik.so",))
+
+
+def _find_library() -> str:
+    here = Path(__file__).resolve().parent
+    for name in _LIB_NAMES:
+        cand = here / name
+        if cand.is_file():
+            return str(cand)
+    env = os.environ.get("LIK_LIBRARY")
+    if env:
+        p = Path(env)
+        if p.is_dir():
+            for name in _LIB_NAMES:
+                if (p / name).is_file():
+                    return str(p / name)
+        if p.is_file():
+            return str(p)
+        raise ImportError(f"lik: LIK_LIBRARY={env!r} is not a file or a folder holding {_LIB_NAMES[0]}")
+    raise ImportError(
+        f"lik: the C library {_LIB_NAMES[0]} was not found next to {here} and LIK_LIBRARY is not set. "
+        "Install the package with `pip install .`, or build it with "
+        "`cmake -B build && cmake --build build` and set LIK_LIBRARY=build/liblik.so."
+    )
+
+
+library_path = _find_library()
+try:
+    lib = ctypes.CDLL(library_path)
+except OSError as exc:  # pragma: no cover
+    raise ImportError(f"lik: cannot load {library_path}: {exc}") from exc
+
+lib.lik_version_number.restype = ctypes.c_int
+lib.lik_version_number.argtypes = []
+lib.lik_version_string.restype = ctypes.c_char_p
+lib.lik_version_string.argtypes = []
+lib.lik_status_string.restype = ctypes.c_char_p
+lib.lik_status_string.argtypes = [ctypes.c_int]
+lib.lik_last_error.restype = ctypes.c_char_p
+lib.lik_last_error.argtypes = []
+lib.lik_cpu_isa.restype = ctypes.c_char_p
+lib.lik_cpu_isa.argtypes = []
+for _fn in ("lik_maxsim", "lik_maxsim_pairs"):
+    getattr(lib, _fn).restype = ctypes.c_int
+    getattr(lib, _fn).argtypes = [_PT, _PT, _PT, _PT, _PO, _PT, _PT]
+lib.lik_retrieve.restype = ctypes.c_int
+lib.lik_retrieve.argtypes = [_PT, _PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
+
+
+def version_string() -> str:
+    return lib.lik_version_string().decode()
+
+
+def version_number() -> int:
+    return int(lib.lik_version_number())
+
+
+def cpu_isa() -> str:
+    return lib.lik_cpu_isa().decode()
+
+
+# ---- errors ------------------------------------------------------------------
+
+_EXC = {
+    LIK_ERR_NULL: ValueError,
+    LIK_ERR_SHAPE: ValueError,
+    LIK_ERR_VALUE: ValueError,
+    LIK_ERR_DEVICE: ValueError,
+    LIK_ERR_DTYPE: TypeError,
+}
+
+
+class LikError(RuntimeError):
+    """Raised for library failures that are not the caller's argument error
+    (allocation failure, unsupported request, CUDA runtime error)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def check(status: int) -> None:
+    """Raise the exception for a non-OK ``lik_status``.
+
+    SHAPE / VALUE / NULL / DEVICE -> ValueError, DTYPE -> TypeError, others ->
+    :class:`LikError` (a RuntimeError).  The message is ``lik_last_error()``
+    (which names the argument and the sizes), else the status name.
+    """
+    if status == LIK_OK:
+        return
+    msg = (lib.lik_last_error() or b"").decode(errors="replace")
+    if not msg:
+        msg = lib.lik_status_string(status).decode()
+    exc = _EXC.get(status)
+    if exc is None:
+        raise LikError(msg, status)
+    raise exc(msg)
+
+
+# ---- threads -----------------------------------------------------------------
+
+_num_threads = 0
+_nt_lock = threading.Lock()
+
+
+def set_num_threads(n: int) -> None:
+    global _num_threads
+    try:
+        n = int(n.__index__())
+    except AttributeError:
+        raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}") from None
+    if n < 0:
+        raise ValueError(f"set_num_threads: n must be >= 0 (0 = $LIK_NUM_THREADS or all cores), got {n}")
+    if n > 2**31 - 1:
+        raise ValueError(f"set_num_threads: n={n} is too large")
+    with _nt_lock:
+        _num_threads = n
+
+
+def get_num_threads() -> int:
+    return _num_threads
+
+
+def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None) -> LikOptions:
+    o = LikOptions()
+    o.normalize = 1 if normalize else 0
+    o.num_threads = _num_threads
+    o.stream = stream
+    o.backward = BACKWARD_CODES[backward]
+    return o
+
+
+# ---- array kinds -------------------------------------------------------------
+
+
+def is_torch(x: Any) -> bool:
+    return _torch is not None and isinstance(x, _torch.Tensor)
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or is_torch(x)
+
+
+def to_torch(x: Any):
+    """numpy -> torch CPU tensor (zero-copy when strides allow)."""
+    if x is None or is_torch(x):
+        return x
+    if any(s < 0 for s in x.strides) or not x.dtype.isnative:
+        x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+    return _torch.from_numpy(x)
+
+
+def check_array(x: Any, name: str, *, optional: bool = False) -> None:
+    """Python-side checks the C library cannot do: not an array at all, more
+    dims than a lik_tensor holds, a dtype with no lik_dtype code."""
+    if x is None:
+        if optional:
+            return
+        raise TypeError(f"{name}: expected a numpy array or torch tensor, got None")
+    if not is_array(x):
+        raise TypeError(f"{name}: expected a numpy array or torch tensor, got {type(x).__name__}")
+    if x.ndim > LIK_MAX_DIMS:
+        raise ValueError(f"{name}: ndim={x.ndim} exceeds the {LIK_MAX_DIMS} dims lik supports (shape {tuple(x.shape)})")
+    if is_torch(x):
+        if x.dtype not in _TORCH_DTYPES:
+            raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
+        if x.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{name}: device {x.device} is not supported (cpu or cuda)")
+    else:
+        if x.dtype.newbyteorder("=") not in _NP_DTYPES:
+            raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
+
+
+def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    item = x.itemsize
+    if any(s % item for s in x.strides):  # e.g. a field of a structured array
+        x = np.ascontiguousarray(x)
+    t = LikTensor()
+    t.data = x.ctypes.data if x.size else None
+    t.dtype = _NP_DTYPES[x.dtype]
+    t.ndim = x.ndim
+    for i, (n, s) in enumerate(zip(x.shape, x.strides)):
+        t.shape[i] = n
+        t.strides[i] = s // item
+    t.device = LIK_CPU
+    t.device_id = 0
+    return x, t
+
+
+def _torch_view(x) -> tuple[Any, LikTensor]:
+    x = x.detach()
+    t = LikTensor()
+    t.data = x.data_ptr() if x.numel() else None
+    t.dtype = _TORCH_DTYPES[x.dtype]
+    t.ndim = x.dim()
+    for i, (n, s) in enumerate(zip(x.shape, x.stride())):
+        t.shape[i] = n
+        t.strides[i] = s
+    if x.device.type == "cuda":
+        t.device = LIK_CUDA
+        t.device_id = x.device.index or 0
+    else:
+        t.device = LIK_CPU
+        t.device_id = 0
+    return x, t
+
+
+def view(x: Any) -> tuple[Any, LikTensor | None]:
+    """(keep-alive object, lik_tensor) for a numpy array / torch tensor / None.
+
+    The first element must stay referenced for the duration of the C call.
+    """
+    if x is None:
+        return None, None
+    if is_torch(x):
+        return _torch_view(x)
+    return _np_view(x)
+
+
+def _ptr(t: LikTensor | None):
+    return ctypes.byref(t) if t is not None else None
+
+
+def cuda_stream_of(x: Any) -> int | None:
+    if is_torch(x) and x.device.type == "cuda":
+        return _torch.cuda.current_stream(x.device).cuda_stream
+    return None
+
+
+# ---- calls ---------------------------------------------------------------------
+
+
+def _run(fn, Q, D, q_mask, d_mask, opts, extra, out1, out2):
+    keep = []
+    tv = []
+    for x in (Q, D, q_mask, d_mask, out1, out2):
+        k, t = view(x)
+        keep.append(k)
+        tv.append(t)
+    args = [_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), _ptr(tv[3])]
+    args += extra
+    args += [ctypes.byref(opts), _ptr(tv[4]), _ptr(tv[5])]
+    status = fn(*args)
+    check(status)
+    del keep
+
+
+def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto") -> None:
+    """lik_maxsim into caller-allocated ``scores`` (F32) and optional ``argmax`` (I32)."""
+    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q))
+    _run(lib.lik_maxsim, Q, D, q_mask, d_mask, opts, [], scores, argmax)
+
+
+def call_maxsim_pairs(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto") -> None:
+    """lik_maxsim_pairs into caller-allocated ``scores`` [B] and optional ``argmax`` [B, Lq]."""
+    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q))
+    _run(lib.lik_maxsim_pairs, Q, D, q_mask, d_mask, opts, [], scores, argmax)
+
+
+def call_retrieve(Q, D, q_mask, d_mask, top_k: int, scores, indices, *, normalize=True) -> None:
+    """lik_retrieve into caller-allocated ``scores`` (F32) and ``indices`` (I64)."""
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    _run(lib.lik_retrieve, Q, D, q_mask, d_mask, opts, [ctypes.c_int64(top_k)], scores, indices)

@@ -1,0 +1,163 @@
+"""Every error path: the exception type and a message naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lik
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+
+
+def z(*shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+def test_version_and_isa():
+    assert lik.__version__ == "0.1.0"
+    assert lik.cpu_isa() in ("avx512", "avx2", "portable")
+    from lik import _lib
+
+    assert _lib.version_number() == 100
+
+
+def test_d_mismatch_names_both_sizes():
+    with pytest.raises(ValueError, match=r"(?=.*\b96\b)(?=.*\b128\b)"):
+        lik.maxsim(z(2, 3, 128), z(4, 5, 96))
+    with pytest.raises(ValueError, match=r"(?=.*\b96\b)(?=.*\b128\b)"):
+        lik.maxsim_pairs(z(2, 3, 128), z(2, 5, 96))
+    with pytest.raises(ValueError, match=r"(?=.*\b96\b)(?=.*\b128\b)"):
+        lik.retrieve(z(2, 3, 128), z(4, 5, 96), 2)
+    with pytest.raises(ValueError, match=r"(?=.*\b96\b)(?=.*\b128\b)"):
+        lik.maxsim(z(2, 3, 128), z(2, 4, 5, 96))
+
+
+@pytest.mark.parametrize(
+    "qm,dm,name",
+    [
+        (z(2, 4, dtype=bool), None, "q_mask"),
+        (z(3, 3, dtype=bool), None, "q_mask"),
+        (z(2, 3, 1, dtype=bool), None, "q_mask"),
+        (z(6, dtype=bool), None, "q_mask"),
+        (None, z(4, 6, dtype=bool), "d_mask"),
+        (None, z(5, 5, dtype=bool), "d_mask"),
+        (None, z(20, dtype=bool), "d_mask"),
+    ],
+)
+def test_mask_shape(qm, dm, name):
+    with pytest.raises(ValueError, match=name):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8), qm, dm)
+
+
+def test_mask_shape_kd_pairs_retrieve():
+    with pytest.raises(ValueError, match="d_mask"):
+        lik.maxsim(z(2, 3, 8), z(2, 4, 5, 8), None, z(2, 5, dtype=bool))
+    with pytest.raises(ValueError, match="d_mask"):
+        lik.maxsim_pairs(z(2, 3, 8), z(2, 5, 8), None, z(2, 4, dtype=bool))
+    with pytest.raises(ValueError, match="q_mask"):
+        lik.retrieve(z(2, 3, 8), z(4, 5, 8), 2, z(3, 2, dtype=bool))
+
+
+def test_dtype_mismatch():
+    with pytest.raises(TypeError, match="D"):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8, dtype=np.float16))
+    with pytest.raises(TypeError, match="D"):
+        lik.maxsim_pairs(z(2, 3, 8, dtype=np.float64), z(2, 5, 8))
+    with pytest.raises(TypeError, match="D"):
+        lik.retrieve(z(2, 3, 8), z(4, 5, 8, dtype=np.float64), 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64, np.float16])
+def test_mask_dtype(dtype):
+    with pytest.raises(TypeError, match="q_mask"):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8), z(2, 3, dtype=dtype))
+    with pytest.raises(TypeError, match="d_mask"):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8), None, z(4, 5, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.bool_])
+def test_embedding_dtype_not_float(dtype):
+    with pytest.raises(TypeError, match="Q"):
+        lik.maxsim(z(2, 3, 8, dtype=dtype), z(4, 5, 8, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.complex64, np.int8, np.uint16, object])
+def test_dtype_without_lik_code(dtype):
+    with pytest.raises(TypeError, match="Q"):
+        lik.maxsim(np.zeros((2, 3, 8), dtype), z(4, 5, 8))
+    with pytest.raises(TypeError, match="d_mask"):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8), None, np.zeros((4, 5), dtype))
+
+
+@pytest.mark.parametrize(
+    "qs,ds,name",
+    [
+        ((8,), (4, 5, 8), "Q"),
+        ((), (4, 5, 8), "Q"),
+        ((1, 2, 3, 8), (4, 5, 8), "Q"),
+        ((2, 3, 8), (8,), "D"),
+        ((2, 3, 8), (), "D"),
+        ((3, 8), (2, 4, 5, 8), "D"),  # KD needs 3-D Q
+        ((2, 3, 8), (3, 4, 5, 8), "Nq"),  # KD batch mismatch
+    ],
+)
+def test_wrong_ndim(qs, ds, name):
+    with pytest.raises(ValueError, match=name):
+        lik.maxsim(np.zeros(qs, np.float32), np.zeros(ds, np.float32))
+
+
+def test_too_many_dims():
+    with pytest.raises(ValueError, match="ndim=5"):
+        lik.maxsim(z(1, 1, 2, 3, 8), z(4, 5, 8))
+
+
+def test_pairs_errors():
+    with pytest.raises(ValueError):
+        lik.maxsim_pairs(z(3, 8), z(3, 8))
+    with pytest.raises(ValueError, match=r"(?=.*\b2\b)(?=.*\b3\b)"):
+        lik.maxsim_pairs(z(2, 3, 8), z(3, 5, 8))
+    with pytest.raises(ValueError):
+        lik.maxsim_pairs(z(2, 3, 8), z(2, 1, 5, 8))
+
+
+@pytest.mark.parametrize("bad", [[[[0.0]]], 1.0, "Q", None])
+def test_not_an_array(bad):
+    with pytest.raises(TypeError, match="Q"):
+        lik.maxsim(bad, z(4, 5, 8))
+    with pytest.raises(TypeError, match="D"):
+        lik.maxsim_pairs(z(2, 3, 8), bad)
+    with pytest.raises(TypeError, match="Q"):
+        lik.retrieve(bad, z(4, 5, 8), 1)
+
+
+def test_mask_not_an_array():
+    with pytest.raises(TypeError, match="q_mask"):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 8), [[True] * 3] * 2)
+
+
+@needs_torch
+def test_torch_errors():
+    Q = torch.zeros(2, 3, 8)
+    with pytest.raises(TypeError, match="D"):
+        lik.maxsim(Q, torch.zeros(4, 5, 8, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="q_mask"):
+        lik.maxsim(Q, torch.zeros(4, 5, 8), torch.zeros(2, 3))
+    with pytest.raises(TypeError, match="Q"):
+        lik.maxsim(torch.zeros(2, 3, 8, dtype=torch.int16), torch.zeros(4, 5, 8))
+    with pytest.raises(ValueError, match=r"(?=.*\b8\b)(?=.*\b7\b)"):
+        lik.maxsim(Q, torch.zeros(4, 5, 7))
+    with pytest.raises(ValueError, match="device"):
+        lik.maxsim(Q.to("meta"), torch.zeros(4, 5, 8))
+
+
+def test_errors_leave_library_usable():
+    with pytest.raises(ValueError):
+        lik.maxsim(z(2, 3, 8), z(4, 5, 9))
+    out = lik.maxsim(np.ones((1, 2, 3), np.float32), np.ones((1, 1, 3), np.float32))
+    assert out[0, 0] == 6.0
