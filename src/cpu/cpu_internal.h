@@ -1,0 +1,170 @@
+/*
+ * cpu_internal.h — what the CPU backend's files share: the kernel table (one
+ * per ISA, chosen once at run time), the dtype helpers, the thread pool.
+ *
+ * Layout of the data a tile kernel sees (the micro-kernel contract; see
+ * docs/kernels.md for the full text):
+ *
+ *   Q panel  [d][ldq] fp32: feature k of the panel's query lane l at
+ *            q[k*ldq + l].  Lanes hold valid query tokens (ascending s),
+ *            already widened and normalised; unused lanes are zero.
+ *   D rows   [nrows][d] fp32, row-contiguous (row r at dr + r*d): valid doc
+ *            tokens compacted by the mask, widened and normalised.  nrows is
+ *            a multiple of the table's mr; the packer pads the tail by
+ *            repeating the last row (and its token index), which can never
+ *            change a strict-> running max, so kernels have no row edge case.
+ *   tix      [nrows] int32: the original doc-token index of each row.
+ *   m, ix    [W] running max / argmax of the W lanes the kernel covers.
+ *
+ * A tile kernel of width W computes, for every row r ascending and lane l<W:
+ *   v = sum_k q[k*ldq+l] * dr[r*d+k]   (fp32, k ascending, one rounding
+ *                                       chain per (r,l): FMA or mul+add)
+ *   if (v > m[l]) { m[l] = v; ix[l] = tix[r]; }
+ * It reads exactly q[0 .. d*ldq), dr[0 .. nrows*d), tix[0 .. nrows) and
+ * m/ix[0 .. W), and writes only m/ix.  Because every (r,l) value is the same
+ * chain regardless of which rows share a tile, results never depend on the
+ * blocking or on the thread that ran them.
+ */
+#ifndef LIK_CPU_INTERNAL_H
+#define LIK_CPU_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../problem.h"
+
+typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
+                            int64_t d, const int32_t *tix, int64_t nrows,
+                            float *m, int32_t *ix);
+
+/* Widen + (optionally) L2-normalise cnt tokens of sequence n of s into
+ * dst[cnt][s->dim] fp32.  tok[i] is the token index l within the sequence. */
+typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
+                            int64_t cnt, int normalize, float *dst);
+
+typedef struct {
+  const char *isa;     /* "portable", "avx2", "avx512" */
+  int w;               /* query lanes per panel (ldq)                      */
+  int mr;              /* doc rows per tile; packed row counts are a multiple */
+  lik_tile_fn tile;    /* full-width tile kernel (w lanes)                 */
+  int w_tail;          /* 0, or a narrower width for a last, partly full panel */
+  lik_tile_fn tile_tail;
+  lik_pack_fn pack;
+} lik_cpu_kernels;
+
+extern const lik_cpu_kernels lik_cpu_kernels_portable;
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
+#define LIK_CPU_X86 1
+extern const lik_cpu_kernels lik_cpu_kernels_avx2;
+extern const lik_cpu_kernels lik_cpu_kernels_avx512;
+#endif
+
+/* The table chosen once (cpuid + xgetbv, LIK_CPU_ISA override). */
+const lik_cpu_kernels *lik_cpu_kernels_get(void);
+
+/* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
+
+static inline float lik_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: renormalise */
+      int e = -1;
+      do { man <<= 1; e++; } while (!(man & 0x400u));
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static inline float lik_bf16_to_f32(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Element i (element offset, any sign) of an F32/F16/BF16 array as fp32. */
+static inline float lik_load_f32(const void *base, lik_dtype dt, int64_t i) {
+  switch (dt) {
+    case LIK_F16: return lik_f16_to_f32(((const uint16_t *)base)[i]);
+    case LIK_BF16: return lik_bf16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+  }
+}
+
+/* Sequence helpers without re-reading the offsets per token. */
+static inline int64_t lik_seq_first_row(const lik_seqs *s, int64_t n) {
+  return s->offsets.data ? lik_index_at(&s->offsets, n) : 0;
+}
+
+/* Scalar widen+normalise of one token at element offset off (the portable
+ * pack, and the strided fallback of the SIMD packs).  Returns nothing; the
+ * norm is computed in fp32 in ascending k. */
+void lik_pack_row_scalar(const void *base, lik_dtype dt, int64_t off,
+                         int64_t sk, int64_t d, int normalize, float *dst);
+
+/* Element offset of token l of sequence n (feature 0). */
+static inline int64_t lik_tok_off(const lik_seqs *s, int64_t n, int64_t l) {
+  return lik_token_offset(s, n, l);
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+/* Runs fn(ctx, tid, task) for task in [0, ntasks) on up to nthreads threads
+ * (the caller is thread 0; tid < nthreads indexes per-thread scratch).  Tasks
+ * are claimed dynamically; callers make every task's result independent of
+ * which thread runs it.  If a thread cannot be created the others do its
+ * share, so this cannot fail. */
+typedef void (*lik_task_fn)(void *ctx, int tid, int64_t task);
+void lik_parallel_run(int nthreads, int64_t ntasks, lik_task_fn fn, void *ctx);
+
+/* ---- drivers --------------------------------------------------------------- */
+
+/* Output view of one driver run: candidates [cbeg, cend) of p's pairing,
+ * score of (i, c) at scores[i*si + (c-cbeg)*sj]; argmax likewise (or NULL). */
+typedef struct {
+  int64_t cbeg, cend;
+  float *scores;
+  int64_t si, sj;
+  int32_t *argmax;
+  int64_t asi, asj, ass;
+} lik_cpu_out;
+
+lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o);
+lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o);
+/* Either of the above by dtype (maxsim.c). */
+lik_status lik_cpu_run(const lik_problem *p, const lik_cpu_out *o);
+
+/* Number of output rows i of p's pairing (cross/KD: q.count, list: 1). */
+static inline int64_t lik_cpu_out_rows(const lik_problem *p) {
+  return p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
+}
+
+/* Query / document sequence index of output (i, c). */
+static inline int64_t lik_cpu_qidx(const lik_problem *p, int64_t i, int64_t c) {
+  return p->pairing == LIK_PAIRING_LIST ? lik_index_at(&p->pair_q, c) : i;
+}
+static inline int64_t lik_cpu_didx(const lik_problem *p, int64_t i, int64_t c) {
+  switch (p->pairing) {
+    case LIK_PAIRING_KD: return i * p->ncand + c;
+    case LIK_PAIRING_LIST: return lik_index_at(&p->pair_d, c);
+    default: return c;
+  }
+}
+
+/* Whether token l of sequence n is valid (mask over s). */
+static inline int lik_cpu_valid(const lik_mask *m, const lik_seqs *s,
+                                int64_t n, int64_t l) {
+  return lik_mask_valid(m, s, n, l);
+}
+
+#endif /* LIK_CPU_INTERNAL_H */

@@ -1,0 +1,25 @@
+/*
+ * maxsim.c — the CPU backend's MaxSim entry: route F64 to the scalar double
+ * path, everything else (F32/F16/BF16, fp32 compute) to the tiled driver.
+ */
+#include "cpu_internal.h"
+
+static lik_status run(const lik_problem *p, const lik_cpu_out *o) {
+  return p->q.dtype == LIK_F64 ? lik_cpu_run_f64(p, o) : lik_cpu_run_f32(p, o);
+}
+
+lik_status lik_cpu_maxsim(const lik_problem *p) {
+  lik_cpu_out o;
+  o.cbeg = 0;
+  o.cend = p->ncand;
+  o.scores = p->scores;
+  o.si = p->score_si;
+  o.sj = p->score_sj;
+  o.argmax = p->argmax;
+  o.asi = p->argmax_si;
+  o.asj = p->argmax_sj;
+  o.ass = p->argmax_ss;
+  return run(p, &o);
+}
+
+lik_status lik_cpu_run(const lik_problem *p, const lik_cpu_out *o) { return run(p, o); }
