@@ -206,6 +206,152 @@ LIK_API lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D,
  * is ignored and the best available one is used). */
 LIK_API const char *lik_cpu_isa(void);
 
+/* ---- training and packed layouts -------------------------------------------
+ *
+ * Backward passes (gradients of MaxSim from the forward's saved argmax) and the
+ * packed (FlashAttention cu_seqlens) layouts.  Semantics: the seed's design
+ * notes ("Backward", "Varlen / packed path"):
+ *
+ *   grad_Q[i,s] = q_mask[i,s] * sum_j g[i,j] * D[j, argmax[i,j,s]]
+ *   grad_D[j,t] = sum_{(i,s) : argmax[i,j,s] == t} q_mask[i,s] * g[i,j] * Q[i,s]
+ *
+ * with g = grad_scores.  With opts->normalize the forward scored the
+ * normalised tokens y = x / max(||x||, 1e-12); the backward applies the
+ * L2-normalisation Jacobian, fused:
+ *   dx = (dy - y * <dy, y>) / ||x||   if ||x|| > 1e-12,   dx = dy / 1e-12 else.
+ *
+ * Rules shared by every backward call:
+ * - argmax must be the one the matching forward wrote for the same inputs,
+ *   masks and normalize.  An entry outside [-1, Ld) of its document returns
+ *   LIK_ERR_VALUE.  -1 (masked query token, empty or fully masked document)
+ *   contributes nothing anywhere.
+ * - Masked query and document tokens (and, on packed paths, rows of no
+ *   sequence) get exactly zero gradient.  Every element of grad_Q / grad_D is
+ *   written (no accumulation into the caller's buffer).
+ * - grad_scores is F32 or F64 (any strides); grad_Q has Q's shape and dtype,
+ *   grad_D has D's shape and dtype, any non-overlapping strides; either may
+ *   be NULL to skip that gradient.  Accumulation is fp32 (fp64 for F64).
+ * - opts->backward picks the strategy.  On the CPU every strategy is
+ *   deterministic and bitwise independent of the thread count: each gradient
+ *   row has one owner that sums its terms in a fixed order (queries / pairs
+ *   ascending, then query tokens ascending), and the strategies give bitwise
+ *   identical results; they differ only in memory and speed:
+ *     LIK_BACKWARD_LOWMEM   no full-size buffer: rows are converted (and
+ *                           normalised) on the fly, gradients are written in
+ *                           the input dtype from per-thread row accumulators
+ *                           (scratch O(threads * L * d) + O(tokens) norms).
+ *     LIK_BACKWARD_UNIFIED  converts (and normalises) Q and D once into
+ *                           full-size fp32 working copies (fp64 for F64), then
+ *                           as lowmem: faster for F16 / BF16 cross-products
+ *                           where each document row is gathered many times.
+ *     LIK_BACKWARD_AUTO     unified for F16 / BF16 cross-products whose
+ *                           working copies fit in 256 MiB, lowmem otherwise.
+ * - Errors as the matching forward, plus: LIK_ERR_DTYPE (grad_scores not
+ *   F32/F64, argmax not I32, a gradient's dtype differs from its input),
+ *   LIK_ERR_SHAPE (argmax / grad_scores / gradient shapes, a gradient with a
+ *   zero stride over a dimension of size > 1), LIK_ERR_VALUE (argmax entry
+ *   out of range), LIK_ERR_ALLOC.  CUDA tensors: LIK_ERR_UNSUPPORTED (the
+ *   training and packed calls have a CPU backend only).
+ */
+
+/* lik_maxsim_backward — gradients of lik_maxsim (cross or KD layout).
+ *
+ *   Q, D, q_mask, d_mask  exactly as passed to lik_maxsim.
+ *   argmax       I32, scores.shape + [Lq], as written by lik_maxsim.
+ *   grad_scores  F32 or F64 with the shape of lik_maxsim's scores.
+ *   opts         normalize (must match the forward), num_threads, backward.
+ *   grad_Q       NULL or Q's shape and dtype;  grad_D  NULL or D's.
+ */
+LIK_API lik_status lik_maxsim_backward(const lik_tensor *Q, const lik_tensor *D,
+                                       const lik_tensor *q_mask,
+                                       const lik_tensor *d_mask,
+                                       const lik_tensor *argmax,
+                                       const lik_tensor *grad_scores,
+                                       const lik_options *opts,
+                                       lik_tensor *grad_Q, lik_tensor *grad_D);
+
+/* lik_maxsim_pairs_backward — gradients of lik_maxsim_pairs.
+ *   Q [B, Lq, d], D [B, Ld, d], masks as lik_maxsim_pairs; argmax I32
+ *   [B, Lq]; grad_scores F32/F64 [B]; grad_Q / grad_D NULL or like Q / D. */
+LIK_API lik_status lik_maxsim_pairs_backward(const lik_tensor *Q,
+                                             const lik_tensor *D,
+                                             const lik_tensor *q_mask,
+                                             const lik_tensor *d_mask,
+                                             const lik_tensor *argmax,
+                                             const lik_tensor *grad_scores,
+                                             const lik_options *opts,
+                                             lik_tensor *grad_Q,
+                                             lik_tensor *grad_D);
+
+/* lik_maxsim_varlen — MaxSim of every (query, document) pair of two packed
+ * batches (the seed's maxsim_varlen; FlashAttention's cu_seqlens convention).
+ *
+ *   Q             [total_q, d]  F32/F16/BF16/F64; query i is rows
+ *                 cu_seqlens_q[i] .. cu_seqlens_q[i+1]-1.
+ *   D             [total_d, d]  same dtype and d; document j likewise.
+ *   cu_seqlens_q  [Nq + 1] I32 or I64, any stride: starts at 0,
+ *                 non-decreasing, last == total_q (else LIK_ERR_VALUE).
+ *   cu_seqlens_d  [Nd + 1] likewise for D.
+ *   q_mask        NULL or [total_q] BOOL/U8 (beyond the seed: masks and
+ *   d_mask        NULL or [total_d]  normalize work on packed paths too).
+ *   scores        F32 [Nq, Nd].  An empty (or fully masked) sequence scores 0.
+ *   argmax        NULL or I32 [Nq, Nd, Lmax], Lmax >= the longest query:
+ *                 argmax[i,j,s] = winning token of document j, counted from
+ *                 the document's first row (0 .. Ld_j-1); -1 for s beyond
+ *                 query i's length, masked query tokens, and documents
+ *                 without a valid token; lowest index on ties.
+ */
+LIK_API lik_status lik_maxsim_varlen(const lik_tensor *Q, const lik_tensor *D,
+                                     const lik_tensor *cu_seqlens_q,
+                                     const lik_tensor *cu_seqlens_d,
+                                     const lik_tensor *q_mask,
+                                     const lik_tensor *d_mask,
+                                     const lik_options *opts,
+                                     lik_tensor *scores, lik_tensor *argmax);
+
+/* lik_maxsim_varlen_backward — gradients of lik_maxsim_varlen: arguments as
+ * there, argmax I32 [Nq, Nd, Lmax] from it, grad_scores F32/F64 [Nq, Nd],
+ * grad_Q NULL or [total_q, d], grad_D NULL or [total_d, d] (input dtype). */
+LIK_API lik_status lik_maxsim_varlen_backward(
+    const lik_tensor *Q, const lik_tensor *D, const lik_tensor *cu_seqlens_q,
+    const lik_tensor *cu_seqlens_d, const lik_tensor *q_mask,
+    const lik_tensor *d_mask, const lik_tensor *argmax,
+    const lik_tensor *grad_scores, const lik_options *opts, lik_tensor *grad_Q,
+    lik_tensor *grad_D);
+
+/* lik_score_pairs_packed — MaxSim of a list of (query, document) pairs of two
+ * packed batches (the seed's score_pairs_packed): scores[p] = MaxSim(query
+ * pair_q[p], document pair_d[p]).
+ *
+ *   Q, D, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask  as lik_maxsim_varlen.
+ *   pair_q, pair_d  [P] I32 or I64, any stride; 0 <= pair_q[p] < Nq and
+ *                   0 <= pair_d[p] < Nd (else LIK_ERR_VALUE naming p).
+ *                   Pairs may repeat and come in any order.
+ *   scores          F32 [P].
+ *   argmax          NULL or I32 [P, Lmax], Lmax >= the longest query, entries
+ *                   as in lik_maxsim_varlen.
+ */
+LIK_API lik_status lik_score_pairs_packed(const lik_tensor *Q, const lik_tensor *D,
+                                          const lik_tensor *cu_seqlens_q,
+                                          const lik_tensor *cu_seqlens_d,
+                                          const lik_tensor *pair_q,
+                                          const lik_tensor *pair_d,
+                                          const lik_tensor *q_mask,
+                                          const lik_tensor *d_mask,
+                                          const lik_options *opts,
+                                          lik_tensor *scores, lik_tensor *argmax);
+
+/* lik_score_pairs_packed_backward — gradients of lik_score_pairs_packed:
+ * arguments as there, argmax I32 [P, Lmax] from it, grad_scores F32/F64 [P],
+ * grad_Q NULL or [total_q, d], grad_D NULL or [total_d, d].  A repeated pair
+ * contributes once per occurrence. */
+LIK_API lik_status lik_score_pairs_packed_backward(
+    const lik_tensor *Q, const lik_tensor *D, const lik_tensor *cu_seqlens_q,
+    const lik_tensor *cu_seqlens_d, const lik_tensor *pair_q,
+    const lik_tensor *pair_d, const lik_tensor *q_mask, const lik_tensor *d_mask,
+    const lik_tensor *argmax, const lik_tensor *grad_scores,
+    const lik_options *opts, lik_tensor *grad_Q, lik_tensor *grad_D);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,254 @@
+/*
+ * backward.c — the CPU backward driver: strategy, scratch, threads; plus the
+ * portable instance of the row kernels (backward_kernel.inc).
+ *
+ * Phases (each a parallel loop over sequences, items claimed from an atomic
+ * counter; an item's arithmetic never depends on the thread running it):
+ *   1. normalize: per-token norms of Q and D              O(tokens) scratch
+ *   2. unified:   normalised fp32/fp64 working copies     full-size scratch
+ *   3. grad_Q:    one item per query   (rows owned by the item)
+ *   4. grad_D:    one item per document (rows owned by the item)
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+#define R float
+#define KN(x) bw_port_f32_##x
+#include "backward_kernel.inc"
+#undef R
+#undef KN
+
+#define R double
+#define KN(x) bw_port_f64_##x
+#include "backward_kernel.inc"
+#undef R
+#undef KN
+
+const lik_bw_kernels lik_bw_kernels_portable_f32 = {bw_port_f32_query_item, bw_port_f32_doc_item,
+                                                    bw_port_f32_norm_item, bw_port_f32_ws_item};
+const lik_bw_kernels lik_bw_kernels_portable_f64 = {bw_port_f64_query_item, bw_port_f64_doc_item,
+                                                    bw_port_f64_norm_item, bw_port_f64_ws_item};
+
+/* Auto picks unified only when its working copies stay below this. */
+#define LIK_BW_UNIFIED_CAP ((int64_t)256 << 20)
+
+static const lik_bw_kernels *pick_kernels(int f64) {
+#if defined(__x86_64__)
+  const char *isa = lik_cpu_isa();
+  if (isa && (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0))
+    return f64 ? &lik_bw_kernels_avx2_f64 : &lik_bw_kernels_avx2_f32;
+#endif
+  return f64 ? &lik_bw_kernels_portable_f64 : &lik_bw_kernels_portable_f32;
+}
+
+int64_t lik_bw_scratch_elems(const lik_bw *bw) {
+  const int64_t l = bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max;
+  /* acc [l*dim] + tmp [2*dim] + int32 list [l] (an R holds >= one int32) */
+  return l * bw->p.q.dim + 2 * bw->p.q.dim + l + 8;
+}
+
+enum { JOB_NORM, JOB_WS, JOB_QUERY, JOB_DOC };
+
+typedef struct {
+  lik_bw *bw;
+  const lik_bw_kernels *k;
+  int kind, side;
+  int64_t count;
+  size_t scratch_bytes;
+  atomic_llong next;
+  atomic_int alloc_failed;
+} bw_job;
+
+static void *bw_worker(void *arg) {
+  bw_job *job = (bw_job *)arg;
+  void *scratch = NULL;
+  if (job->scratch_bytes) {
+    scratch = malloc(job->scratch_bytes);
+    if (!scratch) {
+      atomic_store(&job->alloc_failed, 1);
+      return NULL;
+    }
+  }
+  for (;;) {
+    const int64_t n = (int64_t)atomic_fetch_add(&job->next, 1);
+    if (n >= job->count) break;
+    switch (job->kind) {
+    case JOB_NORM: job->k->norm_item(job->bw, job->side, n); break;
+    case JOB_WS: job->k->ws_item(job->bw, job->side, n); break;
+    case JOB_QUERY: job->k->query_item(job->bw, n, scratch); break;
+    default: job->k->doc_item(job->bw, n, scratch); break;
+    }
+  }
+  free(scratch);
+  return NULL;
+}
+
+/* Runs items 0..count-1 on up to nthreads threads (the caller's included).
+ * If threads cannot be started the caller runs the rest: same results. */
+static lik_status bw_run(lik_bw *bw, const lik_bw_kernels *k, int kind, int side, int64_t count,
+                         size_t scratch_bytes) {
+  if (count <= 0) return LIK_OK;
+  bw_job job;
+  job.bw = bw;
+  job.k = k;
+  job.kind = kind;
+  job.side = side;
+  job.count = count;
+  job.scratch_bytes = scratch_bytes;
+  atomic_init(&job.next, 0);
+  atomic_init(&job.alloc_failed, 0);
+  int nt = bw->p.num_threads < 1 ? 1 : bw->p.num_threads;
+  if (nt > count) nt = (int)count;
+  if (nt > 256) nt = 256;
+  pthread_t th[256];
+  int started = 0;
+  for (int t = 1; t < nt; t++) {
+    if (pthread_create(&th[started], NULL, bw_worker, &job) != 0) break;
+    started++;
+  }
+  bw_worker(&job);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  if (atomic_load(&job.alloc_failed)) {
+    /* Some worker could not get scratch; if the caller's worker did, every
+     * item ran.  Otherwise report the failure. */
+    if (atomic_load(&job.next) < count)
+      return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate %zu bytes of scratch",
+                      scratch_bytes);
+  }
+  return LIK_OK;
+}
+
+static int64_t max_len(const lik_seqs *s) {
+  if (!s->offsets.data) return s->count > 0 ? s->len : 0;
+  int64_t m = 0;
+  for (int64_t n = 0; n < s->count; n++) {
+    const int64_t l = lik_seq_len(s, n);
+    if (l > m) m = l;
+  }
+  return m;
+}
+
+/* CSR of the pair list grouped by key (pair_q or pair_d), ascending p. */
+static lik_status build_csr(const lik_index *key, int64_t nkeys, int64_t np, int64_t **start_out,
+                            int64_t **pairs_out) {
+  int64_t *start = (int64_t *)calloc((size_t)nkeys + 1, sizeof(int64_t));
+  int64_t *pairs = (int64_t *)malloc((size_t)(np > 0 ? np : 1) * sizeof(int64_t));
+  int64_t *fill = (int64_t *)malloc((size_t)(nkeys > 0 ? nkeys : 1) * sizeof(int64_t));
+  if (!start || !pairs || !fill) {
+    free(start);
+    free(pairs);
+    free(fill);
+    return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate the pair index (%lld pairs)",
+                    (long long)np);
+  }
+  for (int64_t p = 0; p < np; p++) start[lik_index_at(key, p) + 1]++;
+  for (int64_t n = 0; n < nkeys; n++) start[n + 1] += start[n];
+  memcpy(fill, start, (size_t)nkeys * sizeof(int64_t));
+  for (int64_t p = 0; p < np; p++) pairs[fill[lik_index_at(key, p)]++] = p;
+  free(fill);
+  *start_out = start;
+  *pairs_out = pairs;
+  return LIK_OK;
+}
+
+lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy) {
+  lik_problem *p = &bw->p;
+  const int want_q = bw->gq.data != NULL && p->q.count > 0;
+  const int want_d = bw->gd.data != NULL && p->d.count > 0;
+  if (!want_q && !want_d) return LIK_OK;
+  bw->use_f64 = p->q.dtype == LIK_F64;
+  const size_t rs = bw->use_f64 ? sizeof(double) : sizeof(float);
+  const lik_bw_kernels *k = pick_kernels(bw->use_f64);
+  bw->lq_max = max_len(&p->q);
+  bw->ld_max = max_len(&p->d);
+  atomic_init(&bw->bad, 0);
+  atomic_init(&bw->bad_where, -1);
+
+  lik_status st = LIK_OK;
+  int64_t *qs = NULL, *qp = NULL, *dst = NULL, *dp = NULL;
+  void *qn = NULL, *dn = NULL, *qws = NULL, *dws = NULL;
+  const int64_t ntq = lik_bw_ntok(&p->q), ntd = lik_bw_ntok(&p->d), dim = p->q.dim;
+
+  if (p->pairing == LIK_PAIRING_LIST) {
+    if (want_q && (st = build_csr(&p->pair_q, p->q.count, p->ncand, &qs, &qp))) goto done;
+    if (want_d && (st = build_csr(&p->pair_d, p->d.count, p->ncand, &dst, &dp))) goto done;
+    bw->q_start = qs;
+    bw->q_pairs = qp;
+    bw->d_start = dst;
+    bw->d_pairs = dp;
+  }
+
+  if (p->normalize) {
+    qn = malloc((size_t)(ntq > 0 ? ntq : 1) * rs);
+    dn = malloc((size_t)(ntd > 0 ? ntd : 1) * rs);
+    if (!qn || !dn) {
+      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens)",
+                    (long long)ntq, (long long)ntd);
+      goto done;
+    }
+    bw->q_norm = qn;
+    bw->d_norm = dn;
+    if ((st = bw_run(bw, k, JOB_NORM, 0, p->q.count, 0))) goto done;
+    if ((st = bw_run(bw, k, JOB_NORM, 1, p->d.count, 0))) goto done;
+  }
+
+  /* Strategy.  grad_Q gathers D rows, grad_D gathers Q rows: unified makes
+   * working copies of exactly the sides that will be gathered. */
+  {
+    const int64_t ws_bytes =
+        ((want_q ? ntd : 0) + (want_d ? ntq : 0)) * dim * (int64_t)rs;
+    int unified = strategy == LIK_BACKWARD_UNIFIED;
+    if (strategy == LIK_BACKWARD_AUTO)
+      unified = p->pairing == LIK_PAIRING_CROSS &&
+                (p->q.dtype == LIK_F16 || p->q.dtype == LIK_BF16) &&
+                ws_bytes <= LIK_BW_UNIFIED_CAP;
+    if (unified && ws_bytes > 0) {
+      if (want_q) dws = malloc((size_t)(ntd * dim) * rs);
+      if (want_d) qws = malloc((size_t)(ntq * dim) * rs);
+      if ((want_q && !dws) || (want_d && !qws)) {
+        free(dws);
+        free(qws);
+        dws = qws = NULL;
+        if (strategy == LIK_BACKWARD_UNIFIED) {
+          st = lik_fail(LIK_ERR_ALLOC,
+                        "backward: cannot allocate the unified working copies (%lld bytes); "
+                        "use backward=lowmem",
+                        (long long)ws_bytes);
+          goto done;
+        }
+      }
+      bw->d_ws = dws;
+      bw->q_ws = qws;
+      if (dws && (st = bw_run(bw, k, JOB_WS, 1, p->d.count, 0))) goto done;
+      if (qws && (st = bw_run(bw, k, JOB_WS, 0, p->q.count, 0))) goto done;
+    }
+  }
+
+  {
+    const size_t scratch = (size_t)lik_bw_scratch_elems(bw) * rs;
+    if (want_q && (st = bw_run(bw, k, JOB_QUERY, 0, p->q.count, scratch))) goto done;
+    if (want_d && (st = bw_run(bw, k, JOB_DOC, 1, p->d.count, scratch))) goto done;
+  }
+  if (atomic_load(&bw->bad)) {
+    const long long w = (long long)atomic_load(&bw->bad_where);
+    st = lik_fail(LIK_ERR_VALUE,
+                  "argmax: an entry of output %lld (flattened) is outside [-1, Ld) or points at "
+                  "a masked document token; pass the argmax the forward wrote",
+                  w);
+  }
+
+done:
+  free(qs);
+  free(qp);
+  free(dst);
+  free(dp);
+  free(qn);
+  free(dn);
+  free(qws);
+  free(dws);
+  bw->q_norm = bw->d_norm = bw->q_ws = bw->d_ws = NULL;
+  return st;
+}
