@@ -1,0 +1,130 @@
+/* eval.c — qrels reading, nDCG and recall (see eval.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "eval.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emb_io.h" /* ERR_LEN */
+
+static int cmp_qrel(const void *a, const void *b) {
+  const qrel *x = a, *y = b;
+  if (x->q != y->q) return x->q < y->q ? -1 : 1;
+  if (x->d != y->d) return x->d < y->d ? -1 : 1;
+  return 0;
+}
+
+int qrels_load(qrels *r, const char *path, char *err) {
+  r->v = NULL;
+  r->n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, ERR_LEN, "%s: cannot open qrels: %s", path, strerror(errno));
+    return 1;
+  }
+  size_t cap = 0;
+  char line[1024];
+  long lineno = 0;
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '#' || *p == '\n' || *p == '\r' || *p == 0) continue;
+    long long c[4];
+    int k = 0;
+    char *e;
+    while (k < 4) {
+      while (*p == ' ' || *p == '\t') p++;
+      if (*p == '\n' || *p == '\r' || *p == 0) break;
+      errno = 0;
+      c[k] = strtoll(p, &e, 10);
+      if (e == p || errno || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r')) {
+        snprintf(err, ERR_LEN, "%s:%ld: not an integer column in a qrels line", path, lineno);
+        goto bad;
+      }
+      p = e;
+      k++;
+    }
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    if ((k != 3 && k != 4) || *p) {
+      snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc gain' or 'query iter doc gain'", path,
+               lineno);
+      goto bad;
+    }
+    if ((size_t)r->n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      qrel *v = realloc(r->v, cap * sizeof *v);
+      if (!v) {
+        snprintf(err, ERR_LEN, "out of memory reading %s", path);
+        goto bad;
+      }
+      r->v = v;
+    }
+    qrel *q = &r->v[r->n++];
+    q->q = c[0];
+    q->d = k == 3 ? c[1] : c[2];
+    q->gain = k == 3 ? c[2] : c[3];
+    if (q->gain < 0) q->gain = 0;
+  }
+  fclose(f);
+  if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, cmp_qrel);
+  return 0;
+bad:
+  fclose(f);
+  qrels_free(r);
+  return 1;
+}
+
+void qrels_free(qrels *r) {
+  free(r->v);
+  r->v = NULL;
+  r->n = 0;
+}
+
+static int cmp_gain_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int ndcg_k,
+               int recall_k, double *ndcg, double *recall) {
+  /* The judgments of q: [lo, hi). */
+  int64_t lo = 0, hi = r->n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (r->v[mid].q < q) lo = mid + 1; else hi = mid;
+  }
+  int64_t b = lo;
+  hi = lo;
+  while (hi < r->n && r->v[hi].q == q) hi++;
+  int64_t nrel = 0;
+  for (int64_t i = b; i < hi; i++) nrel += r->v[i].gain > 0;
+  if (nrel == 0) return 0;
+
+  int64_t *g = malloc(sizeof(int64_t) * (size_t)(hi - b));
+  if (!g) return 0;
+  for (int64_t i = b; i < hi; i++) g[i - b] = r->v[i].gain;
+  qsort(g, (size_t)(hi - b), sizeof *g, cmp_gain_desc);
+  double idcg = 0, dcg = 0;
+  for (int64_t i = 0; i < hi - b && i < ndcg_k; i++) idcg += (double)g[i] / log2((double)i + 2);
+  free(g);
+
+  int64_t found = 0;
+  for (int64_t rnk = 0; rnk < n; rnk++) {
+    /* gain of ranked[rnk] */
+    int64_t l2 = b, h2 = hi, gain = 0;
+    while (l2 < h2) {
+      int64_t mid = l2 + (h2 - l2) / 2;
+      if (r->v[mid].d < ranked[rnk]) l2 = mid + 1; else h2 = mid;
+    }
+    if (l2 < hi && r->v[l2].d == ranked[rnk]) gain = r->v[l2].gain;
+    if (rnk < ndcg_k) dcg += (double)gain / log2((double)rnk + 2);
+    if (rnk < recall_k && gain > 0) found++;
+  }
+  *ndcg = idcg > 0 ? dcg / idcg : 0;
+  *recall = (double)found / (double)nrel;
+  return 1;
+}

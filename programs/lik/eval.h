@@ -1,0 +1,38 @@
+/*
+ * eval.h — relevance judgments and ranking metrics for the `lik` command.
+ *
+ * qrels file: one judgment a line, whitespace separated, either
+ *   "query_id doc_id gain"            (3 columns), or
+ *   "query_id iteration doc_id gain"  (4 columns, TREC qrels);
+ * '#' starts a comment line.  Ids are integers, gains are integers >= 0
+ * (negative gains are read as 0).
+ *
+ * nDCG@k: DCG = sum_{r=1..k} gain_r / log2(r + 1) (linear gains, trec_eval's
+ * convention), divided by the DCG of all judged gains of the query sorted
+ * descending.  recall@k: |relevant in top k| / |relevant|, relevant = gain > 0.
+ * A query with no relevant judgment is left out of both means.
+ */
+#ifndef LIK_CLI_EVAL_H
+#define LIK_CLI_EVAL_H
+
+#include <stdint.h>
+
+typedef struct qrel {
+  int64_t q, d, gain;
+} qrel;
+
+typedef struct qrels {
+  qrel *v;
+  int64_t n;
+} qrels;
+
+/* Reads and sorts a qrels file; 0 on success, else a message in err. */
+int qrels_load(qrels *r, const char *path, char *err);
+void qrels_free(qrels *r);
+
+/* Metrics of one ranked list of `n` doc ids for query `q`.  Returns 0 when
+ * the query has no relevant judgment (metrics not defined), 1 otherwise. */
+int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int ndcg_k,
+               int recall_k, double *ndcg, double *recall);
+
+#endif

@@ -1,0 +1,478 @@
+/*
+ * lik — exact MaxSim (ColBERT late interaction) retrieval from embedding files.
+ *
+ *   lik                                  run on the bundled Cranfield data
+ *   lik [OPTIONS] QUERIES DOCS           retrieve top-k DOCS for every query
+ *
+ * Scores with lik_retrieve over blocks of documents (bounded memory), merges
+ * the per-block top-k lists, prints results, throughput and, given qrels,
+ * nDCG@10 and recall@100.  See `lik --help`.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emb_io.h"
+#include "eval.h"
+#include "lik.h"
+
+#ifndef LIK_DEFAULT_DATA_DIR
+#define LIK_DEFAULT_DATA_DIR ""
+#endif
+
+#define NDCG_K 10
+#define RECALL_K 100
+
+static const char *prog = "lik";
+
+static void usage(FILE *f) {
+  fprintf(f,
+"Usage: %s [OPTIONS] [QUERIES DOCS]\n"
+"Exact MaxSim (ColBERT late-interaction) retrieval over token-embedding files.\n"
+"With no QUERIES/DOCS it runs on the bundled Cranfield-1400 embeddings and qrels.\n"
+"\n"
+"Inputs (.safetensors or .npy; F16, BF16, F32, F64):\n"
+"  safetensors: \"embeddings\" [T, d] + \"cu_seqlens\" [N+1], or padded \"embeddings\"\n"
+"               [N, L, d] + optional \"lengths\" [N] or \"mask\" [N, L]; optional \"ids\" [N]\n"
+"  .npy:        padded [N, L, d] (+ --*-lengths), or ragged [T, d] + --*-cu-seqlens\n"
+"  -q, --queries FILE          query embeddings (or first positional argument)\n"
+"  -d, --docs FILE             document embeddings (or second positional argument)\n"
+"      --query-lengths FILE    .npy [N] valid tokens per padded query\n"
+"      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
+"      --query-cu-seqlens FILE .npy [N+1] offsets of ragged 2-D queries\n"
+"      --doc-cu-seqlens FILE   .npy [N+1] offsets of ragged 2-D documents\n"
+"      --query-ids FILE        .npy [N] integer query ids (default: tensor \"ids\", else 0..N-1)\n"
+"      --doc-ids FILE          .npy [N] integer document ids\n"
+"\n"
+"Scoring and output:\n"
+"  -k, --top-k N               results per query (default 10; 100 are computed\n"
+"                              when qrels are given, for recall@100)\n"
+"  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
+"      --normalize             L2-normalise every token before scoring\n"
+"  -r, --qrels FILE            judgments 'query doc gain' (or TREC 'query iter doc gain');\n"
+"                              prints mean nDCG@10 and recall@100\n"
+"  -n, --limit-queries N       score only the first N queries\n"
+"  -p, --print N               print the results of the first N queries (default 3, -1 all)\n"
+"      --json                  write a JSON report (all results) on stdout instead of text\n"
+"      --block-tokens N        padded document tokens per scoring block (default 262144)\n"
+"  -h, --help                  this help;   -V, --version   versions\n"
+"\n"
+"Default data: <bin>/../share/lik/cranfield, then %s\n",
+          prog, LIK_DEFAULT_DATA_DIR[0] ? LIK_DEFAULT_DATA_DIR : "(none compiled in)");
+}
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Finds the bundled data directory; returns 0 and fills dir. */
+static int find_default_data(char *dir, size_t cap) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char probe[PATH_MAX + 64];
+  if (n > 0) {
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      snprintf(dir, cap, "%s/../share/lik/cranfield", exe);
+      snprintf(probe, sizeof probe, "%s/docs.safetensors", dir);
+      if (file_exists(probe)) return 0;
+    }
+  }
+  if (LIK_DEFAULT_DATA_DIR[0]) {
+    snprintf(dir, cap, "%s", LIK_DEFAULT_DATA_DIR);
+    snprintf(probe, sizeof probe, "%s/docs.safetensors", dir);
+    if (file_exists(probe)) return 0;
+  }
+  return 1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_int(const char *opt, const char *s, long long lo, long long *out) {
+  char *e;
+  errno = 0;
+  long long v = strtoll(s, &e, 10);
+  if (errno || e == s || *e || v < lo) {
+    fprintf(stderr, "%s: %s expects an integer >= %lld, got '%s'\n", prog, opt, lo, s);
+    return 1;
+  }
+  *out = v;
+  return 0;
+}
+
+static void progress(double frac, int done) {
+  int w = 40, f = (int)(frac * w + 0.5);
+  fprintf(stderr, "\r[");
+  for (int i = 0; i < w; i++) fputc(i < f ? '#' : ' ', stderr);
+  fprintf(stderr, "] %3d%%", (int)(frac * 100 + 0.5));
+  if (done) fprintf(stderr, "\r%*s\r", w + 8, "");
+  fflush(stderr);
+}
+
+enum {
+  OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK
+};
+
+int main(int argc, char **argv) {
+  if (argc > 0 && argv[0] && argv[0][0]) {
+    const char *b = strrchr(argv[0], '/');
+    prog = b ? b + 1 : argv[0];
+  }
+  emb_sources qs = {0}, ds = {0};
+  const char *qrels_path = NULL;
+  long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144;
+  int normalize = 0, json = 0;
+
+  static const struct option longopts[] = {
+      {"queries", required_argument, 0, 'q'},
+      {"docs", required_argument, 0, 'd'},
+      {"query-lengths", required_argument, 0, OPT_QLEN},
+      {"doc-lengths", required_argument, 0, OPT_DLEN},
+      {"query-cu-seqlens", required_argument, 0, OPT_QCU},
+      {"doc-cu-seqlens", required_argument, 0, OPT_DCU},
+      {"query-ids", required_argument, 0, OPT_QIDS},
+      {"doc-ids", required_argument, 0, OPT_DIDS},
+      {"top-k", required_argument, 0, 'k'},
+      {"threads", required_argument, 0, 't'},
+      {"normalize", no_argument, 0, OPT_NORM},
+      {"qrels", required_argument, 0, 'r'},
+      {"limit-queries", required_argument, 0, 'n'},
+      {"print", required_argument, 0, 'p'},
+      {"json", no_argument, 0, OPT_JSON},
+      {"block-tokens", required_argument, 0, OPT_BLOCK},
+      {"help", no_argument, 0, 'h'},
+      {"version", no_argument, 0, 'V'},
+      {0, 0, 0, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "q:d:k:t:r:n:p:hV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'q': qs.path = optarg; break;
+    case 'd': ds.path = optarg; break;
+    case OPT_QLEN: qs.lengths = optarg; break;
+    case OPT_DLEN: ds.lengths = optarg; break;
+    case OPT_QCU: qs.cu_seqlens = optarg; break;
+    case OPT_DCU: ds.cu_seqlens = optarg; break;
+    case OPT_QIDS: qs.ids = optarg; break;
+    case OPT_DIDS: ds.ids = optarg; break;
+    case 'k': if (parse_int("--top-k", optarg, 1, &top_k)) return 2; break;
+    case 't': if (parse_int("--threads", optarg, 0, &threads)) return 2; break;
+    case OPT_NORM: normalize = 1; break;
+    case 'r': qrels_path = optarg; break;
+    case 'n': if (parse_int("--limit-queries", optarg, 0, &limit)) return 2; break;
+    case 'p': if (parse_int("--print", optarg, -1, &nprint)) return 2; break;
+    case OPT_JSON: json = 1; break;
+    case OPT_BLOCK: if (parse_int("--block-tokens", optarg, 1, &block_tokens)) return 2; break;
+    case 'h': usage(stdout); return 0;
+    case 'V':
+      printf("lik %s (library %s, CPU kernels: %s)\n", LIK_VERSION_STRING, lik_version_string(),
+             lik_cpu_isa());
+      return 0;
+    default:
+      fprintf(stderr, "Try '%s --help'.\n", prog);
+      return 2;
+    }
+  }
+  int npos = argc - optind;
+  if (npos > 2 || (npos >= 1 && qs.path) || (npos == 2 && ds.path)) {
+    fprintf(stderr, "%s: expected at most QUERIES and DOCS as arguments\nTry '%s --help'.\n",
+            prog, prog);
+    return 2;
+  }
+  if (npos >= 1) qs.path = argv[optind];
+  if (npos == 2) ds.path = argv[optind + 1];
+
+  char data_dir[PATH_MAX], qpath[PATH_MAX + 32], dpath[PATH_MAX + 32], rpath[PATH_MAX + 32];
+  int using_default = 0;
+  if (!qs.path && !ds.path) {
+    if (find_default_data(data_dir, sizeof data_dir)) {
+      fprintf(stderr, "%s: no QUERIES/DOCS given and the bundled data was not found "
+              "(looked in <bin>/../share/lik/cranfield and '%s')\nTry '%s --help'.\n",
+              prog, LIK_DEFAULT_DATA_DIR, prog);
+      return 2;
+    }
+    snprintf(qpath, sizeof qpath, "%s/queries.safetensors", data_dir);
+    snprintf(dpath, sizeof dpath, "%s/docs.safetensors", data_dir);
+    snprintf(rpath, sizeof rpath, "%s/qrels.tsv", data_dir);
+    qs.path = qpath;
+    ds.path = dpath;
+    if (!qrels_path) qrels_path = rpath;
+    using_default = 1;
+  } else if (!qs.path || !ds.path) {
+    fprintf(stderr, "%s: give both QUERIES and DOCS\nTry '%s --help'.\n", prog, prog);
+    return 2;
+  }
+
+  char err[ERR_LEN];
+  emb_set Q, D;
+  qrels rel = {0};
+  if (emb_load(&Q, "queries", &qs, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    emb_free(&Q);
+    return 1;
+  }
+  if (emb_load(&D, "documents", &ds, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    emb_free(&Q);
+    emb_free(&D);
+    return 1;
+  }
+  int rc = 1;
+  float *best_s = NULL, *blk_s = NULL;
+  int64_t *best_i = NULL, *blk_i = NULL, *ranked = NULL;
+  float *mrg_s = NULL;
+  int64_t *mrg_i = NULL;
+  void *qbuf = NULL, *dbuf = NULL;
+  uint8_t *qmbuf = NULL, *dmbuf = NULL;
+  size_t qcap = 0, dcap = 0, qmcap = 0, dmcap = 0;
+  int64_t *cnt = NULL;
+
+  if (Q.d != D.d) {
+    fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, documents (%s) "
+            "have d=%lld\n", prog, Q.path, (long long)Q.d, D.path, (long long)D.d);
+    goto out;
+  }
+  if (D.n == 0) {
+    fprintf(stderr, "%s: error: %s: no documents\n", prog, D.path);
+    goto out;
+  }
+  if (qrels_path && qrels_load(&rel, qrels_path, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+
+  int64_t nq = Q.n;
+  if (limit >= 0 && limit < nq) nq = limit;
+  int64_t kshow = top_k < D.n ? top_k : D.n;
+  int64_t K = top_k;
+  if (qrels_path && K < RECALL_K) K = RECALL_K;
+  if (K > D.n) K = D.n;
+  lik_dtype want = Q.dtype == D.dtype ? Q.dtype : LIK_F32;
+  if (Q.dtype != D.dtype && (Q.dtype == LIK_F64 || D.dtype == LIK_F64)) want = LIK_F64;
+
+  lik_options opts = LIK_OPTIONS_INIT;
+  opts.normalize = normalize;
+  opts.num_threads = (int)threads;
+
+  size_t nqk = (size_t)(nq > 0 ? nq : 1) * (size_t)K;
+  best_s = malloc(nqk * sizeof *best_s);
+  best_i = malloc(nqk * sizeof *best_i);
+  blk_s = malloc(nqk * sizeof *blk_s);
+  blk_i = malloc(nqk * sizeof *blk_i);
+  mrg_s = malloc((size_t)K * sizeof *mrg_s);
+  mrg_i = malloc((size_t)K * sizeof *mrg_i);
+  cnt = calloc((size_t)(nq > 0 ? nq : 1), sizeof *cnt);
+  ranked = malloc((size_t)K * sizeof *ranked);
+  if (!best_s || !best_i || !blk_s || !blk_i || !mrg_s || !mrg_i || !cnt || !ranked) {
+    fprintf(stderr, "%s: error: out of memory for %lld x %lld results\n", prog, (long long)nq,
+            (long long)K);
+    goto out;
+  }
+
+  lik_tensor qx, qm, dx, dm;
+  if (emb_block(&Q, 0, nq, want, &qx, &qm, &qbuf, &qcap, &qmbuf, &qmcap, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+  int show_progress = isatty(2) && !json;
+  double t0 = now_s();
+  int64_t j0 = 0;
+  while (nq > 0 && j0 < D.n) {
+    /* Grow the block while its padded size stays within block_tokens. */
+    int64_t j1 = j0 + 1, lmax = D.ragged ? D.len[j0] : D.L;
+    while (j1 < D.n) {
+      int64_t l = D.ragged ? D.len[j1] : D.L;
+      int64_t nl = l > lmax ? l : lmax;
+      if ((j1 + 1 - j0) * (nl > 0 ? nl : 1) > block_tokens) break;
+      lmax = nl;
+      j1++;
+    }
+    if (emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      goto out;
+    }
+    int64_t nb = j1 - j0, kb = K < nb ? K : nb;
+    lik_tensor so = {0}, io = {0};
+    so.data = blk_s;
+    so.dtype = LIK_F32;
+    so.ndim = 2;
+    so.shape[0] = nq;
+    so.shape[1] = kb;
+    so.strides[0] = kb;
+    so.strides[1] = 1;
+    so.device = LIK_CPU;
+    io = so;
+    io.data = blk_i;
+    io.dtype = LIK_I64;
+    lik_status st = lik_retrieve(&qx, &dx, qm.data ? &qm : NULL, dm.data ? &dm : NULL, kb, &opts,
+                                 &so, &io);
+    if (st != LIK_OK) {
+      fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
+              lik_last_error());
+      goto out;
+    }
+    /* Merge: earlier blocks have lower document indices and win ties. */
+    for (int64_t i = 0; i < nq; i++) {
+      float *gs = best_s + i * K, *bs = blk_s + i * kb;
+      int64_t *gi = best_i + i * K, *bi = blk_i + i * kb;
+      int64_t a = 0, b = 0, m = 0, na = cnt[i];
+      while (m < K && (a < na || b < kb)) {
+        if (b >= kb || (a < na && !(bs[b] > gs[a]))) {
+          mrg_s[m] = gs[a];
+          mrg_i[m++] = gi[a++];
+        } else {
+          mrg_s[m] = bs[b];
+          mrg_i[m++] = bi[b++] + j0;
+        }
+      }
+      memcpy(gs, mrg_s, (size_t)m * sizeof *gs);
+      memcpy(gi, mrg_i, (size_t)m * sizeof *gi);
+      cnt[i] = m;
+    }
+    j0 = j1;
+    if (show_progress) progress((double)j0 / (double)D.n, 0);
+  }
+  double secs = now_s() - t0;
+  if (show_progress) progress(1.0, 1);
+
+  /* Work: 2 * Lq * Ld * d per (query, document) pair, valid tokens only. */
+  double qtok = 0;
+  for (int64_t i = 0; i < nq; i++) qtok += (double)Q.len[i];
+  double flop = 2.0 * qtok * (double)D.tokens * (double)D.d;
+  double pairs = (double)nq * (double)D.n;
+  double tdiv = secs > 0 ? secs : 1e-9;
+
+  double ndcg_sum = 0, rec_sum = 0;
+  int64_t nevals = 0;
+  if (qrels_path) {
+    for (int64_t i = 0; i < nq; i++) {
+      for (int64_t r = 0; r < cnt[i]; r++) ranked[r] = D.ids[best_i[i * K + r]];
+      double nd, rc2;
+      if (eval_query(&rel, Q.ids[i], ranked, cnt[i], NDCG_K, RECALL_K, &nd, &rc2)) {
+        ndcg_sum += nd;
+        rec_sum += rc2;
+        nevals++;
+      }
+    }
+  }
+
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", lik_version_string());
+    cJSON_AddStringToObject(o, "cpu_isa", lik_cpu_isa());
+    cJSON_AddStringToObject(o, "queries_file", Q.path);
+    cJSON_AddStringToObject(o, "docs_file", D.path);
+    if (qrels_path) cJSON_AddStringToObject(o, "qrels_file", qrels_path);
+    cJSON_AddBoolToObject(o, "default_data", using_default);
+    cJSON_AddNumberToObject(o, "num_queries", (double)nq);
+    cJSON_AddNumberToObject(o, "num_docs", (double)D.n);
+    cJSON_AddNumberToObject(o, "dim", (double)D.d);
+    cJSON_AddStringToObject(o, "dtype", dtype_name(want));
+    cJSON_AddNumberToObject(o, "query_tokens", qtok);
+    cJSON_AddNumberToObject(o, "doc_tokens", (double)D.tokens);
+    cJSON_AddNumberToObject(o, "top_k", (double)kshow);
+    cJSON_AddBoolToObject(o, "normalize", normalize);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
+    cJSON_AddNumberToObject(o, "docs_scored_per_s", pairs / tdiv);
+    cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
+    cJSON_AddNumberToObject(o, "gflops_per_s", flop * 1e-9 / tdiv);
+    if (qrels_path) {
+      cJSON_AddNumberToObject(o, "queries_evaluated", (double)nevals);
+      if (nevals) {
+        cJSON_AddNumberToObject(o, "ndcg@10", ndcg_sum / (double)nevals);
+        cJSON_AddNumberToObject(o, "recall@100", rec_sum / (double)nevals);
+      } else {
+        cJSON_AddNullToObject(o, "ndcg@10");
+        cJSON_AddNullToObject(o, "recall@100");
+      }
+    }
+    cJSON *res = cJSON_AddArrayToObject(o, "results");
+    for (int64_t i = 0; i < nq; i++) {
+      cJSON *r = cJSON_CreateObject();
+      cJSON_AddNumberToObject(r, "query_id", (double)Q.ids[i]);
+      cJSON *ids = cJSON_AddArrayToObject(r, "doc_ids");
+      cJSON *idx = cJSON_AddArrayToObject(r, "doc_index");
+      cJSON *sc = cJSON_AddArrayToObject(r, "scores");
+      int64_t m = cnt[i] < kshow ? cnt[i] : kshow;
+      for (int64_t j = 0; j < m; j++) {
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)D.ids[best_i[i * K + j]]));
+        cJSON_AddItemToArray(idx, cJSON_CreateNumber((double)best_i[i * K + j]));
+        cJSON_AddItemToArray(sc, cJSON_CreateNumber((double)best_s[i * K + j]));
+      }
+      cJSON_AddItemToArray(res, r);
+    }
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!txt) {
+      fprintf(stderr, "%s: error: out of memory writing JSON\n", prog);
+      goto out;
+    }
+    fputs(txt, stdout);
+    fputc('\n', stdout);
+    cJSON_free(txt);
+  } else {
+    printf("lik %s, CPU kernels: %s%s\n", lik_version_string(), lik_cpu_isa(),
+           using_default ? "  (bundled Cranfield-1400 data)" : "");
+    printf("queries:   %s: %lld of %lld, %lld-%lld tokens, d=%lld, %s\n", Q.path,
+           (long long)nq, (long long)Q.n, (long long)Q.min_len, (long long)Q.max_len,
+           (long long)Q.d, dtype_name(Q.dtype));
+    printf("documents: %s: %lld, %lld-%lld tokens (%lld total), %s\n", D.path, (long long)D.n,
+           (long long)D.min_len, (long long)D.max_len, (long long)D.tokens, dtype_name(D.dtype));
+    int64_t np = nprint < 0 ? nq : (nprint < nq ? nprint : nq);
+    for (int64_t i = 0; i < np; i++) {
+      printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)kshow);
+      int64_t m = cnt[i] < kshow ? cnt[i] : kshow;
+      for (int64_t j = 0; j < m; j++)
+        printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1,
+               (long long)D.ids[best_i[i * K + j]], best_s[i * K + j]);
+    }
+    if (np < nq) printf("\n(results of %lld more queries not shown; --print -1 shows all)\n",
+                        (long long)(nq - np));
+    printf("\n%lld queries x %lld documents in %.3f s (top %lld, %s%s): %.1f queries/s, "
+           "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
+           (long long)nq, (long long)D.n, secs, (long long)K, dtype_name(want),
+           normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
+    if (qrels_path) {
+      if (nevals)
+        printf("nDCG@10 %.4f  recall@100 %.4f  (mean over %lld queries with relevant documents, "
+               "qrels %s)\n", ndcg_sum / (double)nevals, rec_sum / (double)nevals,
+               (long long)nevals, qrels_path);
+      else
+        printf("nDCG@10 -  recall@100 -  (no query has a relevant document in %s)\n",
+               qrels_path);
+    }
+  }
+  rc = 0;
+out:
+  free(best_s);
+  free(best_i);
+  free(blk_s);
+  free(blk_i);
+  free(mrg_s);
+  free(mrg_i);
+  free(cnt);
+  free(ranked);
+  free(qbuf);
+  free(dbuf);
+  free(qmbuf);
+  free(dmbuf);
+  qrels_free(&rel);
+  emb_free(&Q);
+  emb_free(&D);
+  return rc;
+}
