@@ -27,6 +27,7 @@ from __future__ import annotations
 from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
 from ._lib import LikError
+from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
 
 __version__: str = _lib.version_string()
 
@@ -68,6 +69,9 @@ __all__ = [
     "maxsim",
     "maxsim_pairs",
     "retrieve",
+    "maxsim_varlen",
+    "score_pairs_packed",
+    "maxsim_padded",
     "MaxSimScorer",
     "LikError",
     "cpu_isa",

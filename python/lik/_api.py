@@ -76,6 +76,37 @@ def _scores_shape(Q, D) -> tuple:
     return tuple(shape)
 
 
+# ---- forward with argmax (for the training path) ---------------------------------------
+
+
+def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: bool = False,
+             with_argmax: bool = False):
+    """Forward of :func:`maxsim` (``pairs=False``) or :func:`maxsim_pairs`
+    (``pairs=True``), optionally with the argmax lik.h describes.
+
+    Returns ``(scores, argmax)``; ``argmax`` is None unless ``with_argmax``,
+    else int32 of shape ``scores.shape + (Lq,)``: the winning document token
+    per query token (lowest index on ties), -1 where the query token is
+    masked or no document token is valid.  Same output kind as the inputs.
+    Private: the hook an autograd layer saves for its backward.
+    """
+    (Q, D, q_mask, d_mask), tm = _prepare(
+        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
+    )
+    if pairs:
+        shape = (Q.shape[0] if Q.ndim >= 1 else 0,)
+    else:
+        shape = _scores_shape(Q, D)
+    scores = _empty(shape, "float32", tm, Q)
+    argmax = None
+    if with_argmax:
+        Lq = Q.shape[-2] if Q.ndim >= 2 else 0
+        argmax = _empty(shape + (Lq,), "int32", tm, Q)
+    call = _lib.call_maxsim_pairs if pairs else _lib.call_maxsim
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=bool(normalize))
+    return scores, argmax
+
+
 # ---- maxsim ------------------------------------------------------------------------
 
 
@@ -117,12 +148,7 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
         lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
             CPU-only build, CUDA runtime errors.
     """
-    (Q, D, q_mask, d_mask), tm = _prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
-    )
-    scores = _empty(_scores_shape(Q, D), "float32", tm, Q)
-    _lib.call_maxsim(Q, D, q_mask, d_mask, scores, normalize=bool(normalize))
-    return scores
+    return _forward(Q, D, q_mask, d_mask, normalize=normalize)[0]
 
 
 def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
@@ -150,13 +176,7 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
             different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    (Q, D, q_mask, d_mask), tm = _prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
-    )
-    B = Q.shape[0] if Q.ndim >= 1 else 0
-    scores = _empty((B,), "float32", tm, Q)
-    _lib.call_maxsim_pairs(Q, D, q_mask, d_mask, scores, normalize=bool(normalize))
-    return scores
+    return _forward(Q, D, q_mask, d_mask, normalize=normalize, pairs=True)[0]
 
 
 # ---- retrieve ------------------------------------------------------------------------

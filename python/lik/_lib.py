@@ -278,6 +278,8 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
     if x.ndim > LIK_MAX_DIMS:
         raise ValueError(f"{name}: ndim={x.ndim} exceeds the {LIK_MAX_DIMS} dims lik supports (shape {tuple(x.shape)})")
     if is_torch(x):
+        if x.layout != _torch.strided:
+            raise TypeError(f"{name}: torch layout {x.layout} is not supported (dense strided tensors only)")
         if x.dtype not in _TORCH_DTYPES:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
         if x.device.type not in ("cpu", "cuda"):

@@ -1,0 +1,548 @@
+"""Training (torch): autograd + torch.compile support, packed / varlen layouts.
+
+Everything here goes through real ``torch.library.custom_op`` operators
+(namespace ``lik``) with ``register_fake`` and ``register_autograd``:
+
+* ``lik::maxsim_fwd`` / ``lik::maxsim_bwd``   — padded cross / KD / pairs
+  (C: ``lik_maxsim``, ``lik_maxsim_pairs`` and their ``*_backward``),
+* ``lik::packed_fwd`` / ``lik::packed_bwd``   — varlen cross product and pair
+  lists over packed ``[total, d]`` tensors (C: ``lik_maxsim_varlen``,
+  ``lik_score_pairs_packed`` and their ``*_backward``).
+
+so ``lik.maxsim`` and friends work eagerly and under
+``torch.compile(fullgraph=True)`` with autograd and no graph break.
+
+Rules (see docs/training.md):
+
+* The forward saves the int32 argmax only when a gradient will be needed
+  (grad mode on and an input requires grad); ``no_grad`` / ``inference_mode``
+  skip it.
+* Scores are float32; for float64 inputs they are float64 (the kernel runs in
+  double and the scores are re-summed in double from its argmax), so
+  ``torch.autograd.gradcheck`` works.
+* Gradients come back in the input dtype, masked tokens get exactly zero,
+  and on the CPU every ``backward=`` strategy is deterministic and bitwise
+  independent of the thread count.
+* Double backward is not supported (the backward is not itself
+  differentiable).
+
+The C calls go through the package's private ctypes layer (:mod:`lik._lib`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+import torch
+
+from . import _api, _lib
+
+__all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded"]
+
+_BACKWARDS = tuple(_lib.BACKWARD_CODES)
+
+# ---- ctypes declarations of the training calls -------------------------------
+
+_PT = ctypes.POINTER(_lib.LikTensor)
+_PO = ctypes.POINTER(_lib.LikOptions)
+_L = _lib.lib
+for _name, _n_before in (
+    ("lik_maxsim_backward", 6),
+    ("lik_maxsim_pairs_backward", 6),
+    ("lik_maxsim_varlen", 6),
+    ("lik_maxsim_varlen_backward", 8),
+    ("lik_score_pairs_packed", 8),
+    ("lik_score_pairs_packed_backward", 10),
+):
+    _f = getattr(_L, _name)
+    _f.restype = ctypes.c_int
+    _f.argtypes = [_PT] * _n_before + [_PO, _PT, _PT]
+
+
+def _call(fn, tensors, opts, outs):
+    """fn(*tensors, &opts, *outs) with lik_tensor views; raises on failure."""
+    keep = [_lib.view(x) for x in list(tensors) + list(outs)]
+    ptrs = [ctypes.byref(t) if t is not None else None for _, t in keep]
+    n = len(tensors)
+    _lib.check(fn(*ptrs[:n], ctypes.byref(opts), *ptrs[n:]))
+    del keep
+
+
+def _opts(normalize: bool, backward: str = "auto"):
+    return _lib.make_options(normalize=normalize, backward=backward)
+
+
+def _score_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _grid(Q: torch.Tensor, D: torch.Tensor, layout: int) -> list:
+    if layout == 1:  # pairs
+        return [Q.shape[0]]
+    if D.dim() == 4:
+        return [D.shape[0], D.shape[1]]
+    g = []
+    if Q.dim() == 3:
+        g.append(Q.shape[0])
+    if D.dim() == 3:
+        g.append(D.shape[0])
+    return g
+
+
+def _normalized(x: torch.Tensor, normalize: bool) -> torch.Tensor:
+    if not normalize:
+        return x
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
+    """float64 scores from the kernel's argmax: sum_s <Qn[i,s], Dn[j, argmax]>."""
+    Qn, Dn = _normalized(Q, normalize), _normalized(D, normalize)
+    Q3 = Qn if Qn.dim() == 3 else Qn.unsqueeze(0)
+    if layout == 1:  # pairs: D [B, Ld, d], argmax [B, Lq]
+        am = argmax.long()
+        rows = torch.gather(Dn, 1, am.clamp_min(0).unsqueeze(-1).expand(-1, -1, Dn.shape[-1]))
+        dots = (rows * Q3).sum(-1)
+        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    if Dn.dim() == 4:  # KD: [Nq, K, Ld, d], argmax [Nq, K, Lq]
+        Nq, K, Ld, d = Dn.shape
+        am = argmax.long()
+        rows = torch.gather(
+            Dn.reshape(Nq * K, Ld, d), 1, am.reshape(Nq * K, -1).clamp_min(0).unsqueeze(-1).expand(-1, -1, d)
+        ).reshape(Nq, K, -1, d)
+        dots = (rows * Q3[:, None]).sum(-1)
+        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    D3 = Dn if Dn.dim() == 3 else Dn.unsqueeze(0)
+    Nq, Nd, Lq = Q3.shape[0], D3.shape[0], Q3.shape[1]
+    am = argmax.long().reshape(Nq, Nd, Lq)
+    j = torch.arange(Nd, device=am.device)[None, :, None]
+    rows = D3[j, am.clamp_min(0)] if D3.shape[1] > 0 else torch.zeros(Nq, Nd, Lq, D3.shape[-1], dtype=D3.dtype)
+    dots = (rows * Q3[:, None]).sum(-1)
+    out = torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    return out.reshape(_grid(Q, D, layout))
+
+
+# ---- padded layouts: ops ------------------------------------------------------------
+
+
+@torch.library.custom_op("lik::maxsim_fwd", mutates_args=())
+def _maxsim_fwd(
+    Q: torch.Tensor,
+    D: torch.Tensor,
+    q_mask: Optional[torch.Tensor],
+    d_mask: Optional[torch.Tensor],
+    normalize: bool,
+    layout: int,
+    backward: str,
+    save_argmax: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grid = _grid(Q, D, layout)
+    f64 = Q.dtype == torch.float64
+    scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
+    argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
+    call = _lib.call_maxsim_pairs if layout == 1 else _lib.call_maxsim
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize)
+    if f64:
+        scores = _rescore_padded(Q, D, argmax, layout, normalize)
+    if not save_argmax:
+        argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
+    return scores, argmax
+
+
+@_maxsim_fwd.register_fake
+def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
+    grid = _grid(Q, D, layout)
+    scores = Q.new_empty(grid, dtype=_score_dtype(Q))
+    argmax = Q.new_empty(grid + [Q.shape[-2]] if save_argmax else [0], dtype=torch.int32)
+    return scores, argmax
+
+
+@torch.library.custom_op("lik::maxsim_bwd", mutates_args=())
+def _maxsim_bwd(
+    grad: torch.Tensor,
+    Q: torch.Tensor,
+    D: torch.Tensor,
+    q_mask: Optional[torch.Tensor],
+    d_mask: Optional[torch.Tensor],
+    argmax: torch.Tensor,
+    normalize: bool,
+    layout: int,
+    backward: str,
+    need_q: bool,
+    need_d: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gQ = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device) if need_q else None
+    gD = torch.empty(D.shape, dtype=D.dtype, device=D.device) if need_d else None
+    fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
+    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward), (gQ, gD))
+    return (gQ if need_q else Q.new_empty(0)), (gD if need_d else D.new_empty(0))
+
+
+@_maxsim_bwd.register_fake
+def _(grad, Q, D, q_mask, d_mask, argmax, normalize, layout, backward, need_q, need_d):
+    gQ = Q.new_empty(Q.shape) if need_q else Q.new_empty(0)
+    gD = D.new_empty(D.shape) if need_d else D.new_empty(0)
+    return gQ, gD
+
+
+def _maxsim_setup(ctx, inputs, output):
+    Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax = inputs
+    ctx.save_for_backward(Q, D, q_mask, d_mask, output[1])
+    ctx.normalize, ctx.layout, ctx.strategy, ctx.saved_argmax = normalize, layout, backward, save_argmax
+
+
+def _maxsim_backward(ctx, grad_scores, grad_argmax):
+    Q, D, q_mask, d_mask, argmax = ctx.saved_tensors
+    if not ctx.saved_argmax:
+        raise RuntimeError("lik: this forward ran without saving the argmax (no input required grad)")
+    need_q, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    gQ, gD = torch.ops.lik.maxsim_bwd(
+        grad_scores, Q, D, q_mask, d_mask, argmax, ctx.normalize, ctx.layout, ctx.strategy, need_q, need_d
+    )
+    return (gQ if need_q else None), (gD if need_d else None), None, None, None, None, None, None
+
+
+_maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
+
+
+# ---- packed layouts: ops --------------------------------------------------------------
+
+
+def _packed_grid(cu_q, cu_d, pair_q) -> list:
+    if pair_q is not None:
+        return [pair_q.shape[0]]
+    return [cu_q.shape[0] - 1, cu_d.shape[0] - 1]
+
+
+def _rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize) -> torch.Tensor:
+    """float64 scores of a packed call from the kernel's argmax."""
+    Qn, Dn = _normalized(Q, normalize), _normalized(D, normalize)
+    grid = _packed_grid(cu_q, cu_d, pair_q)
+    Lmax = argmax.shape[-1]
+    if Qn.shape[0] == 0 or Dn.shape[0] == 0 or Lmax == 0 or 0 in grid:
+        return torch.zeros(grid, dtype=Q.dtype, device=Q.device)
+    cq, cd = cu_q.long(), cu_d.long()
+    if pair_q is not None:
+        qi, dj = pair_q.long(), pair_d.long()
+        am = argmax.long()  # [P, L]
+        s = torch.arange(Lmax, device=Q.device)
+        qrow = (cq[qi][:, None] + s[None, :]).clamp_max(Qn.shape[0] - 1)
+        drow = (cd[dj][:, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
+        dots = (Qn[qrow] * Dn[drow]).sum(-1)
+    else:
+        am = argmax.long()  # [Nq, Nd, L]
+        s = torch.arange(Lmax, device=Q.device)
+        qrow = (cq[:-1][:, None, None] + s[None, None, :]).clamp_max(Qn.shape[0] - 1)
+        drow = (cd[:-1][None, :, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
+        dots = (Qn[qrow.expand_as(am)] * Dn[drow]).sum(-1)
+    return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+
+
+@torch.library.custom_op("lik::packed_fwd", mutates_args=())
+def _packed_fwd(
+    Q: torch.Tensor,
+    D: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_d: torch.Tensor,
+    pair_q: Optional[torch.Tensor],
+    pair_d: Optional[torch.Tensor],
+    q_mask: Optional[torch.Tensor],
+    d_mask: Optional[torch.Tensor],
+    max_lq: int,
+    normalize: bool,
+    backward: str,
+    save_argmax: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grid = _packed_grid(cu_q, cu_d, pair_q)
+    f64 = Q.dtype == torch.float64
+    scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
+    argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
+    opts = _opts(normalize)
+    if pair_q is None:
+        _call(_L.lik_maxsim_varlen, (Q, D, cu_q, cu_d, q_mask, d_mask), opts, (scores, argmax))
+    else:
+        _call(_L.lik_score_pairs_packed, (Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask), opts, (scores, argmax))
+    if f64:
+        scores = _rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize)
+    if not save_argmax:
+        argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
+    return scores, argmax
+
+
+@_packed_fwd.register_fake
+def _(Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, max_lq, normalize, backward, save_argmax):
+    grid = _packed_grid(cu_q, cu_d, pair_q)
+    scores = Q.new_empty(grid, dtype=_score_dtype(Q))
+    argmax = Q.new_empty(grid + [max_lq] if save_argmax else [0], dtype=torch.int32)
+    return scores, argmax
+
+
+@torch.library.custom_op("lik::packed_bwd", mutates_args=())
+def _packed_bwd(
+    grad: torch.Tensor,
+    Q: torch.Tensor,
+    D: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_d: torch.Tensor,
+    pair_q: Optional[torch.Tensor],
+    pair_d: Optional[torch.Tensor],
+    q_mask: Optional[torch.Tensor],
+    d_mask: Optional[torch.Tensor],
+    argmax: torch.Tensor,
+    normalize: bool,
+    backward: str,
+    need_q: bool,
+    need_d: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gQ = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device) if need_q else None
+    gD = torch.empty(D.shape, dtype=D.dtype, device=D.device) if need_d else None
+    opts = _opts(normalize, backward)
+    if pair_q is None:
+        _call(_L.lik_maxsim_varlen_backward, (Q, D, cu_q, cu_d, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
+    else:
+        _call(
+            _L.lik_score_pairs_packed_backward,
+            (Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, argmax, grad),
+            opts,
+            (gQ, gD),
+        )
+    return (gQ if need_q else Q.new_empty(0)), (gD if need_d else D.new_empty(0))
+
+
+@_packed_bwd.register_fake
+def _(grad, Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, argmax, normalize, backward, need_q, need_d):
+    gQ = Q.new_empty(Q.shape) if need_q else Q.new_empty(0)
+    gD = D.new_empty(D.shape) if need_d else D.new_empty(0)
+    return gQ, gD
+
+
+def _packed_setup(ctx, inputs, output):
+    Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, max_lq, normalize, backward, save_argmax = inputs
+    ctx.save_for_backward(Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, output[1])
+    ctx.normalize, ctx.strategy, ctx.saved_argmax = normalize, backward, save_argmax
+
+
+def _packed_backward(ctx, grad_scores, grad_argmax):
+    Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, argmax = ctx.saved_tensors
+    if not ctx.saved_argmax:
+        raise RuntimeError("lik: this forward ran without saving the argmax (no input required grad)")
+    need_q, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    gQ, gD = torch.ops.lik.packed_bwd(
+        grad_scores, Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, argmax, ctx.normalize, ctx.strategy,
+        need_q, need_d,
+    )
+    return (gQ if need_q else None), (gD if need_d else None), *([None] * 10)
+
+
+_packed_fwd.register_autograd(_packed_backward, setup_context=_packed_setup)
+
+
+# ---- public functions -----------------------------------------------------------------
+
+
+def _check_backward(backward) -> str:
+    if backward is None:
+        return "auto"
+    if backward not in _BACKWARDS:
+        raise ValueError(f"backward= must be one of {_BACKWARDS}, got {backward!r}")
+    return backward
+
+
+def _needs_grad(*xs) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
+
+
+def _check_torch(name, x, *, optional=False):
+    if x is None and optional:
+        return
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch tensor, got {type(x).__name__}")
+
+
+def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
+    """Fused MaxSim, differentiable (see :func:`lik._api.maxsim` for shapes).
+
+    numpy inputs go to the inference path and return numpy.  torch inputs go
+    through the ``lik::maxsim_fwd`` custom op: autograd flows into ``Q`` and
+    ``D`` (masks are not differentiable), ``torch.compile(fullgraph=True)``
+    traces it without a graph break.
+
+    Args:
+        backward: ``"auto" | "unified" | "lowmem"``, the backward strategy
+            (lik.h ``lik_backward``).  On the CPU all three are deterministic
+            and give bitwise identical gradients; they differ in memory and
+            speed only.
+
+    Returns:
+        scores as :func:`lik._api.maxsim`; float64 for float64 inputs.
+    """
+    backward = _check_backward(backward)
+    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
+        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)
+    (Q, D, q_mask, d_mask), _ = _api._prepare(
+        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
+    )
+    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 0, backward, _needs_grad(Q, D))
+    return scores
+
+
+def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
+    """Paired MaxSim ``[B]`` (see :func:`lik._api.maxsim_pairs`), differentiable
+    for torch inputs (``lik::maxsim_fwd`` with the pairs layout)."""
+    backward = _check_backward(backward)
+    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
+        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)
+    (Q, D, q_mask, d_mask), _ = _api._prepare(
+        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
+    )
+    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 1, backward, _needs_grad(Q, D))
+    return scores
+
+
+def _max_len(cu: torch.Tensor) -> int:
+    if cu.dim() != 1 or cu.shape[0] < 2:
+        return 0
+    return max(int((cu[1:] - cu[:-1]).max()), 0)
+
+
+def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
+    for name, x, opt in (
+        ("Q_packed", Q, False),
+        ("D_packed", D, False),
+        ("cu_seqlens_q", cu_q, False),
+        ("cu_seqlens_d", cu_d, False),
+        ("q_mask", q_mask, True),
+        ("d_mask", d_mask, True),
+    ):
+        _check_torch(name, x, optional=opt)
+        if x is not None:
+            _lib.check_array(x, name)
+
+
+def maxsim_varlen(
+    Q_packed,
+    D_packed,
+    cu_seqlens_q,
+    cu_seqlens_d,
+    max_seqlen_q: int | None = None,
+    max_seqlen_d: int | None = None,
+    *,
+    q_mask=None,
+    d_mask=None,
+    normalize: bool = False,
+    backward: str = "auto",
+):
+    """MaxSim of every (query, document) pair of two packed batches -> ``[Nq, Nd]``.
+
+    FlashAttention's convention (the seed's ``maxsim_varlen``): query ``i`` is
+    ``Q_packed[cu_seqlens_q[i]:cu_seqlens_q[i+1]]``, document ``j`` likewise.
+
+    Args:
+        Q_packed: ``[total_q, d]`` float32 / float16 / bfloat16 / float64.
+        D_packed: ``[total_d, d]``, same dtype and ``d``.
+        cu_seqlens_q: ``[Nq + 1]`` int32 or int64: starts at 0,
+            non-decreasing, last entry ``total_q`` (checked: ValueError).
+        cu_seqlens_d: ``[Nd + 1]`` likewise.
+        max_seqlen_q: longest query (sizes the saved argmax).  Computed from
+            ``cu_seqlens_q`` when omitted (a host read; pass it under
+            ``torch.compile(fullgraph=True)``).  Must be >= the longest query.
+        max_seqlen_d: accepted for seed compatibility; not needed.
+        q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
+            token masks (beyond the seed).
+        normalize: per-token L2 normalisation in the kernel (beyond the seed).
+        backward: ``"auto" | "unified" | "lowmem"``.
+
+    Returns:
+        ``[Nq, Nd]`` float32 (float64 for float64 inputs).  Empty or fully
+        masked sequences score 0 and take no gradient.  Differentiable in
+        ``Q_packed`` and ``D_packed``.
+    """
+    backward = _check_backward(backward)
+    _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
+    if max_seqlen_q is None:
+        max_seqlen_q = _max_len(cu_seqlens_q)
+    scores, _ = torch.ops.lik.packed_fwd(
+        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, q_mask, d_mask,
+        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),
+    )
+    return scores
+
+
+def score_pairs_packed(
+    Q_packed,
+    D_packed,
+    cu_seqlens_q,
+    cu_seqlens_d,
+    pair_q_idx,
+    pair_d_idx,
+    max_seqlen_q: int | None = None,
+    max_seqlen_d: int | None = None,
+    *,
+    q_mask=None,
+    d_mask=None,
+    normalize: bool = False,
+    backward: str = "auto",
+):
+    """MaxSim of a list of (query, document) pairs of two packed batches ->
+    ``[num_pairs]`` (the seed's ``score_pairs_packed``).
+
+    ``scores[p] = MaxSim(query pair_q_idx[p], document pair_d_idx[p])``.
+    ``pair_q_idx`` / ``pair_d_idx``: ``[P]`` int32 or int64, in
+    ``[0, Nq)`` / ``[0, Nd)`` (checked: ValueError naming the entry); pairs
+    may repeat.  Other arguments and the result as :func:`maxsim_varlen`.
+    """
+    backward = _check_backward(backward)
+    _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
+    for name, x in (("pair_q_idx", pair_q_idx), ("pair_d_idx", pair_d_idx)):
+        _check_torch(name, x)
+        _lib.check_array(x, name)
+    if max_seqlen_q is None:
+        max_seqlen_q = _max_len(cu_seqlens_q)
+    scores, _ = torch.ops.lik.packed_fwd(
+        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx, q_mask, d_mask,
+        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),
+    )
+    return scores
+
+
+def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: bool = False,
+                  backward: str = "auto"):
+    """Reranking scores from padded inputs -> ``[B, C]`` (the seed's ``maxsim_padded``).
+
+    Args:
+        queries: ``[B, Lq, d]``; query ``b`` is its first ``query_lengths[b]`` tokens.
+        documents: ``[B, C, Ld, d]``; candidate ``(b, c)`` is its first
+            ``doc_lengths[b, c]`` tokens.
+        query_lengths: ``[B]`` int, each in ``[0, Lq]``.
+        doc_lengths: ``[B, C]`` int, each in ``[0, Ld]``.
+
+    Runs the KD layout directly on the padded tensors with length masks (no
+    packing copy).  Empty sequences score 0.  Differentiable.
+
+    Raises:
+        ValueError: wrong ndim / batch sizes, lengths out of range.
+    """
+    for name, x in (("queries", queries), ("documents", documents), ("query_lengths", query_lengths),
+                    ("doc_lengths", doc_lengths)):
+        _check_torch(name, x)
+    if queries.dim() != 3:
+        raise ValueError(f"queries: must be [B, Lq, d], got shape {tuple(queries.shape)}")
+    if documents.dim() != 4:
+        raise ValueError(f"documents: must be [B, C, Ld, d], got shape {tuple(documents.shape)}")
+    B, Lq, _ = queries.shape
+    Bd, C, Ld, _ = documents.shape
+    if Bd != B:
+        raise ValueError(f"documents: batch B={Bd} does not match queries' B={B}")
+    if tuple(query_lengths.shape) != (B,):
+        raise ValueError(f"query_lengths: must be [B={B}], got shape {tuple(query_lengths.shape)}")
+    if tuple(doc_lengths.shape) != (B, C):
+        raise ValueError(f"doc_lengths: must be [B={B}, C={C}], got shape {tuple(doc_lengths.shape)}")
+    if not torch.compiler.is_compiling():
+        if query_lengths.numel() and (int(query_lengths.min()) < 0 or int(query_lengths.max()) > Lq):
+            raise ValueError(f"query_lengths: every entry must be in [0, Lq={Lq}]")
+        if doc_lengths.numel() and (int(doc_lengths.min()) < 0 or int(doc_lengths.max()) > Ld):
+            raise ValueError(f"doc_lengths: every entry must be in [0, Ld={Ld}]")
+    q_mask = torch.arange(Lq, device=queries.device)[None, :] < query_lengths[:, None]
+    d_mask = torch.arange(Ld, device=queries.device)[None, None, :] < doc_lengths[:, :, None]
+    return maxsim(queries, documents, q_mask, d_mask, normalize=normalize, backward=backward)
