@@ -1,0 +1,396 @@
+"""End-to-end tests of the `lik` command.
+
+The binary is found through $LIK_CLI, then `lik` on PATH, then the build
+trees build/programs/lik/lik; the tests skip only when none exists.
+
+Scores, rankings and metrics are checked against an independent numpy
+float64 MaxSim and an nDCG / recall written here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data" / "cranfield"
+
+
+def _find_cli() -> str | None:
+    env = os.environ.get("LIK_CLI")
+    if env:
+        return env
+    found = shutil.which("lik")
+    if found:
+        return found
+    for cand in sorted(ROOT.glob("build*/programs/lik/lik")):
+        if os.access(cand, os.X_OK):
+            return str(cand)
+    return None
+
+
+CLI = _find_cli()
+pytestmark = pytest.mark.skipif(CLI is None, reason="lik command not built (set LIK_CLI)")
+
+
+def run(*args, check=True):
+    p = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"lik {args} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def run_json(*args):
+    return json.loads(run("--json", *args).stdout)
+
+
+# ---- independent readers / writers ----------------------------------------------
+
+_ST = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I64": np.int64,
+       "I32": np.int32, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def read_safetensors(path):
+    b = Path(path).read_bytes()
+    n = int.from_bytes(b[:8], "little")
+    header = json.loads(b[8:8 + n])
+    out = {}
+    for name, v in header.items():
+        if name == "__metadata__":
+            continue
+        s, e = v["data_offsets"]
+        out[name] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=_ST[v["dtype"]]).reshape(v["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> ndarray, or name -> (dtype_string, raw ndarray)."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        if isinstance(t, tuple):
+            dt, arr = t
+        else:
+            arr = t
+            dt = {v: k for k, v in _ST.items()}[arr.dtype.type]
+        raw = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    hb = json.dumps(header).encode()
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    Path(path).write_bytes(len(hb).to_bytes(8, "little") + hb + b"".join(blobs))
+
+
+def ragged_to_list(emb, cu):
+    return [emb[cu[i]:cu[i + 1]].astype(np.float64) for i in range(len(cu) - 1)]
+
+
+def maxsim_ref(queries, docs, normalize=False):
+    """float64 MaxSim of lists of [L, d] arrays -> [Nq, Nd]."""
+    def nrm(x):
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    if normalize:
+        queries = [nrm(q) for q in queries]
+        docs = [nrm(d) for d in docs]
+    cat = np.concatenate([d for d in docs if len(d)] or [np.zeros((0, queries[0].shape[1]))])
+    bounds = np.cumsum([0] + [len(d) for d in docs])
+    S = np.zeros((len(queries), len(docs)))
+    for i, q in enumerate(queries):
+        if len(q) == 0:
+            continue
+        sim = q @ cat.T
+        for j in range(len(docs)):
+            if bounds[j + 1] > bounds[j]:
+                S[i, j] = sim[:, bounds[j]:bounds[j + 1]].max(axis=1).sum()
+    return S
+
+
+def ranking(scores_row, k):
+    order = np.lexsort((np.arange(len(scores_row)), -scores_row))
+    return order[:k]
+
+
+def ndcg_at(ranked_ids, judged, k=10):
+    dcg = sum(judged.get(int(d), 0) / math.log2(r + 2) for r, d in enumerate(ranked_ids[:k]))
+    ideal = sorted(judged.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(r + 2) for r, g in enumerate(ideal))
+    return dcg / idcg
+
+
+def recall_at(ranked_ids, judged, k=100):
+    rel = {d for d, g in judged.items() if g > 0}
+    return len(rel & {int(d) for d in ranked_ids[:k]}) / len(rel)
+
+
+def load_qrels(path):
+    q = {}
+    for line in Path(path).read_text().split("\n"):
+        if line.strip():
+            a, b, g = map(int, line.split())
+            q.setdefault(a, {})[b] = max(g, 0)
+    return q
+
+
+def check_results(out, S, qids, dids, k, atol=2e-3):
+    """Program results agree with the float64 reference scores S."""
+    assert len(out["results"]) == len(qids)
+    for i, res in enumerate(out["results"]):
+        assert res["query_id"] == qids[i]
+        idx = np.array(res["doc_index"])
+        got = np.array(res["scores"])
+        assert len(idx) == min(k, S.shape[1])
+        assert len(set(idx.tolist())) == len(idx)
+        assert [int(x) for x in res["doc_ids"]] == [int(dids[j]) for j in idx]
+        # each reported score is the document's true score ...
+        np.testing.assert_allclose(got, S[i, idx], atol=atol, rtol=1e-3)
+        # ... the list is sorted and is the true top-k (up to near-ties)
+        assert np.all(np.diff(got) <= 1e-6)
+        ref = np.sort(S[i])[::-1][:len(idx)]
+        np.testing.assert_allclose(got, ref, atol=atol, rtol=1e-3)
+        ref_idx = ranking(S[i], len(idx))
+        gaps = np.abs(np.diff(S[i, ref_idx]))
+        for r in range(len(idx)):
+            separated = (r == 0 or gaps[r - 1] > 10 * atol) and (r == len(idx) - 1 or gaps[r] > 10 * atol)
+            if separated:
+                assert idx[r] == ref_idx[r], (i, r)
+
+
+# ---- default data -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cranfield():
+    if not (DATA / "docs.safetensors").is_file():
+        pytest.skip("data/cranfield not present")
+    q = read_safetensors(DATA / "queries.safetensors")
+    d = read_safetensors(DATA / "docs.safetensors")
+    return {
+        "q": ragged_to_list(q["embeddings"], q["cu_seqlens"]), "qids": q["ids"],
+        "d": ragged_to_list(d["embeddings"], d["cu_seqlens"]), "dids": d["ids"],
+        "qrels": load_qrels(DATA / "qrels.tsv"),
+    }
+
+
+def test_default_data_scores_and_ndcg(cranfield):
+    nq = 12
+    out = run_json("--limit-queries", nq, "--top-k", 100)
+    assert out["default_data"] is True
+    assert out["num_queries"] == nq and out["num_docs"] == 1400 and out["dim"] == 64
+    S = maxsim_ref(cranfield["q"][:nq], cranfield["d"])
+    check_results(out, S, cranfield["qids"][:nq], cranfield["dids"], 100)
+
+    # metrics: recomputed here from the reference ranking
+    nd, rc = [], []
+    for i in range(nq):
+        judged = cranfield["qrels"][int(cranfield["qids"][i])]
+        ids = cranfield["dids"][ranking(S[i], 100)]
+        nd.append(ndcg_at(ids, judged))
+        rc.append(recall_at(ids, judged))
+    assert out["queries_evaluated"] == nq
+    assert out["ndcg@10"] == pytest.approx(np.mean(nd), abs=1e-9)
+    assert out["recall@100"] == pytest.approx(np.mean(rc), abs=1e-9)
+
+
+def test_default_data_all_queries_metrics(cranfield):
+    out = run_json("--print", 0)
+    assert out["num_queries"] == 225
+    S = maxsim_ref(cranfield["q"], cranfield["d"])
+    nd, rc = [], []
+    for i in range(225):
+        judged = cranfield["qrels"].get(int(cranfield["qids"][i]), {})
+        if not any(g > 0 for g in judged.values()):
+            continue
+        ids = cranfield["dids"][ranking(S[i], 100)]
+        nd.append(ndcg_at(ids, judged))
+        rc.append(recall_at(ids, judged))
+    assert out["queries_evaluated"] == len(nd)
+    # near-ties between fp32 and fp64 may swap a pair; allow a tiny slack
+    assert out["ndcg@10"] == pytest.approx(np.mean(nd), abs=2e-3)
+    assert out["recall@100"] == pytest.approx(np.mean(rc), abs=2e-3)
+    # regression anchor for the bundled data (see data/cranfield/README.md)
+    assert 0.30 < out["ndcg@10"] < 0.40
+    assert 0.65 < out["recall@100"] < 0.80
+
+
+def test_text_report(cranfield):
+    p = run("--limit-queries", 3, "--print", 2)
+    assert "query 1: top 10" in p.stdout and "query 2: top 10" in p.stdout
+    assert "query 3: top" not in p.stdout
+    assert "queries/s" in p.stdout and "GFLOP/s" in p.stdout
+    assert "nDCG@10" in p.stdout and "recall@100" in p.stdout
+    assert "\r" not in p.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_threads_do_not_change_results(cranfield):
+    a = run_json("--limit-queries", 5, "--threads", 1, "--block-tokens", 5000)
+    b = run_json("--limit-queries", 5, "--threads", 2)
+    assert a["results"] == b["results"]
+    assert a["ndcg@10"] == b["ndcg@10"]
+
+
+def test_help_and_version():
+    assert "Usage" in run("--help").stdout
+    assert "lik" in run("--version").stdout
+
+
+# ---- other input layouts --------------------------------------------------------------
+
+def _random_set(rng, n, lmax, d, lmin=0):
+    lens = rng.integers(lmin, lmax + 1, size=n)
+    return [rng.standard_normal((l, d)) for l in lens]
+
+
+def _padded(seqs, L, d, dtype):
+    x = np.zeros((len(seqs), L, d), dtype=dtype)
+    for i, s in enumerate(seqs):
+        x[i, :len(s)] = s
+    return x
+
+
+def _ragged(seqs, d, dtype):
+    emb = np.concatenate(seqs).astype(dtype) if seqs else np.zeros((0, d), dtype)
+    cu = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+    return emb, cu
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_npy_padded_and_ragged(tmp_path, normalize):
+    rng = np.random.default_rng(1)
+    d = 24
+    qs = _random_set(rng, 7, 9, d, lmin=1)
+    ds = _random_set(rng, 53, 31, d)
+    qp = _padded(qs, 12, d, np.float32)
+    np.save(tmp_path / "q.npy", qp)
+    np.save(tmp_path / "ql.npy", np.array([len(s) for s in qs], dtype=np.int64))
+    emb, cu = _ragged(ds, d, np.float32)
+    np.save(tmp_path / "d.npy", emb)
+    np.save(tmp_path / "dcu.npy", cu.astype(np.int32))
+    np.save(tmp_path / "dids.npy", np.arange(1000, 1053, dtype=np.int64))
+    args = ["--query-lengths", tmp_path / "ql.npy", "--doc-cu-seqlens", tmp_path / "dcu.npy",
+            "--doc-ids", tmp_path / "dids.npy", "-k", 20, "--block-tokens", 200]
+    if normalize:
+        args.append("--normalize")
+    out = run_json(tmp_path / "q.npy", tmp_path / "d.npy", *args)
+    S = maxsim_ref([q.astype(np.float32).astype(np.float64) for q in qs],
+                   [x.astype(np.float32).astype(np.float64) for x in ds], normalize)
+    check_results(out, S, list(range(7)), np.arange(1000, 1053), 20, atol=1e-3)
+
+
+def test_safetensors_padded_mask_bf16_and_f16(tmp_path):
+    rng = np.random.default_rng(2)
+    d = 16
+    qs = _random_set(rng, 4, 6, d, lmin=1)
+    ds = _random_set(rng, 30, 20, d)
+    # queries: padded F16 with a mask
+    qp = _padded(qs, 6, d, np.float16)
+    mask = np.zeros((4, 6), dtype=np.bool_)
+    for i, s in enumerate(qs):
+        mask[i, :len(s)] = True
+    qp[~mask] = np.float16(np.nan)  # masked tokens must never matter
+    write_safetensors(tmp_path / "q.safetensors", {"embeddings": qp, "mask": mask,
+                                                   "ids": np.array([5, 6, 7, 8], dtype=np.int64)})
+    # documents: padded BF16 (raw bits) with lengths
+    dp = _padded(ds, 20, d, np.float32)
+    bits = (dp.view(np.uint32) >> 16).astype(np.uint16)
+    write_safetensors(tmp_path / "d.safetensors", {
+        "embeddings": ("BF16", bits),
+        "lengths": np.array([len(s) for s in ds], dtype=np.int64)})
+    out = run_json(tmp_path / "q.safetensors", tmp_path / "d.safetensors", "-k", 30)
+    assert out["dtype"] == "F32"  # mixed F16/BF16 is scored in F32
+    q64 = [q.astype(np.float16).astype(np.float64) for q in qs]
+    d64 = [(bits[i, :len(s)].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+           for i, s in enumerate(ds)]
+    S = maxsim_ref(q64, d64)
+    check_results(out, S, [5, 6, 7, 8], np.arange(30), 30, atol=1e-3)
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+def _small_pair(tmp_path, dq=8, dd=8):
+    rng = np.random.default_rng(3)
+    write_safetensors(tmp_path / "q.safetensors", {
+        "embeddings": rng.standard_normal((5, dq)).astype(np.float32),
+        "cu_seqlens": np.array([0, 2, 5], dtype=np.int64)})
+    write_safetensors(tmp_path / "d.safetensors", {
+        "embeddings": rng.standard_normal((7, dd)).astype(np.float32),
+        "cu_seqlens": np.array([0, 3, 3, 7], dtype=np.int64)})
+    return tmp_path / "q.safetensors", tmp_path / "d.safetensors"
+
+
+def _fails(*args, expect):
+    p = run(*args, check=False)
+    assert p.returncode not in (0, None) and p.returncode > 0, p  # non-zero, not a signal
+    assert expect in p.stderr, p.stderr
+    return p
+
+
+def test_small_ragged_ok(tmp_path):
+    q, d = _small_pair(tmp_path)
+    out = run_json(q, d, "-k", 3)
+    assert [len(r["doc_ids"]) for r in out["results"]] == [3, 3]
+    assert 0.0 in out["results"][0]["scores"]  # the empty document scores 0
+
+
+def test_error_missing_file(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    _fails(q, tmp_path / "nope.safetensors", expect="nope.safetensors: cannot open")
+
+
+def test_error_dim_mismatch(tmp_path):
+    q, d = _small_pair(tmp_path, dq=8, dd=12)
+    _fails(q, d, expect="dimension mismatch")
+
+
+def test_error_bad_header(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes((20).to_bytes(8, "little") + b"{not json at all....")
+    _fails(q, bad, expect="not valid JSON")
+    bad.write_bytes((1 << 40).to_bytes(8, "little") + b"{}")
+    _fails(q, bad, expect="bad safetensors header length")
+    bad.write_bytes(b"abc")
+    _fails(q, bad, expect="not a safetensors file")
+
+
+def test_error_unknown_dtype(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    write_safetensors(tmp_path / "f8.safetensors", {
+        "embeddings": ("F8_E4M3", np.zeros((4, 8), dtype=np.uint8)),
+        "cu_seqlens": np.array([0, 4], dtype=np.int64)})
+    _fails(q, tmp_path / "f8.safetensors", expect="unsupported dtype F8_E4M3")
+    np.save(tmp_path / "i2.npy", np.zeros((2, 3, 8), dtype=np.int16))
+    _fails(q, tmp_path / "i2.npy", expect="unsupported dtype")
+
+
+def test_error_bad_offsets_and_shapes(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    write_safetensors(tmp_path / "cu.safetensors", {
+        "embeddings": np.zeros((4, 8), dtype=np.float32),
+        "cu_seqlens": np.array([0, 3, 9], dtype=np.int64)})
+    _fails(q, tmp_path / "cu.safetensors", expect="cu_seqlens ends at 9")
+    write_safetensors(tmp_path / "nocu.safetensors", {"embeddings": np.zeros((4, 8), np.float32)})
+    _fails(q, tmp_path / "nocu.safetensors", expect="need cu_seqlens")
+    write_safetensors(tmp_path / "noemb.safetensors", {"x": np.zeros((4, 8), np.float32)})
+    _fails(q, tmp_path / "noemb.safetensors", expect='no tensor "embeddings"')
+    # a truncated file: offsets beyond the data
+    raw = (tmp_path / "cu.safetensors").read_bytes()
+    (tmp_path / "trunc.safetensors").write_bytes(raw[:-20])
+    _fails(q, tmp_path / "trunc.safetensors", expect="data_offsets outside the file")
+    np.save(tmp_path / "p.npy", np.zeros((2, 3, 8), np.float32))
+    np.save(tmp_path / "pl.npy", np.array([1, 4], np.int64))
+    _fails(q, tmp_path / "p.npy", "--doc-lengths", tmp_path / "pl.npy", expect="lengths[1] = 4")
+    (tmp_path / "t.npy").write_bytes((tmp_path / "p.npy").read_bytes()[:-10])
+    _fails(q, tmp_path / "t.npy", expect="truncated .npy data")
+
+
+def test_error_usage(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    assert run(q, check=False).returncode == 2
+    assert run("--top-k", 0, check=False).returncode == 2
+    assert run("--bogus", check=False).returncode == 2
