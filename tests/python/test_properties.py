@@ -126,3 +126,33 @@ def test_pairs_property(p):
     ref, sc = maxsim_ref(Q, D, qm, dm, normalize=normalize)
     ref, sc = np.diag(ref) if B else np.zeros(0), np.diag(sc) if B else np.zeros(0)
     assert_scores(out, ref, sc, dtype="float32" if dtype == "float64" else dtype, normalize=normalize)
+
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.integers(0, 20),
+    st.integers(0, 40),
+    st.sampled_from([1, 3, 16, 17, 64, 100]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_bf16_torch_property(seed, Nq, Nd, Lq, Ld, d, masked, normalize):
+    rng = np.random.default_rng(seed)
+    Q = torch.from_numpy(rng.standard_normal((Nq, Lq, d)) * 3).to(torch.bfloat16)
+    D = torch.from_numpy(rng.standard_normal((Nd, Ld, 2 * d)) * 3).to(torch.bfloat16)[..., ::2]
+    qm = torch.from_numpy(rng.random((Nq, Lq)) < 0.7) if masked else None
+    dm = torch.from_numpy(rng.random((Nd, Ld)) < 0.7) if masked else None
+    with torch.no_grad():
+        out = lik.maxsim(Q, D, qm, dm, normalize=normalize)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    ref, sc = maxsim_ref(Q, D, qm, dm, normalize=normalize)
+    assert_scores(out, ref, sc, dtype="bfloat16", normalize=normalize)
