@@ -212,7 +212,8 @@ _maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
 def _packed_grid(cu_q, cu_d, pair_q) -> list:
     if pair_q is not None:
         return [pair_q.shape[0]]
-    return [cu_q.shape[0] - 1, cu_d.shape[0] - 1]
+    # (a malformed cu_seqlens gives a 0 here; the C call reports it)
+    return [max(cu_q.shape[0] - 1, 0) if cu_q.dim() else 0, max(cu_d.shape[0] - 1, 0) if cu_d.dim() else 0]
 
 
 def _rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize) -> torch.Tensor:
