@@ -84,9 +84,11 @@ static int find_default_data(char *dir, size_t cap) {
     char *slash = strrchr(exe, '/');
     if (slash) {
       *slash = 0;
-      snprintf(dir, cap, "%s/../share/lik/cranfield", exe);
-      snprintf(probe, sizeof probe, "%s/docs.safetensors", dir);
-      if (file_exists(probe)) return 0;
+      int w = snprintf(dir, cap, "%s/../share/lik/cranfield", exe);
+      if (w > 0 && (size_t)w < cap) {
+        snprintf(probe, sizeof probe, "%s/docs.safetensors", dir);
+        if (file_exists(probe)) return 0;
+      }
     }
   }
   if (LIK_DEFAULT_DATA_DIR[0]) {
