@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""GPU forward benchmark of lik on the H200: builds, checks, times.
+
+    python3 bench/gpu_forward.py [--build] [--peers eager,bf16mm,compile,flash,lik045]
+                                 [--shapes name,...] [--out results.json]
+
+* builds liblik.so with CMake (build/) if --build or it is missing, and
+  points the Python package at it (LIK_LIBRARY);
+* checks every method against torch eager fp32 before timing (relative
+  error of the scores);
+* times with CUDA events around CUDA-graph replays of R back-to-back calls
+  that rotate over enough input sets to exceed the 60 MB L2 (so every call
+  streams its documents from HBM), median of the replays / R; random
+  normal data, never zeros;
+* floor = max(bytes / 4.27 TB/s, FLOPs / 702 TFLOP/s) (ceilings measured on
+  the lent H200), bytes = Q + D (+ masks) + scores, FLOPs = 2 Nq Nd Lq Ld d;
+* peak memory = torch.cuda.max_memory_allocated during one call, above the
+  inputs;
+* first-call latency: a fresh process per method (text-short), wall time of
+  the first call including module load / JIT / autotune, synchronised.
+
+Peers: torch eager fp32 einsum (the seed's reference), a torch bf16 matmul
+path (einsum in the input dtype, fp32 max/sum), torch.compile of the eager
+body, flash-maxsim 0.3.0 and late-interaction-kernels 0.4.5 (wheels carried
+in .whl/ and installed offline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BW, FL = 4.27e12, 702e12
+
+# name: (Nq, Nd, Lq, Ld, d, dtype)
+SHAPES = {
+    "text-short": (1, 1000, 32, 300, 128, "bf16"),
+    "text-long": (1, 1000, 32, 1024, 128, "bf16"),
+    "colpali": (1, 1000, 128, 1024, 128, "bf16"),
+    "corpus-5k": (1, 5000, 32, 300, 128, "bf16"),
+    "corpus-10k": (1, 10000, 32, 300, 128, "bf16"),
+    "train-batch-32": (32, 32, 32, 300, 128, "bf16"),
+    "train-batch-128": (128, 128, 32, 300, 128, "bf16"),
+    "large-d-512": (1, 1000, 32, 300, 512, "bf16"),
+    "large-d-1024": (1, 500, 32, 300, 1024, "bf16"),
+    "lateon-edge-d48": (1, 1000, 32, 2048, 48, "f16"),
+    "lateon-edge-big-d48": (1, 4000, 32, 2048, 48, "f16"),
+    "mxbai-edge-d64": (1, 1000, 32, 300, 64, "f16"),
+    "mxbai-edge-10k-d64": (1, 10000, 32, 300, 64, "f16"),
+    "longq-16x768x512": (16, 16, 768, 512, 128, "bf16"),
+    "longq-64x768x512": (64, 64, 768, 512, 128, "bf16"),
+    "longq-32x1024x1024": (32, 32, 1024, 1024, 128, "bf16"),
+    "rerank-100k": (1, 100000, 32, 300, 128, "bf16"),
+}
+
+
+def build(force: bool) -> Path:
+    env = os.environ.get("LIK_LIBRARY")
+    lib = Path(env) if env and not force else ROOT / "build" / "liblik.so"
+    if force or not lib.is_file():
+        t = time.time()
+        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(ROOT / "build"), "-DLIK_CUDA=ON",
+                        "-DLIK_BUILD_TESTS=OFF", "-DLIK_BUILD_PROGRAMS=OFF",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True)
+        subprocess.run(["cmake", "--build", str(ROOT / "build"), "-j", str(os.cpu_count() or 8)],
+                       check=True)
+        print(f"built {lib} in {time.time() - t:.0f} s", flush=True)
+    os.environ["LIK_LIBRARY"] = str(lib)
+    sys.path.insert(0, str(ROOT / "python"))
+    return lib
+
+
+def floor_us(Nq, Nd, Lq, Ld, d, esz):
+    byts = (Nq * Lq * d + Nd * Ld * d) * esz + Nq * Nd * 4
+    flops = 2.0 * Nq * Nd * Lq * Ld * d
+    return max(byts / BW, flops / FL) * 1e6, byts, flops
+
+
+def methods(names):
+    import torch
+
+    out = {}
+
+    def eager(Q, D):
+        S = torch.einsum("ild,jtd->ijlt", Q.float(), D.float())
+        return S.max(-1).values.sum(-1)
+
+    if "lik" in names:
+        from lik import _api
+
+        out["lik"] = lambda Q, D: _api.maxsim(Q, D)
+    if "eager" in names:
+        out["eager"] = eager
+    if "bf16mm" in names:
+        out["bf16mm"] = lambda Q, D: torch.einsum("ild,jtd->ijlt", Q, D).amax(-1).float().sum(-1)
+    if "compile" in names:
+        out["compile"] = torch.compile(eager, dynamic=False)
+    if "flash" in names:
+        import flash_maxsim
+
+        out["flash"] = lambda Q, D: flash_maxsim.flash_maxsim_batched(Q, D)
+    if "lik045" in names:
+        from late_interaction_kernels.forward import maxsim_forward
+
+        def lik045(Q, D):
+            r = maxsim_forward(Q, D)
+            return r[0] if isinstance(r, tuple) else r
+
+        out["lik045"] = lik045
+    return out
+
+
+def time_method(fn, sets, reps=8, iters=15):
+    """Median µs per call over CUDA-graph replays of `reps` calls (rotating)."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for k in range(2):
+            fn(*sets[k % len(sets)])
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            for k in range(reps):
+                fn(*sets[k % len(sets)])
+        run = g.replay
+    except Exception as e:  # not capturable: time eagerly
+        print(f"    (graph capture failed: {type(e).__name__}; timing eager calls)")
+        torch.cuda.synchronize()
+
+        def run():
+            for k in range(reps):
+                fn(*sets[k % len(sets)])
+    run()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0 / reps)
+    return statistics.median(ts), (max(ts) - min(ts))
+
+
+def peak_mem(fn, Q, D):
+    import torch
+
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    r = fn(Q, D)
+    torch.cuda.synchronize()
+    pk = torch.cuda.max_memory_allocated() - base
+    del r
+    return pk
+
+
+FIRST_CALL = r"""
+import os, sys, time, torch
+sys.path.insert(0, {py!r})
+torch.cuda.init(); torch.empty(1, device='cuda')
+Q = torch.randn(1, 32, 128, device='cuda').bfloat16(); D = torch.randn(1000, 300, 128, device='cuda').bfloat16()
+torch.cuda.synchronize()
+m = {m!r}
+t = time.perf_counter()
+if m == 'lik':
+    import lik._api as a; r = a.maxsim(Q, D)
+elif m == 'flash':
+    import flash_maxsim; r = flash_maxsim.flash_maxsim_batched(Q, D)
+else:
+    from late_interaction_kernels.forward import maxsim_forward; r = maxsim_forward(Q, D)
+torch.cuda.synchronize()
+print('FIRST', (time.perf_counter() - t) * 1e3)
+"""
+
+
+def first_call(m):
+    try:
+        r = subprocess.run([sys.executable, "-c", FIRST_CALL.format(py=str(ROOT / "python"), m=m)],
+                           capture_output=True, text=True, timeout=300, env=os.environ)
+        for line in r.stdout.splitlines():
+            if line.startswith("FIRST"):
+                return float(line.split()[1])
+        print(r.stderr[-2000:])
+    except Exception as e:
+        print("first call failed:", e)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", action="store_true")
+    ap.add_argument("--peers", default="eager,bf16mm,compile,flash,lik045")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--compile-shapes", default="text-short,colpali,train-batch-128,rerank-100k")
+    ap.add_argument("--first-call", action="store_true")
+    args = ap.parse_args()
+    build(args.build)
+    import torch
+
+    names = ["lik"] + [p for p in args.peers.split(",") if p]
+    fns = methods(names)
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}", flush=True)
+    rows = []
+    g = torch.Generator(device="cuda")
+    g.manual_seed(0)
+    for name in args.shapes.split(","):
+        Nq, Nd, Lq, Ld, d, dt = SHAPES[name]
+        tdt = torch.bfloat16 if dt == "bf16" else torch.float16
+        fl, byts, flops = floor_us(Nq, Nd, Lq, Ld, d, 2)
+        nsets = max(1, min(8, int(-(-256e6 // byts))))
+        sets = []
+        for _ in range(nsets):
+            Q = torch.randn(Nq, Lq, d, device="cuda", generator=g).to(tdt)
+            D = torch.empty(Nd, Ld, d, device="cuda", dtype=tdt)
+            step = max(1, int(2e9 // (Ld * d * 4)))
+            for c in range(0, Nd, step):
+                D[c:c + step] = torch.randn(min(step, Nd - c), Ld, d, device="cuda", generator=g).to(tdt)
+            sets.append((Q, D))
+        row = {"shape": name, "Nq": Nq, "Nd": Nd, "Lq": Lq, "Ld": Ld, "d": d, "dtype": dt,
+               "floor_us": fl, "bytes": byts, "flops": flops, "us": {}, "spread_us": {},
+               "err": {}, "peak_MB": {}}
+        Q0, D0 = sets[0]
+        ref = None
+        try:
+            S = torch.einsum("ild,jtd->ijlt", Q0.double(), D0.double()) if Nq * Nd * Lq * Ld < 2e8 else None
+            ref = S.max(-1).values.sum(-1) if S is not None else None
+            del S
+        except torch.OutOfMemoryError:
+            ref = None
+        if ref is None:  # chunked fp64 reference over documents
+            ref = torch.empty(Nq, Nd, dtype=torch.float64, device="cuda")
+            step = max(1, int(1e8 // (Nq * Lq * Ld)))
+            for c in range(0, Nd, step):
+                ref[:, c:c + step] = torch.einsum("ild,jtd->ijlt", Q0.double(), D0[c:c + step].double()).max(-1).values.sum(-1)
+        torch.cuda.empty_cache()
+        for m, fn in fns.items():
+            if m == "compile" and name not in args.compile_shapes.split(","):
+                continue
+            try:
+                out = fn(Q0, D0)
+                torch.cuda.synchronize()
+                err = ((out.double().reshape(ref.shape) - ref).norm() / ref.norm()).item()
+                row["err"][m] = err
+                del out
+                if not (err < 5e-2):
+                    print(f"  {name} {m}: WRONG (rel err {err:.3g})", flush=True)
+                    row["us"][m] = None
+                    continue
+                us, spread = time_method(fn, sets)
+                row["us"][m] = us
+                row["spread_us"][m] = spread
+                row["peak_MB"][m] = peak_mem(fn, Q0, D0) / 1e6
+            except torch.OutOfMemoryError:
+                row["us"][m] = None
+                row["err"][m] = "OOM"
+                print(f"  {name} {m}: OOM", flush=True)
+            except Exception as e:  # a peer failing is recorded, not fatal
+                row["us"][m] = None
+                row["err"][m] = f"{type(e).__name__}: {str(e)[:120]}"
+                print(f"  {name} {m}: {row['err'][m]}", flush=True)
+            torch.cuda.empty_cache()
+        rows.append(row)
+        u = row["us"]
+        lk = u.get("lik")
+        extra = " ".join(f"{m}={u[m]:.1f}" for m in u if m != "lik" and u[m])
+        print(f"{name:22s} floor {fl:8.1f} us  lik {lk if lk is None else round(lk, 1)} us "
+              f"({'-' if not lk else f'{lk / fl:.2f}x floor'}) err {row['err'].get('lik')}  {extra}", flush=True)
+        del sets, ref
+        torch.cuda.empty_cache()
+    first = {}
+    if args.first_call:
+        for m in ["lik"] + [p for p in ("flash", "lik045") if p in fns]:
+            first[m] = first_call(m)
+            print(f"first call {m}: {first[m]} ms", flush=True)
+    res = {"device": dev.name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "command": " ".join(sys.argv), "rows": rows, "first_call_ms": first}
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
+    # table
+    peers = [m for m in fns if m != "lik"]
+    hdr = "| shape | floor µs | lik µs | ×floor | target | " + " | ".join(f"{p} µs" for p in peers) + " | " + \
+          " | ".join(f"vs {p}" for p in peers) + " | lik peak MB |"
+    print(hdr)
+    for r in rows:
+        u = r["us"]
+        lk = u.get("lik")
+        fl = r["floor_us"]
+        tgt = (lk is not None) and (lk <= 1.5 * fl if fl >= 50 else lk <= fl + 10)
+        cells = [f"{u[p]:.1f}" if u.get(p) else "—" for p in peers]
+        sp = [f"{u[p] / lk:.2f}×" if (u.get(p) and lk) else "—" for p in peers]
+        print(f"| {r['shape']} | {fl:.1f} | {lk if lk is None else f'{lk:.1f}'} | "
+              f"{'—' if not lk else f'{lk / fl:.2f}'} | {'met' if tgt else 'MISSED'} | " + " | ".join(cells) +
+              " | " + " | ".join(sp) + f" | {r['peak_MB'].get('lik', float('nan')):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

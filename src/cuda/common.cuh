@@ -1,0 +1,115 @@
+/*
+ * common.cuh — device-side view of a validated lik_problem (src/problem.h)
+ * shared by the CUDA kernels of lik.  Everything here is 64-bit indexed.
+ */
+#ifndef LIK_CUDA_COMMON_CUH
+#define LIK_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../problem.h"
+}
+
+namespace lik_cuda {
+
+/* An integer vector (cu_seqlens, pair indices). */
+struct KIndex {
+  const void *data;
+  int64_t stride;
+  int is64;
+};
+
+/* A batch of sequences (see lik_seqs). */
+struct KSeq {
+  const void *data;
+  int64_t len, dim, sn, sl, sk, group, sg;
+  KIndex off;
+};
+
+struct KMask {
+  const uint8_t *data;
+  int64_t sn, sl, sg;
+};
+
+/* Everything a forward kernel needs, passed by value. */
+struct KParams {
+  KSeq q, d;
+  KMask qm, dm;
+  int pairing; /* 0 cross, 1 KD, 2 list */
+  int normalize;
+  int64_t nrows;  /* output rows: q.count (cross/KD) or 1 (list) */
+  int64_t ncand;  /* output columns */
+  KIndex pq, pd;  /* list pairing */
+  float *scores;
+  int64_t ssi, ssj;
+  int32_t *argmax;
+  int64_t asi, asj, ass;
+  /* work decomposition (set by the launcher) */
+  int64_t upr;    /* units (CTAs) per output row */
+  int64_t dpc;    /* items (output columns) per unit */
+  int nqb;        /* query blocks */
+  int nkc;        /* k-chunks */
+  int fast_q, fast_d; /* 16-byte vector loads are legal */
+};
+
+__device__ __forceinline__ int64_t kidx(const KIndex &x, int64_t i) {
+  return x.is64 ? __ldg((const long long *)x.data + i * x.stride)
+                : (int64_t)__ldg((const int *)x.data + i * x.stride);
+}
+
+/* Element offset of feature 0 of token 0 of sequence n. */
+__device__ __forceinline__ int64_t seq_base(const KSeq &s, int64_t n) {
+  if (s.off.data) return kidx(s.off, n) * s.sl;
+  if (s.group > 0) return (n / s.group) * s.sg + (n % s.group) * s.sn;
+  return n * s.sn;
+}
+
+__device__ __forceinline__ int64_t seq_len(const KSeq &s, int64_t n) {
+  if (s.off.data) return kidx(s.off, n + 1) - kidx(s.off, n);
+  return s.len;
+}
+
+/* Offset of token 0 of sequence n in a mask (add l * m.sl for token l). */
+__device__ __forceinline__ int64_t mask_base(const KMask &m, const KSeq &s,
+                                             int64_t n) {
+  if (s.off.data) return kidx(s.off, n) * m.sl;
+  if (s.group > 0) return (n / s.group) * m.sg + (n % s.group) * m.sn;
+  return n * m.sn;
+}
+
+/* (row, column j) of the output -> query index and document index. */
+__device__ __forceinline__ void item_of(const KParams &P, int64_t row,
+                                        int64_t j, int64_t &qi, int64_t &dj) {
+  if (P.pairing == 0) {
+    qi = row;
+    dj = j;
+  } else if (P.pairing == 1) {
+    qi = row;
+    dj = row * P.ncand + j;
+  } else {
+    qi = kidx(P.pq, j);
+    dj = kidx(P.pd, j);
+  }
+}
+
+template <typename T> __device__ __forceinline__ float to_f(T x);
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <> __device__ __forceinline__ float to_f<__half>(__half x) {
+  return __half2float(x);
+}
+template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
+
+/* Lexicographic (value desc, index asc) merge for the argmax; -1 loses ties. */
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+  return v > bv || (v == bv && (unsigned)i < (unsigned)bi);
+}
+
+} // namespace lik_cuda
+
+#endif

@@ -1,0 +1,225 @@
+/*
+ * launch.cu — extern "C" entry points of the CUDA backend (declared in
+ * src/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
+ *
+ * Everything runs on p->stream; no host synchronisation, no allocation in
+ * the forward (graph capturable).  The retrieve path allocates its bounded
+ * scratch with cudaMallocAsync / cudaFreeAsync on the same stream.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "launch.cuh"
+
+namespace lik_cuda {
+
+static KIndex kindex(const lik_index &ix) {
+  KIndex k;
+  k.data = ix.data;
+  k.stride = ix.stride;
+  k.is64 = ix.dtype == LIK_I64;
+  return k;
+}
+
+static KSeq kseq(const lik_seqs &s) {
+  KSeq k;
+  k.data = s.data;
+  k.len = s.len;
+  k.dim = s.dim;
+  k.sn = s.sn;
+  k.sl = s.sl;
+  k.sk = s.sk;
+  k.group = s.group;
+  k.sg = s.sg;
+  k.off = kindex(s.offsets);
+  return k;
+}
+
+static KMask kmask(const lik_mask &m) {
+  KMask k;
+  k.data = m.data;
+  k.sn = m.sn;
+  k.sl = m.sl;
+  k.sg = m.sg;
+  return k;
+}
+
+static int elt_size(lik_dtype t) {
+  switch (t) {
+  case LIK_F64: return 8;
+  case LIK_F32: return 4;
+  default: return 2;
+  }
+}
+
+/* 16-byte vector loads of 8 features are legal for every token of s. */
+static int vec_ok(const lik_seqs &s) {
+  if (s.dtype != LIK_BF16 && s.dtype != LIK_F16) return 0;
+  if (s.sk != 1 || s.dim % 8 != 0) return 0;
+  if (((uintptr_t)s.data) % 16 != 0) return 0;
+  if (s.sl % 8 != 0) return 0;
+  if (!s.offsets.data) {
+    if (s.sn % 8 != 0) return 0;
+    if (s.group > 0 && s.sg % 8 != 0) return 0;
+  }
+  return 1;
+}
+
+/* THE tile heuristic: one place decides which kernel and tile shape runs.
+ *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
+ *   half, d > 2048       CUDA-core kernel (query block would not fit smem)
+ *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
+ *   half, d <= 128       query block in registers; BQ = 32 / 64 / 128 rows
+ *                        by Lq (long queries loop over 128-row blocks inside
+ *                        the CTA), documents in 128 / 64 / 64-token tiles. */
+static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq) {
+  TileCfg c = {0, 1, 4, 64, 1, 4};
+  if ((dt != LIK_BF16 && dt != LIK_F16) || d > 2048) {
+    c.simt = 1;
+    return c;
+  }
+  if (d > 128) {
+    c.wm = 1; c.wn = 4; c.kc = 64; c.qreg = 0; c.stages = 4;
+    return c;
+  }
+  c.kc = d <= 64 ? 64 : 128;
+  c.stages = c.kc == 128 ? 3 : 4;
+  if (lq <= 32) { c.wm = 1; c.wn = 4; }
+  else if (lq <= 64) { c.wm = 2; c.wn = 2; }
+  else { c.wm = 4; c.wn = 2; }
+  return c;
+}
+
+/* Split each output row's items over `upr` CTAs of `dpc` items, minimising
+ * waves x (items per CTA + a ramp-up cost of about one item). */
+void decompose(KParams &P, int64_t slots) {
+  if (slots < 1) slots = 1;
+  const int64_t nrows = P.nrows, ncand = P.ncand;
+  if (nrows <= 0 || ncand <= 0) {
+    P.upr = 1;
+    P.dpc = 1;
+    return;
+  }
+  int64_t maxu = (8 * slots + nrows - 1) / nrows;
+  if (maxu > ncand) maxu = ncand;
+  if (maxu < 1) maxu = 1;
+  while (maxu > 1 && nrows * maxu > (int64_t)INT_MAX) maxu /= 2;
+  double best = 1e300;
+  int64_t bu = 1, bd = ncand;
+  for (int64_t u = 1; u <= maxu; ++u) {
+    const int64_t dpc = (ncand + u - 1) / u;
+    const int64_t ueff = (ncand + dpc - 1) / dpc;
+    const int64_t ctas = nrows * ueff;
+    const int64_t waves = (ctas + slots - 1) / slots;
+    const double cost = (double)waves * ((double)dpc + 1.0);
+    if (cost < best - 1e-9) {
+      best = cost;
+      bu = ueff;
+      bd = dpc;
+    }
+  }
+  P.upr = bu;
+  P.dpc = bd;
+}
+
+static lik_status cuda_fail(cudaError_t e, const char *what) {
+  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what,
+                  cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* Makes p's device current for the call; restores the caller's on exit. */
+struct DeviceGuard {
+  int prev = -1;
+  cudaError_t err = cudaSuccess;
+  explicit DeviceGuard(int dev) {
+    err = cudaGetDevice(&prev);
+    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
+    else prev = -1;
+  }
+  ~DeviceGuard() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+
+static KParams make_params(const lik_problem *p) {
+  KParams P;
+  memset(&P, 0, sizeof(P));
+  P.q = kseq(p->q);
+  P.d = kseq(p->d);
+  P.qm = kmask(p->q_mask);
+  P.dm = kmask(p->d_mask);
+  P.pairing = (int)p->pairing;
+  P.normalize = p->normalize ? 1 : 0;
+  P.nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
+  P.ncand = p->ncand;
+  P.pq = kindex(p->pair_q);
+  P.pd = kindex(p->pair_d);
+  P.scores = p->scores;
+  P.ssi = p->score_si;
+  P.ssj = p->score_sj;
+  P.argmax = p->argmax;
+  P.asi = p->argmax_si;
+  P.asj = p->argmax_sj;
+  P.ass = p->argmax_ss;
+  return P;
+}
+
+/* Launches the forward for P (scores / argmax already set). */
+static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
+                              int dev) {
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len);
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  const int bq = c.simt ? 32 : 32 * c.wm;
+  int64_t nqb = (P.q.len + bq - 1) / bq;
+  if (nqb < 1) nqb = 1;
+  if (nqb > INT_MAX)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "Q: Lq=%lld is too long for the CUDA backend",
+                    (long long)P.q.len);
+  P.nqb = (int)nqb;
+  P.nkc = c.simt ? 1 : (int)((P.d.dim + c.kc - 1) / c.kc);
+  if (P.nkc < 1) P.nkc = 1;
+  const bool am = P.argmax != nullptr;
+  if (c.simt) {
+    e = launch_simt(P, dt, am, stream, sms);
+  } else if (dt == LIK_BF16) {
+    e = launch_mma_bf16(P, c, am, stream, sms);
+  } else {
+    e = launch_mma_f16(P, c, am, stream, sms);
+  }
+  if (e != cudaSuccess) return cuda_fail(e, "the MaxSim kernel launch");
+  return LIK_OK;
+}
+
+} // namespace lik_cuda
+
+using namespace lik_cuda;
+
+extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
+  const int64_t nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
+  if (nrows <= 0 || p->ncand <= 0) return LIK_OK;
+  if (p->q.dim != p->d.dim)
+    return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match Q's d=%lld",
+                    (long long)p->d.dim, (long long)p->q.dim);
+  DeviceGuard g(p->device_id);
+  if (g.err != cudaSuccess) return cuda_fail(g.err, "selecting the device");
+  (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
+  KParams P = make_params(p);
+  P.fast_q = vec_ok(p->q);
+  P.fast_d = vec_ok(p->d);
+  return run_forward(P, p->q.dtype, (cudaStream_t)p->stream, p->device_id);
+}
+
+/* ---- retrieve ------------------------------------------------------------ */
+#include "retrieve.cuh"
+
+extern "C" lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k,
+                                        float *out_scores, int64_t out_si,
+                                        int64_t out_sr, int64_t *out_indices,
+                                        int64_t idx_si, int64_t idx_sr) {
+  return lik_cuda::retrieve(p, k, out_scores, out_si, out_sr, out_indices,
+                            idx_si, idx_sr);
+}

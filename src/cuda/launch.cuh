@@ -1,0 +1,36 @@
+/*
+ * launch.cuh — host-side glue between the launcher (launch.cu) and the
+ * per-dtype kernel translation units.
+ */
+#ifndef LIK_CUDA_LAUNCH_CUH
+#define LIK_CUDA_LAUNCH_CUH
+
+#include "common.cuh"
+
+namespace lik_cuda {
+
+/* Tile traits chosen by choose_tile() (launch.cu), the one heuristic. */
+struct TileCfg {
+  int simt;   /* 1: CUDA-core kernel */
+  int wm, wn; /* warps along queries / documents (tensor-core kernel) */
+  int kc;     /* 64 or 128 features per k-chunk */
+  int qreg;   /* query block held in registers (d <= kc) */
+  int stages; /* cp.async pipeline depth */
+};
+
+/* Fills P.upr / P.dpc for `slots` resident CTAs (launch.cu). */
+void decompose(KParams &P, int64_t slots);
+
+/* Launchers per dtype (mma_bf16.cu, mma_f16.cu, simt.cu).  Each sets the
+ * decomposition through decompose() from the occupancy it reads, then
+ * launches on `stream`; returns the CUDA error of the launch. */
+cudaError_t launch_mma_bf16(KParams &P, const TileCfg &c, bool argmax,
+                            cudaStream_t stream, int sms);
+cudaError_t launch_mma_f16(KParams &P, const TileCfg &c, bool argmax,
+                           cudaStream_t stream, int sms);
+cudaError_t launch_simt(KParams &P, lik_dtype dt, bool argmax,
+                        cudaStream_t stream, int sms);
+
+} // namespace lik_cuda
+
+#endif

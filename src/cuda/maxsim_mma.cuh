@@ -1,0 +1,499 @@
+/*
+ * maxsim_mma.cuh — the tensor-core MaxSim forward for bf16 / fp16 (sm_80+).
+ *
+ * One CTA owns one output row's range of items (documents) and streams their
+ * token tiles through a STAGES-deep cp.async pipeline (the pipeline runs on
+ * across document boundaries, so it never drains between documents).
+ *
+ *   CTA tile   BQ = 32*WM query tokens  x  BD = 32*WN document tokens
+ *   warp tile  32 x 32: 2 m16 tiles x 4 n8 tiles of mma.sync.m16n8k16,
+ *              fp32 accumulators, operands from swizzled shared memory
+ *              through ldmatrix.x4 (XOR-swizzled 16-byte chunks: no bank
+ *              conflicts).
+ *   K          QREG (d <= KC, KC = 64 or 128): the whole query block lives in
+ *              registers as A fragments; one D tile = all of d.
+ *              otherwise d is streamed in KC = 64 chunks and A comes from
+ *              shared memory each k-step (the whole query block, d <= 2048,
+ *              sits in shared memory).
+ *   epilogue   per column: optional x 1/||d_t|| (fused normalize), -inf for
+ *              masked / out-of-range tokens (select, so NaN in masked tokens
+ *              never matters), running max (+ argmax, lowest index on ties)
+ *              per query row in registers.  At the end of a document: quad
+ *              shuffles, cross-warp merge in shared memory, x 1/||q_s||,
+ *              masked / empty rows -> 0 and argmax -1, fixed-order sum.
+ *   long Lq    query blocks are the outermost loop of a CTA; the score of a
+ *              later block is added to the one the same thread stored before
+ *              (deterministic, no atomics, no scratch).
+ */
+#include "common.cuh"
+
+namespace lik_cuda {
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src,
+                                           int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
+                                        uint32_t &r1, uint32_t &r2,
+                                        uint32_t &r3) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+      : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a,
+                                         const uint32_t *b);
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c,
+                                                        const uint32_t *a,
+                                                        const uint32_t *b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <>
+__device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
+                                                 const uint32_t *b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Byte offset of 16-byte chunk ch of row r in a tile with RB-byte rows. */
+template <int RB>
+__device__ __forceinline__ uint32_t swz(int r, int ch) {
+  return (uint32_t)(r * RB + ((ch ^ (r & 7)) << 4));
+}
+
+template <typename T>
+__device__ __forceinline__ float sumsq8(uint4 v) {
+  const T *e = reinterpret_cast<const T *>(&v);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float x = to_f<T>(e[i]);
+    s = fmaf(x, x, s);
+  }
+  return s;
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 from_f(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_f(float x) {
+  return __float2half_rn(x);
+}
+
+/* Loads 8 features [k0, k0+8) of one token into a 16-byte vector, zero
+ * outside [0, dim); element k at p[k * sk]. */
+template <typename T>
+__device__ __forceinline__ uint4 load8(const T *tok, int64_t sk, int64_t k0,
+                                       int64_t dim, bool fast) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (fast) {
+    if (k0 < dim) v = __ldg(reinterpret_cast<const uint4 *>(tok + k0));
+  } else {
+    T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      int64_t k = k0 + i;
+      e[i] = k < dim ? tok[k * sk] : from_f<T>(0.f);
+    }
+  }
+  return v;
+}
+
+struct Cursor {
+  int qb;
+  int kc;
+  int64_t it, tile;
+  int64_t qi, doc, len, ntiles, base;
+  bool done;
+};
+
+template <int BD>
+__device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
+                                            int64_t row, int64_t j0) {
+  item_of(P, row, j0 + c.it, c.qi, c.doc);
+  c.len = seq_len(P.d, c.doc);
+  c.ntiles = c.len > 0 ? (c.len + BD - 1) / BD : 1;
+  c.base = seq_base(P.d, c.doc);
+}
+
+template <int BD>
+__device__ __forceinline__ void cursor_next(const KParams &P, Cursor &c,
+                                            int64_t row, int64_t j0,
+                                            int64_t nitems, int nkc) {
+  if (++c.kc < nkc) return;
+  c.kc = 0;
+  if (++c.tile < c.ntiles) return;
+  c.tile = 0;
+  if (++c.it == nitems) {
+    c.it = 0;
+    if (++c.qb == P.nqb) {
+      c.done = true;
+      return;
+    }
+  }
+  cursor_item<BD>(P, c, row, j0);
+}
+
+template <typename T, int WM, int WN, int KC, bool QREG>
+struct MmaCfg {
+  static constexpr int NT = WM * WN * 32;
+  static constexpr int BQ = 32 * WM;
+  static constexpr int BD = 32 * WN;
+  static constexpr int KS = KC / 16;
+  static constexpr int CPR = KC / 8;
+  static constexpr int RB = KC * 2;
+  static constexpr int STAGE_BYTES = BD * RB;
+  /* small arrays first */
+  static constexpr int OFF_QINV = 0;
+  static constexpr int OFF_DINV = OFF_QINV + BQ * 4;
+  static constexpr int OFF_REDV = OFF_DINV + BD * 4;
+  static constexpr int OFF_REDI = OFF_REDV + WN * BQ * 4;
+  static constexpr int OFF_WSUM = OFF_REDI + WN * BQ * 4;
+  static constexpr int SMALL = ((OFF_WSUM + 32 * 4) + 127) / 128 * 128;
+  static int smem_bytes(int stages, int nkc) {
+    return SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RB;
+  }
+};
+
+template <typename T, int WM, int WN, int KC, bool QREG, bool ARGMAX, int STAGES>
+__global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
+    maxsim_mma_kernel(const KParams P) {
+  using C = MmaCfg<T, WM, WN, KC, QREG>;
+  constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
+                RB = C::RB;
+  extern __shared__ __align__(128) unsigned char smem[];
+  float *qinv = reinterpret_cast<float *>(smem + C::OFF_QINV);
+  float *dinv = reinterpret_cast<float *>(smem + C::OFF_DINV);
+  float *redv = reinterpret_cast<float *>(smem + C::OFF_REDV);
+  int *redi = reinterpret_cast<int *>(smem + C::OFF_REDI);
+  float *wsum = reinterpret_cast<float *>(smem + C::OFF_WSUM);
+  unsigned char *stages = smem + C::SMALL;
+  unsigned char *qs = stages + STAGES * C::STAGE_BYTES;
+  const uint32_t stages_u = smem_u32(stages), qs_u = smem_u32(qs);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WM, wn = warp / WM;
+  const int nkc = QREG ? 1 : P.nkc;
+  const int64_t dim = P.d.dim;
+
+  const int64_t row = (int64_t)blockIdx.x / P.upr;
+  const int64_t unit = (int64_t)blockIdx.x % P.upr;
+  const int64_t j0 = unit * P.dpc;
+  int64_t nitems = P.ncand - j0;
+  if (nitems > P.dpc) nitems = P.dpc;
+  if (nitems <= 0) return;
+
+  const T *Dp = reinterpret_cast<const T *>(P.d.data);
+  const T *Qp = reinterpret_cast<const T *>(P.q.data);
+
+  /* ---- producer: issue the loads of one pipeline step ---- */
+  auto issue = [&](const Cursor &c, int st) {
+    const uint32_t dst0 = stages_u + st * C::STAGE_BYTES;
+    const int64_t t0 = c.tile * BD;
+    const int64_t rows = c.len - t0; /* valid rows in this tile */
+    const int64_t k0 = (int64_t)c.kc * KC;
+#pragma unroll 4
+    for (int u = tid; u < BD * CPR; u += NT) {
+      const int r = u / CPR, ch = u % CPR;
+      const int64_t k = k0 + ch * 8;
+      const bool ok = r < rows && k < dim;
+      const T *tok = Dp + c.base + (t0 + r) * P.d.sl;
+      if (P.fast_d) {
+        cp_async16(dst0 + swz<RB>(r, ch), ok ? (const void *)(tok + k) : (const void *)Dp,
+                   ok ? 16 : 0);
+      } else {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (ok) v = load8<T>(tok, P.d.sk, k, dim, false);
+        *reinterpret_cast<uint4 *>(stages + st * C::STAGE_BYTES + swz<RB>(r, ch)) = v;
+      }
+    }
+  };
+
+  Cursor pc, cc;
+  pc.qb = 0; pc.kc = 0; pc.it = 0; pc.tile = 0; pc.done = false;
+  cursor_item<BD>(P, pc, row, j0);
+  cc = pc;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (!pc.done) {
+      issue(pc, s);
+      cursor_next<BD>(P, pc, row, j0, nitems, nkc);
+    }
+    cp_async_commit();
+  }
+  int pst = STAGES - 1, cst = 0;
+
+  uint32_t afr[QREG ? 2 : 1][QREG ? KS : 1][4];
+  float acc[2][4][4];
+  float rm[2][2];
+  int ra[2][2];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rm[mi][h] = -INFINITY;
+      ra[mi][h] = -1;
+    }
+  int64_t loaded_qi = -1;
+  int loaded_qb = -1;
+  int64_t qlen = 0;
+  float dss = 0.f;
+  uint32_t vbits = 0xFFu;
+
+  while (!cc.done) {
+    /* ---- (re)load the query block: CTA-uniform condition ---- */
+    if (cc.tile == 0 && cc.kc == 0 && (cc.qi != loaded_qi || cc.qb != loaded_qb)) {
+      __syncthreads();
+      qlen = seq_len(P.q, cc.qi);
+      const int64_t qbase = seq_base(P.q, cc.qi);
+      const int nkq = QREG ? 1 : nkc;
+      for (int u = tid; u < nkq * BQ * CPR; u += NT) {
+        const int kc = u / (BQ * CPR);
+        const int r = (u / CPR) % BQ, ch = u % CPR;
+        const int64_t s = (int64_t)cc.qb * BQ + r;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (s < qlen)
+          v = load8<T>(Qp + qbase + s * P.q.sl, P.q.sk, (int64_t)kc * KC + ch * 8,
+                       P.q.dim, P.fast_q);
+        *reinterpret_cast<uint4 *>(qs + kc * BQ * RB + swz<RB>(r, ch)) = v;
+      }
+      __syncthreads();
+      if (P.normalize && tid < BQ) {
+        float ss = 0.f;
+        for (int kc = 0; kc < nkq; ++kc)
+#pragma unroll 4
+          for (int ch = 0; ch < CPR; ++ch)
+            ss += sumsq8<T>(*reinterpret_cast<const uint4 *>(qs + kc * BQ * RB + swz<RB>(tid, ch)));
+        qinv[tid] = 1.f / fmaxf(sqrtf(ss), 1e-12f);
+      }
+      if (QREG) {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int ks = 0; ks < KS; ++ks) {
+            const int r = wm * 32 + mi * 16 + (lane & 15);
+            const int ch = ks * 2 + (lane >> 4);
+            ldsm_x4(qs_u + swz<RB>(r, ch), afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][0],
+                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][1],
+                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][2],
+                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][3]);
+          }
+      }
+      loaded_qi = cc.qi;
+      loaded_qb = cc.qb;
+    }
+
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (!pc.done) {
+      issue(pc, pst);
+      cursor_next<BD>(P, pc, row, j0, nitems, nkc);
+    }
+    cp_async_commit();
+    pst = (pst + 1 == STAGES) ? 0 : pst + 1;
+
+    const uint32_t sb = stages_u + cst * C::STAGE_BYTES;
+    const int64_t t0 = cc.tile * BD;
+
+    if (cc.kc == 0) {
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+      dss = 0.f;
+      /* validity of this thread's 8 columns */
+      const int64_t rows = cc.len - t0;
+      if (P.dm.data || rows < BD) {
+        vbits = 0;
+        const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, cc.doc) : 0;
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int cl = wn * 32 + ni * 8 + 2 * (lane & 3) + e;
+            bool ok = cl < rows;
+            if (ok && P.dm.data) ok = P.dm.data[mb + (t0 + cl) * P.dm.sl] != 0;
+            vbits |= (uint32_t)ok << (ni * 2 + e);
+          }
+      } else {
+        vbits = 0xFFu;
+      }
+    }
+
+    if (P.normalize && tid < BD) {
+      const unsigned char *rp = stages + cst * C::STAGE_BYTES;
+#pragma unroll 4
+      for (int ch = 0; ch < CPR; ++ch)
+        dss += sumsq8<T>(*reinterpret_cast<const uint4 *>(rp + swz<RB>(tid, ch)));
+    }
+
+    /* ---- tensor-core tile ---- */
+    const int64_t kbase = (int64_t)cc.kc * KC;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      if (kbase + ks * 16 < dim) {
+        uint32_t a[2][4];
+        if (QREG) {
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+              a[mi][x] = afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][x];
+        } else {
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            const int r = wm * 32 + mi * 16 + (lane & 15);
+            const int ch = ks * 2 + (lane >> 4);
+            ldsm_x4(qs_u + cc.kc * BQ * RB + swz<RB>(r, ch), a[mi][0], a[mi][1],
+                    a[mi][2], a[mi][3]);
+          }
+        }
+        uint32_t b[4][2];
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          const int r = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int ch = ks * 2 + ((lane >> 3) & 1);
+          ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
+                  b[2 * np + 1][1]);
+        }
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < 4; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
+      }
+    }
+
+    if (cc.kc == nkc - 1) {
+      /* ---- epilogue of a tile ---- */
+      if (P.normalize) {
+        if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
+        __syncthreads();
+      }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int cl = wn * 32 + ni * 8 + 2 * (lane & 3) + e;
+          const float sc = P.normalize ? dinv[cl] : 1.f;
+          const bool ok = (vbits >> (ni * 2 + e)) & 1u;
+          const int tg = (int)(t0 + cl);
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float v = ok ? acc[mi][ni][h * 2 + e] * sc : -INFINITY;
+              if (ARGMAX) {
+                if (v > rm[mi][h]) {
+                  rm[mi][h] = v;
+                  ra[mi][h] = tg;
+                }
+              } else {
+                rm[mi][h] = fmaxf(rm[mi][h], v);
+              }
+            }
+        }
+
+      if (cc.tile == cc.ntiles - 1) {
+        /* ---- end of a (document, query block): reduce and store ---- */
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float v = rm[mi][h];
+            int ix = ra[mi][h];
+#pragma unroll
+            for (int o = 1; o <= 2; o <<= 1) {
+              const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+              if (ARGMAX) {
+                const int oi = __shfl_xor_sync(0xffffffffu, ix, o);
+                if (better(ov, oi, v, ix)) {
+                  v = ov;
+                  ix = oi;
+                }
+              } else {
+                v = fmaxf(v, ov);
+              }
+            }
+            if ((lane & 3) == 0) {
+              const int r = wm * 32 + mi * 16 + h * 8 + (lane >> 2);
+              redv[wn * BQ + r] = v;
+              redi[wn * BQ + r] = ix;
+            }
+            rm[mi][h] = -INFINITY;
+            ra[mi][h] = -1;
+          }
+        __syncthreads();
+        if (tid < BQ) {
+          float v = redv[tid];
+          int ix = redi[tid];
+#pragma unroll
+          for (int w = 1; w < WN; ++w) {
+            const float ov = redv[w * BQ + tid];
+            if (ARGMAX) {
+              const int oi = redi[w * BQ + tid];
+              if (better(ov, oi, v, ix)) {
+                v = ov;
+                ix = oi;
+              }
+            } else {
+              v = fmaxf(v, ov);
+            }
+          }
+          const int64_t s = (int64_t)cc.qb * BQ + tid;
+          bool qv = s < qlen;
+          if (qv && P.qm.data)
+            qv = P.qm.data[mask_base(P.qm, P.q, cc.qi) + s * P.qm.sl] != 0;
+          const bool live = qv && v > -INFINITY;
+          float contrib = live ? (P.normalize ? v * qinv[tid] : v) : 0.f;
+          const int64_t j = j0 + cc.it;
+          if (ARGMAX && s < qlen)
+            P.argmax[row * P.asi + j * P.asj + s * P.ass] = live ? ix : -1;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1)
+            contrib += __shfl_down_sync(0xffffffffu, contrib, o);
+          if (lane == 0) wsum[warp] = contrib;
+        }
+        __syncthreads();
+        if (tid == 0) {
+          float tot = wsum[0];
+#pragma unroll
+          for (int w = 1; w < WM; ++w) tot += wsum[w];
+          float *out = P.scores + row * P.ssi + (j0 + cc.it) * P.ssj;
+          *out = cc.qb == 0 ? tot : *out + tot;
+        }
+      }
+    }
+
+    cst = (cst + 1 == STAGES) ? 0 : cst + 1;
+    cursor_next<BD>(P, cc, row, j0, nitems, nkc);
+  }
+  cp_async_wait<0>();
+}
+
+} // namespace lik_cuda

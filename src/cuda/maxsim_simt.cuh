@@ -1,0 +1,148 @@
+/*
+ * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp32 inputs in fp32 FFMA
+ * (full fp32 accuracy, no TF32), fp64 inputs in fp64 DFMA, and the fallback
+ * for half types when d > 2048.  Same work decomposition and semantics as the
+ * tensor-core kernel; plain, not tuned.
+ *
+ * CTA: 256 threads = 32 query rows x 8 column groups; D tiles of 64 tokens,
+ * K chunks of 32 features through shared memory.
+ */
+#include "common.cuh"
+
+namespace lik_cuda {
+
+template <typename T> __device__ __forceinline__ double to_d(T x) {
+  return (double)to_f<T>(x);
+}
+template <> __device__ __forceinline__ double to_d<double>(double x) { return x; }
+
+template <typename T, typename A, bool ARGMAX>
+__global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
+  constexpr int BQ = 32, BD = 64, KC = 32;
+  __shared__ A qs[BQ][KC + 1];
+  __shared__ A ds[BD][KC + 1];
+  __shared__ float qinv[BQ], dinv[BD];
+  __shared__ float redc[BQ];
+
+  const int tid = threadIdx.x;
+  const int r = tid >> 3, cg = tid & 7;
+  const int64_t row = (int64_t)blockIdx.x / P.upr;
+  const int64_t unit = (int64_t)blockIdx.x % P.upr;
+  const int64_t j0 = unit * P.dpc;
+  int64_t nitems = P.ncand - j0;
+  if (nitems > P.dpc) nitems = P.dpc;
+  if (nitems <= 0) return;
+  const T *Qp = reinterpret_cast<const T *>(P.q.data);
+  const T *Dp = reinterpret_cast<const T *>(P.d.data);
+  const int64_t dim = P.d.dim;
+
+  for (int qb = 0; qb < P.nqb; ++qb)
+    for (int64_t it = 0; it < nitems; ++it) {
+      int64_t qi, dj;
+      item_of(P, row, j0 + it, qi, dj);
+      const int64_t qlen = seq_len(P.q, qi), qbase = seq_base(P.q, qi);
+      const int64_t dlen = seq_len(P.d, dj), dbase = seq_base(P.d, dj);
+      const int64_t s = (int64_t)qb * BQ + r;
+      __syncthreads();
+      if (tid < BQ) {
+        float ss = 0.f;
+        const int64_t sq = (int64_t)qb * BQ + tid;
+        if (P.normalize && sq < qlen) {
+          const T *tok = Qp + qbase + sq * P.q.sl;
+          for (int64_t k = 0; k < dim; ++k) {
+            const float x = (float)to_d<T>(tok[k * P.q.sk]);
+            ss = fmaf(x, x, ss);
+          }
+        }
+        qinv[tid] = 1.f / fmaxf(sqrtf(ss), 1e-12f);
+      }
+      float rmv = -INFINITY;
+      int rai = -1;
+      const int64_t ntiles = dlen > 0 ? (dlen + BD - 1) / BD : 1;
+      for (int64_t tile = 0; tile < ntiles; ++tile) {
+        const int64_t t0 = tile * BD;
+        A acc[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc[u] = (A)0;
+        float dss = 0.f;
+        for (int64_t k0 = 0; k0 < dim; k0 += KC) {
+          __syncthreads();
+          for (int u = tid; u < BQ * KC; u += 256) {
+            const int rr = u / KC, kk = u % KC;
+            const int64_t sq = (int64_t)qb * BQ + rr, k = k0 + kk;
+            qs[rr][kk] = (sq < qlen && k < dim)
+                             ? (A)to_d<T>(Qp[qbase + sq * P.q.sl + k * P.q.sk])
+                             : (A)0;
+          }
+          for (int u = tid; u < BD * KC; u += 256) {
+            const int rr = u / KC, kk = u % KC;
+            const int64_t t = t0 + rr, k = k0 + kk;
+            ds[rr][kk] = (t < dlen && k < dim)
+                             ? (A)to_d<T>(Dp[dbase + t * P.d.sl + k * P.d.sk])
+                             : (A)0;
+          }
+          __syncthreads();
+          if (P.normalize && tid < BD) {
+            for (int kk = 0; kk < KC; ++kk) {
+              const float x = (float)ds[tid][kk];
+              dss = fmaf(x, x, dss);
+            }
+          }
+#pragma unroll 4
+          for (int kk = 0; kk < KC; ++kk) {
+            const A qv = qs[r][kk];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) acc[u] += qv * ds[cg + 8 * u][kk];
+          }
+        }
+        if (P.normalize) {
+          __syncthreads();
+          if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
+          __syncthreads();
+        }
+        const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, dj) : 0;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int cl = cg + 8 * u;
+          const int64_t t = t0 + cl;
+          bool ok = t < dlen;
+          if (ok && P.dm.data) ok = P.dm.data[mb + t * P.dm.sl] != 0;
+          if (!ok) continue;
+          const float v =
+              P.normalize ? (float)(acc[u] * (A)dinv[cl]) : (float)acc[u];
+          if (v > rmv || (!ARGMAX && false)) {
+            rmv = v;
+            rai = (int)t;
+          }
+        }
+      }
+      /* reduce the 8 column groups of row r (consecutive lanes) */
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, rmv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, rai, o);
+        if (better(ov, oi, rmv, rai)) {
+          rmv = ov;
+          rai = oi;
+        }
+      }
+      if (cg == 0) {
+        bool qv = s < qlen;
+        if (qv && P.qm.data)
+          qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
+        const bool live = qv && rmv > -INFINITY;
+        redc[r] = live ? (P.normalize ? rmv * qinv[r] : rmv) : 0.f;
+        if (ARGMAX && s < qlen)
+          P.argmax[row * P.asi + (j0 + it) * P.asj + s * P.ass] = live ? rai : -1;
+      }
+      __syncthreads();
+      if (tid == 0) {
+        float tot = 0.f;
+        for (int x = 0; x < BQ; ++x) tot += redc[x];
+        float *out = P.scores + row * P.ssi + (j0 + it) * P.ssj;
+        *out = qb == 0 ? tot : *out + tot;
+      }
+    }
+}
+
+} // namespace lik_cuda

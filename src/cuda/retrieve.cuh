@@ -1,0 +1,230 @@
+/*
+ * retrieve.cuh — exact top-k on the GPU (included by launch.cu).
+ *
+ * Block-streaming design: documents are scored B at a time by the forward
+ * kernel into a [Nq, B] fp32 scratch; after each block one CTA per query
+ *   1. radix-selects (4 x 8-bit passes over order-preserving float keys) the
+ *      k-th best key of the block, keeps every score above it and the
+ *      lowest-index ties of it (an ordered per-thread scan) — at most k
+ *      candidates, deterministic;
+ *   2. merges them with the running top-k (kept sorted, ping-pong buffers)
+ *      by rank counting under the total order (score desc, index asc).
+ * The [Nq, Nd] matrix is never held: scratch is Nq*B*4 + 3*Nq*k*12 bytes,
+ * allocated with cudaMallocAsync on the call's stream (stream-ordered, no
+ * host sync, graph capturable) and freed with cudaFreeAsync.
+ */
+
+namespace lik_cuda {
+
+__device__ __forceinline__ uint32_t fkey(float f) {
+  uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ bool rbetter(float a, int64_t ia, float b, int64_t ib) {
+  return a > b || (a == b && ia < ib);
+}
+
+__global__ void topk_init_kernel(float *s, int64_t *ix, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    s[i] = -INFINITY;
+    ix[i] = INT64_MAX;
+  }
+}
+
+__global__ void __launch_bounds__(256)
+    topk_merge_kernel(const float *sc, int64_t B, int64_t nb, int64_t jstart,
+                      int64_t k, const float *st_s, const int64_t *st_i,
+                      float *nt_s, int64_t *nt_i, float *cand_s,
+                      int64_t *cand_i) {
+  __shared__ unsigned hist[256];
+  __shared__ uint32_t s_pref;
+  __shared__ int64_t s_need;
+  __shared__ int64_t tie_base[256];
+  __shared__ unsigned long long s_nc;
+  const int tid = threadIdx.x;
+  const int64_t i = blockIdx.x;
+  const float *s = sc + i * B;
+  const float *ps = st_s + i * k;
+  const int64_t *pi = st_i + i * k;
+  float *qs = nt_s + i * k;
+  int64_t *qi = nt_i + i * k;
+  float *cs = cand_s + i * k;
+  int64_t *ci = cand_i + i * k;
+
+  int64_t need = nb < k ? nb : k;
+  uint32_t pref = 0, pmask = 0;
+  for (int dg = 3; dg >= 0; --dg) {
+    hist[tid] = 0;
+    __syncthreads();
+    for (int64_t c = tid; c < nb; c += 256) {
+      const uint32_t key = fkey(s[c]);
+      if ((key & pmask) == pref) atomicAdd(&hist[(key >> (8 * dg)) & 255u], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int64_t cum = 0;
+      for (int b = 255; b >= 0; --b) {
+        if (cum + hist[b] >= need) {
+          pref |= (uint32_t)b << (8 * dg);
+          need -= cum;
+          break;
+        }
+        cum += hist[b];
+      }
+      s_pref = pref;
+      s_need = need;
+    }
+    __syncthreads();
+    pref = s_pref;
+    need = s_need;
+    pmask |= 0xFFu << (8 * dg);
+    __syncthreads();
+  }
+  /* candidates: key > pref, plus the `need` lowest-index keys == pref */
+  const int64_t chunk = (nb + 255) / 256;
+  const int64_t c0 = tid * chunk, c1 = c0 + chunk < nb ? c0 + chunk : nb;
+  int64_t ties = 0;
+  for (int64_t c = c0; c < c1; ++c) ties += fkey(s[c]) == pref;
+  tie_base[tid] = ties;
+  if (tid == 0) s_nc = 0;
+  __syncthreads();
+  if (tid == 0) {
+    int64_t run = 0;
+    for (int t = 0; t < 256; ++t) {
+      const int64_t x = tie_base[t];
+      tie_base[t] = run;
+      run += x;
+    }
+  }
+  __syncthreads();
+  int64_t tr = tie_base[tid];
+  for (int64_t c = c0; c < c1; ++c) {
+    const uint32_t key = fkey(s[c]);
+    bool take = key > pref;
+    if (key == pref) take = tr++ < need;
+    if (take) {
+      const unsigned long long slot = atomicAdd(&s_nc, 1ull);
+      cs[slot] = s[c];
+      ci[slot] = jstart + c;
+    }
+  }
+  for (int64_t r = tid; r < k; r += 256) {
+    qs[r] = -INFINITY;
+    qi[r] = INT64_MAX;
+  }
+  __syncthreads();
+  const int64_t nc = (int64_t)s_nc;
+  const int64_t m = k + nc;
+  for (int64_t x = tid; x < m; x += 256) {
+    const float xs = x < k ? ps[x] : cs[x - k];
+    const int64_t xi = x < k ? pi[x] : ci[x - k];
+    if (xi == INT64_MAX) continue;
+    int64_t rank = 0;
+    for (int64_t y = 0; y < k && rank < k; ++y) rank += rbetter(ps[y], pi[y], xs, xi);
+    for (int64_t y = 0; y < nc && rank < k; ++y) rank += rbetter(cs[y], ci[y], xs, xi);
+    if (rank < k) {
+      qs[rank] = xs;
+      qi[rank] = xi;
+    }
+  }
+}
+
+__global__ void topk_out_kernel(const float *st_s, const int64_t *st_i,
+                                int64_t nq, int64_t k, float *os, int64_t osi,
+                                int64_t osr, int64_t *oi, int64_t oii,
+                                int64_t oir) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < nq * k;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = t / k, r = t % k;
+    os[i * osi + r * osr] = st_s[t];
+    oi[i * oii + r * oir] = st_i[t];
+  }
+}
+
+static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
+                           int64_t out_si, int64_t out_sr, int64_t *out_indices,
+                           int64_t idx_si, int64_t idx_sr) {
+  const int64_t nq = p->q.count, nd = p->d.count;
+  if (k > nd) k = nd;
+  if (nq <= 0 || k <= 0) return LIK_OK;
+  if (p->q.dim != p->d.dim)
+    return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match Q's d=%lld",
+                    (long long)p->d.dim, (long long)p->q.dim);
+  DeviceGuard g(p->device_id);
+  if (g.err != cudaSuccess) return cuda_fail(g.err, "selecting the device");
+  (void)cudaGetLastError();
+  cudaStream_t stream = (cudaStream_t)p->stream;
+
+  /* block of documents: ~32 MiB of fp32 scores, at least 1024 docs */
+  int64_t B = ((int64_t)8 << 20) / nq;
+  if (B < 1024) B = 1024;
+  if (B > nd) B = nd;
+  const size_t sc_bytes = (size_t)(nq * B) * sizeof(float);
+  const size_t kb = (size_t)(nq * k);
+  const size_t total = sc_bytes + 3 * kb * (sizeof(float) + sizeof(int64_t)) + 256;
+  void *buf = nullptr;
+  cudaError_t e = cudaMallocAsync(&buf, total, stream);
+  if (e != cudaSuccess)
+    return lik_fail(LIK_ERR_ALLOC, "retrieve: cudaMallocAsync of %zu bytes of scratch failed (%s)",
+                    total, cudaGetErrorString(e));
+  char *b = (char *)buf;
+  int64_t *st_i[2], *cand_i;
+  float *st_s[2], *cand_s;
+  st_i[0] = (int64_t *)b; b += kb * 8;
+  st_i[1] = (int64_t *)b; b += kb * 8;
+  cand_i = (int64_t *)b; b += kb * 8;
+  float *sc = (float *)b; b += sc_bytes;
+  st_s[0] = (float *)b; b += kb * 4;
+  st_s[1] = (float *)b; b += kb * 4;
+  cand_s = (float *)b;
+
+  lik_status st = LIK_OK;
+  topk_init_kernel<<<256, 256, 0, stream>>>(st_s[0], st_i[0], (int64_t)kb);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) st = cuda_fail(e, "retrieve init");
+  int cur = 0;
+  const int esz = elt_size(p->d.dtype);
+  for (int64_t j = 0; st == LIK_OK && j < nd; j += B) {
+    const int64_t nb = nd - j < B ? nd - j : B;
+    KParams P = make_params(p);
+    P.pairing = 0;
+    P.nrows = nq;
+    P.ncand = nb;
+    P.scores = sc;
+    P.ssi = B;
+    P.ssj = 1;
+    P.argmax = nullptr;
+    lik_seqs dsh = p->d;
+    if (dsh.offsets.data) {
+      dsh.offsets.data = (const char *)dsh.offsets.data +
+                         j * dsh.offsets.stride * (dsh.offsets.dtype == LIK_I64 ? 8 : 4);
+    } else {
+      dsh.data = (const char *)dsh.data + j * dsh.sn * esz;
+      if (P.dm.data) P.dm.data += j * P.dm.sn;
+    }
+    P.d = kseq(dsh);
+    P.fast_q = vec_ok(p->q);
+    P.fast_d = vec_ok(dsh);
+    st = run_forward(P, p->q.dtype, stream, p->device_id);
+    if (st != LIK_OK) break;
+    topk_merge_kernel<<<(unsigned)nq, 256, 0, stream>>>(
+        sc, B, nb, j, k, st_s[cur], st_i[cur], st_s[cur ^ 1], st_i[cur ^ 1],
+        cand_s, cand_i);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) st = cuda_fail(e, "retrieve top-k merge");
+    cur ^= 1;
+  }
+  if (st == LIK_OK) {
+    topk_out_kernel<<<256, 256, 0, stream>>>(st_s[cur], st_i[cur], nq, k,
+                                             out_scores, out_si, out_sr,
+                                             out_indices, idx_si, idx_sr);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) st = cuda_fail(e, "retrieve output");
+  }
+  cudaFreeAsync(buf, stream);
+  return st;
+}
+
+} // namespace lik_cuda

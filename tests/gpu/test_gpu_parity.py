@@ -1,0 +1,274 @@
+"""GPU parity suite: lik's CUDA backend vs an independent float64 reference.
+
+Every test is marked ``gpu`` and skipped without torch + CUDA (CI has no GPU).
+The reference is computed here in float64 with torch.einsum from the same
+(already rounded) inputs, so bf16/fp16 results differ from it only by fp32
+accumulation order.  Fresh random data per test (seed printed); outputs are
+poisoned before each call so unwritten elements fail.
+
+Run on the GPU machine:
+    LIK_LIBRARY=build/liblik.so python3 -m pytest tests/gpu -q
+LIK_GPU_BIG=1 adds the >2^31-element corpus (needs ~16 GB of GPU memory).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if not os.environ.get("LIK_LIBRARY"):
+    for cand in (ROOT / "build" / "liblik.so",):
+        if cand.is_file():
+            os.environ["LIK_LIBRARY"] = str(cand)
+sys.path.insert(0, str(ROOT / "python"))
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
+
+
+@pytest.fixture
+def gen():
+    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+    print(f"seed={seed}")
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return g
+
+
+def _lik():
+    from lik import _api
+
+    return _api
+
+
+def rand(shape, dtype, g):
+    return torch.randn(shape, device="cuda", generator=g, dtype=torch.float32).to(dtype)
+
+
+def rmask(shape, g, p=0.8):
+    return torch.rand(shape, device="cuda", generator=g) < p
+
+
+def ref_sim(Q, D, normalize, kd=False):
+    Qd, Dd = Q.double(), D.double()
+    if normalize:
+        Qd = Qd / Qd.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        Dd = Dd / Dd.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    if kd:
+        return torch.einsum("isd,iktd->ikst", Qd, Dd)
+    return torch.einsum("isd,jtd->ijst", Qd, Dd)
+
+
+def ref_scores(S, qm, dm_b):
+    """S [A, B, Lq, Ld]; qm broadcastable to [A, B, Lq]; dm_b to [A, B, 1, Ld]."""
+    S = torch.where(dm_b, S, torch.full_like(S, -float("inf")))
+    mx, _ = S.max(-1) if S.shape[-1] > 0 else (torch.full(S.shape[:-1], -float("inf"), device=S.device, dtype=S.dtype), None)
+    live = torch.isfinite(mx) & qm
+    return torch.where(live, mx, torch.zeros_like(mx)).sum(-1), mx, live, S
+
+
+def check_scores(out, ref, lq):
+    assert out.dtype == torch.float32
+    assert torch.isfinite(out).all(), "non-finite score (unwritten or NaN leaked)"
+    err = (out.double() - ref).abs()
+    tol = 2e-5 * (ref.abs() + lq * 4.0) + 1e-6
+    bad = err > tol
+    assert not bad.any(), f"max err {err.max().item():.3g}, {bad.sum().item()} bad of {bad.numel()}"
+
+
+def check_argmax(am, S, mx, live):
+    """am [A,B,Lq]; S masked sims [A,B,Lq,Ld]; ties within tolerance accepted."""
+    am = am.long()
+    assert ((am == -1) == ~live).all(), "argmax -1 pattern differs"
+    idx = am.clamp_min(0)
+    picked = torch.gather(S, -1, idx.unsqueeze(-1)).squeeze(-1)
+    tol = 2e-5 * (mx.abs() + 4.0)
+    ok = ~live | (picked >= mx - tol)
+    assert ok.all(), f"{(~ok).sum().item()} argmax entries are not a maximum"
+
+
+CASES = [
+    # dtype, Nq, Nd, Lq, Ld, d
+    ("bf16", 2, 7, 32, 300, 128),
+    ("bf16", 1, 9, 17, 45, 128),
+    ("f16", 3, 5, 32, 129, 48),
+    ("bf16", 2, 4, 64, 70, 64),
+    ("f16", 2, 3, 130, 200, 96),
+    ("bf16", 2, 3, 45, 77, 100),   # d % 8 != 0: scalar loader
+    ("bf16", 2, 3, 33, 100, 512),  # K-streamed
+    ("f16", 1, 2, 40, 65, 1000),   # K-streamed, d tail
+    ("bf16", 1, 2, 20, 50, 2100),  # CUDA-core fallback
+    ("f32", 2, 5, 32, 70, 128),
+    ("f32", 2, 3, 37, 65, 33),
+    ("f64", 2, 3, 20, 40, 24),
+    ("bf16", 1, 3, 1, 1, 16),
+    ("bf16", 2, 6, 300, 130, 128),  # long query: several 128-row blocks
+]
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("masks", [False, True])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_cross(case, masks, normalize, gen):
+    api = _lik()
+    dt, Nq, Nd, Lq, Ld, d = case
+    Q = rand((Nq, Lq, d), DT[dt], gen)
+    D = rand((Nd, Ld, d), DT[dt], gen)
+    qm = rmask((Nq, Lq), gen) if masks else None
+    dm = rmask((Nd, Ld), gen, 0.7) if masks else None
+    if masks:
+        dm[0] = False  # a document with no valid token
+        D[~dm] = float("nan")  # masked tokens are never read
+    scores, am = api._forward(Q, D, qm, dm, normalize=normalize, with_argmax=True)
+    torch.cuda.synchronize()
+    S = ref_sim(Q, D, normalize)
+    qmb = (qm if qm is not None else torch.ones(Nq, Lq, dtype=torch.bool, device="cuda"))[:, None, :]
+    dmb = (dm if dm is not None else torch.ones(Nd, Ld, dtype=torch.bool, device="cuda"))[None, :, None, :]
+    ref, mx, live, Sm = ref_scores(S, qmb, dmb)
+    check_scores(scores, ref, Lq)
+    check_argmax(am, Sm, mx, live)
+    # the score-only kernel (no argmax) agrees too
+    s2 = api.maxsim(Q, D, qm, dm, normalize=normalize)
+    check_scores(s2, ref, Lq)
+
+
+def test_strides_2d_and_broadcast(gen):
+    api = _lik()
+    Nq, Nd, Lq, Ld, d = 2, 5, 32, 90, 128
+    base = rand((Nd, Ld, 2 * d), torch.bfloat16, gen)
+    D = base[:, :, ::2]  # sk = 2
+    Qt = rand((Nq, d, Lq), torch.bfloat16, gen)
+    Q = Qt.transpose(1, 2)  # sk = Lq, sl = 1
+    D2 = base[:, :, d:]  # sl = 2d, offset
+    for DD in (D, D2):
+        s = api.maxsim(Q, DD)
+        ref, *_ = ref_scores(ref_sim(Q, DD, False), torch.ones(1, 1, Lq, dtype=torch.bool, device="cuda"),
+                             torch.ones(1, 1, 1, Ld, dtype=torch.bool, device="cuda"))
+        check_scores(s, ref, Lq)
+    # 2-D Q and D (dims dropped), broadcast Q batch (stride 0)
+    q1 = rand((Lq, d), torch.float16, gen)
+    d1 = rand((Ld, d), torch.float16, gen)
+    s = api.maxsim(q1, d1)
+    ref = ref_sim(q1[None], d1[None], False).max(-1).values.sum(-1)
+    assert s.dim() == 0
+    check_scores(s.reshape(1, 1), ref, Lq)
+    Qb = q1[None].expand(3, Lq, d)
+    Db = rand((4, Ld, d), torch.float16, gen)
+    s = api.maxsim(Qb, Db)
+    ref = ref_sim(Qb, Db, False).max(-1).values.sum(-1)
+    check_scores(s, ref, Lq)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16", "f32"])
+def test_kd_layout(dt, gen):
+    api = _lik()
+    Nq, K, Lq, Ld, d = 3, 4, 32, 77, 128
+    Q = rand((Nq, Lq, d), DT[dt], gen)
+    D = rand((Nq, K, Ld, d), DT[dt], gen)
+    qm = rmask((Nq, Lq), gen)
+    dm = rmask((Nq, K, Ld), gen)
+    scores, am = api._forward(Q, D, qm, dm, normalize=True, with_argmax=True)
+    S = ref_sim(Q, D, True, kd=True)
+    ref, mx, live, Sm = ref_scores(S, qm[:, None, :], dm[:, :, None, :])
+    check_scores(scores, ref, Lq)
+    check_argmax(am, Sm, mx, live)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f32"])
+def test_pairs(dt, gen):
+    api = _lik()
+    B, Lq, Ld, d = 6, 32, 100, 128
+    Q = rand((B, Lq, d), DT[dt], gen)
+    D = rand((B, Ld, d), DT[dt], gen)
+    qm = rmask((B, Lq), gen)
+    dm = rmask((B, Ld), gen)
+    scores, am = api._forward(Q, D, qm, dm, pairs=True, with_argmax=True)
+    S = torch.einsum("bsd,btd->bst", Q.double(), D.double())[:, None]
+    ref, mx, live, Sm = ref_scores(S, qm[:, None, :], dm[:, None, None, :])
+    check_scores(scores, ref[:, 0], Lq)
+    check_argmax(am[:, None], Sm, mx, live)
+
+
+def test_deterministic_and_stream(gen):
+    api = _lik()
+    Q = rand((4, 200, 128), torch.bfloat16, gen)
+    D = rand((64, 300, 128), torch.bfloat16, gen)
+    a = api.maxsim(Q, D)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        b = api.maxsim(Q, D)
+    s.synchronize()
+    assert torch.equal(a, b), "results differ between runs (race?)"
+
+
+def test_graph_capture(gen):
+    api = _lik()
+    Q = rand((2, 32, 128), torch.bfloat16, gen)
+    D = rand((50, 300, 128), torch.bfloat16, gen)
+    ref = api.maxsim(Q, D)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        api.maxsim(Q, D)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = api.maxsim(Q, D)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_retrieve(k, gen):
+    api = _lik()
+    Nq, Nd, Lq, Ld, d = 3, 3000, 32, 40, 64
+    Q = rand((Nq, Lq, d), torch.bfloat16, gen)
+    D = rand((Nd, Ld, d), torch.bfloat16, gen)
+    dm = rmask((Nd, Ld), gen)
+    sc, ix = api.retrieve(Q, D, k, None, dm, normalize=True)
+    full = api.maxsim(Q, D, None, dm, normalize=True).double()
+    S = ref_sim(Q, D, True)
+    ref, *_ = ref_scores(S, torch.ones(1, 1, Lq, dtype=torch.bool, device="cuda"), dm[None, :, None, :])
+    assert ix.shape == (Nq, k) and sc.shape == (Nq, k)
+    # descending, no duplicates, and each returned score is the doc's score
+    assert (sc[:, :-1] >= sc[:, 1:]).all()
+    for i in range(Nq):
+        assert len(set(ix[i].tolist())) == k
+        assert torch.allclose(sc[i].double(), full[i, ix[i]], rtol=0, atol=0)
+        kth = torch.topk(ref[i], k).values[-1]
+        assert (ref[i, ix[i]] >= kth - 1e-3).all()
+
+
+@pytest.mark.skipif(not os.environ.get("LIK_GPU_BIG"), reason="set LIK_GPU_BIG=1 (needs ~16 GB)")
+def test_big_corpus_over_2_31(gen):
+    """1 x 100 000 x 32 x 300 x 128: 3.84e9 elements > 2^31, last docs checked."""
+    api = _lik()
+    Nd, Lq, Ld, d = 100_000, 32, 300, 128
+    Q = rand((1, Lq, d), torch.bfloat16, gen)
+    D = torch.empty((Nd, Ld, d), dtype=torch.bfloat16, device="cuda")
+    for c in range(0, Nd, 10_000):
+        D[c : c + 10_000] = rand((min(10_000, Nd - c), Ld, d), torch.bfloat16, gen)
+    assert D.numel() > 2**31
+    dm = torch.ones((Nd, Ld), dtype=torch.bool, device="cuda")
+    dm[-1, 100:] = False
+    scores, am = api._forward(Q, D, None, dm, with_argmax=True)
+    for c in list(range(0, Nd, 25_000)) + [Nd - 5000]:
+        sl = slice(c, c + 5000)
+        S = ref_sim(Q, D[sl], False)
+        ref, mx, live, Sm = ref_scores(S, torch.ones(1, 1, Lq, dtype=torch.bool, device="cuda"),
+                                       dm[None, sl, None, :])
+        check_scores(scores[:, sl], ref, Lq)
+        check_argmax(am[:, sl], Sm, mx, live)
+    sc, ix = api.retrieve(Q, D, 10, None, dm, normalize=False)
+    top = torch.topk(scores[0].double(), 10)
+    assert torch.equal(ix[0].cpu(), top.indices.cpu())
