@@ -38,13 +38,13 @@ static lik_status check_embeddings(const lik_tensor *Q, const lik_tensor *D, int
 static lik_status fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
                               const lik_tensor *q_mask, const lik_tensor *d_mask,
                               const lik_tensor *out1, const lik_tensor *out2,
-                              const lik_options *opts) {
+                              const char *out2_name, const lik_options *opts) {
   lik_status st;
   /* A mask covers every dimension of its tensor but the last (d). */
   if (q_mask && (st = lik_check_mask(q_mask, "q_mask", Q->ndim - 1, Q->shape))) return st;
   if (d_mask && (st = lik_check_mask(d_mask, "d_mask", D->ndim - 1, D->shape))) return st;
   const lik_tensor *ts[] = {Q, D, q_mask, d_mask, out1, out2};
-  const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", "argmax"};
+  const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", out2_name};
   if ((st = lik_check_devices(ts, names, 6, &p->device, &p->device_id))) return st;
   p->q = lik_seqs_from(Q);
   p->d = lik_seqs_from(D);
@@ -106,7 +106,7 @@ lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor
     if (q3) grid[ndim++] = Q->shape[0];
     if (D->ndim == 3) grid[ndim++] = D->shape[0];
   }
-  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, opts))) return st;
+  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   const int has_j = kd || D->ndim == 3;
   if ((st = fill_outputs(&p, scores, argmax, ndim, grid, q3, has_j))) return st;
   return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
@@ -128,7 +128,7 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
   lik_problem p = {0};
   p.pairing = LIK_PAIRING_KD; /* K = 1: pair b scores (Q[b], D[b]) */
   p.ncand = 1;
-  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, opts))) return st;
+  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   const int64_t grid[1] = {Q->shape[0]};
   if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0))) return st;
   return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
@@ -146,7 +146,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
   p.pairing = LIK_PAIRING_CROSS;
   p.ncand = D->ndim == 3 ? D->shape[0] : 1;
   const int64_t k = top_k < p.ncand ? top_k : p.ncand;
-  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, indices, opts))) return st;
+  if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, indices, "indices", opts))) return st;
   int64_t grid[2];
   int ndim = 0;
   if (q3) grid[ndim++] = Q->shape[0];
