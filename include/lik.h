@@ -242,10 +242,9 @@ LIK_API const char *lik_cpu_isa(void);
  *                           (scratch O(threads * L * d) + O(tokens) norms).
  *     LIK_BACKWARD_UNIFIED  converts (and normalises) Q and D once into
  *                           full-size fp32 working copies (fp64 for F64), then
- *                           as lowmem: faster for F16 / BF16 cross-products
- *                           where each document row is gathered many times.
- *     LIK_BACKWARD_AUTO     unified for F16 / BF16 cross-products whose
- *                           working copies fit in 256 MiB, lowmem otherwise.
+ *                           as lowmem (rows gathered from the copies).
+ *     LIK_BACKWARD_AUTO     lowmem on the CPU (measured faster than unified
+ *                           for every dtype: bench/RESULTS.md, "CPU training").
  * - Errors as the matching forward, plus: LIK_ERR_DTYPE (grad_scores not
  *   F32/F64, argmax not I32, a gradient's dtype differs from its input),
  *   LIK_ERR_SHAPE (argmax / grad_scores / gradient shapes, a gradient with a

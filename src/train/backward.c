@@ -32,9 +32,6 @@ const lik_bw_kernels lik_bw_kernels_portable_f32 = {bw_port_f32_query_item, bw_p
 const lik_bw_kernels lik_bw_kernels_portable_f64 = {bw_port_f64_query_item, bw_port_f64_doc_item,
                                                     bw_port_f64_norm_item, bw_port_f64_ws_item};
 
-/* Auto picks unified only when its working copies stay below this. */
-#define LIK_BW_UNIFIED_CAP ((int64_t)256 << 20)
-
 static const lik_bw_kernels *pick_kernels(int f64) {
 #if defined(__x86_64__)
   const char *isa = lik_cpu_isa();
@@ -201,10 +198,9 @@ lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy) {
     const int64_t ws_bytes =
         ((want_q ? ntd : 0) + (want_d ? ntq : 0)) * dim * (int64_t)rs;
     int unified = strategy == LIK_BACKWARD_UNIFIED;
-    if (strategy == LIK_BACKWARD_AUTO)
-      unified = p->pairing == LIK_PAIRING_CROSS &&
-                (p->q.dtype == LIK_F16 || p->q.dtype == LIK_BF16) &&
-                ws_bytes <= LIK_BW_UNIFIED_CAP;
+    /* auto = lowmem: on the CPU the working copies cost more (allocation,
+     * first touch, memory traffic) than the per-gather conversions they save,
+     * for every dtype measured (bench/cpu_train.py). */
     if (unified && ws_bytes > 0) {
       if (want_q) dws = malloc((size_t)(ntd * dim) * rs);
       if (want_d) qws = malloc((size_t)(ntq * dim) * rs);
