@@ -1,0 +1,238 @@
+/*
+ * test_backward.c — C tests of the training calls (lik.h, "training and packed
+ * layouts"): gradients against an fp64 reference, bitwise determinism over
+ * thread counts and strategies, packed == padded, error paths.  Runs under
+ * the sanitizer build too (scripts/sanitize.sh).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lik.h"
+
+static int g_fail = 0;
+#define CHECK(c, ...)                                   \
+  do {                                                  \
+    if (!(c)) {                                         \
+      g_fail++;                                         \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
+      printf(__VA_ARGS__);                              \
+      printf("\n");                                     \
+    }                                                   \
+  } while (0)
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static double rnd(void) { /* uniform [-1, 1) */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static lik_tensor view(void *data, lik_dtype dt, int nd, const int64_t *shape) {
+  lik_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dt;
+  t.ndim = nd;
+  int64_t st = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    t.shape[i] = shape[i];
+    t.strides[i] = st;
+    st *= shape[i];
+  }
+  t.device = LIK_CPU;
+  return t;
+}
+
+enum { NQ = 5, ND = 6, LQ = 7, LD = 9, DIM = 20 };
+
+/* fp64 reference gradients of sum_ij g[i,j] * score[i,j] (cross layout). */
+static void reference(const float *Q, const float *D, const uint8_t *qm, const uint8_t *dm,
+                      const float *g, int normalize, double *gQ, double *gD) {
+  static double Qn[NQ * LQ * DIM], Dn[ND * LD * DIM], nq[NQ * LQ], nd[ND * LD];
+  static double hQ[NQ * LQ * DIM], hD[ND * LD * DIM];
+  for (int r = 0; r < NQ * LQ; r++) {
+    double s = 0;
+    for (int k = 0; k < DIM; k++) s += (double)Q[r * DIM + k] * Q[r * DIM + k];
+    nq[r] = sqrt(s);
+    const double inv = normalize ? 1.0 / (nq[r] > 1e-12 ? nq[r] : 1e-12) : 1.0;
+    for (int k = 0; k < DIM; k++) Qn[r * DIM + k] = Q[r * DIM + k] * inv;
+  }
+  for (int r = 0; r < ND * LD; r++) {
+    double s = 0;
+    for (int k = 0; k < DIM; k++) s += (double)D[r * DIM + k] * D[r * DIM + k];
+    nd[r] = sqrt(s);
+    const double inv = normalize ? 1.0 / (nd[r] > 1e-12 ? nd[r] : 1e-12) : 1.0;
+    for (int k = 0; k < DIM; k++) Dn[r * DIM + k] = D[r * DIM + k] * inv;
+  }
+  memset(hQ, 0, sizeof hQ);
+  memset(hD, 0, sizeof hD);
+  for (int i = 0; i < NQ; i++)
+    for (int j = 0; j < ND; j++)
+      for (int s = 0; s < LQ; s++) {
+        if (!qm[i * LQ + s]) continue;
+        int best = -1;
+        double bv = -INFINITY;
+        for (int t = 0; t < LD; t++) {
+          if (!dm[j * LD + t]) continue;
+          double v = 0;
+          for (int k = 0; k < DIM; k++) v += Qn[(i * LQ + s) * DIM + k] * Dn[(j * LD + t) * DIM + k];
+          if (v > bv) bv = v, best = t;
+        }
+        if (best < 0) continue;
+        for (int k = 0; k < DIM; k++) {
+          hQ[(i * LQ + s) * DIM + k] += g[i * ND + j] * Dn[(j * LD + best) * DIM + k];
+          hD[(j * LD + best) * DIM + k] += g[i * ND + j] * Qn[(i * LQ + s) * DIM + k];
+        }
+      }
+  for (int side = 0; side < 2; side++) {
+    const int rows = side ? ND * LD : NQ * LQ;
+    double *h = side ? hD : hQ, *out = side ? gD : gQ, *y = side ? Dn : Qn, *nr = side ? nd : nq;
+    for (int r = 0; r < rows; r++) {
+      double dot = 0;
+      for (int k = 0; k < DIM; k++) dot += h[r * DIM + k] * y[r * DIM + k];
+      for (int k = 0; k < DIM; k++)
+        out[r * DIM + k] = !normalize ? h[r * DIM + k]
+                                      : (h[r * DIM + k] - y[r * DIM + k] * dot) / nr[r];
+    }
+  }
+}
+
+static float Q[NQ * LQ * DIM], D[ND * LD * DIM], G[NQ * ND], S[NQ * ND];
+static uint8_t QM[NQ * LQ], DM[ND * LD];
+static int32_t AM[NQ * ND * LQ];
+
+static lik_status run_backward(int normalize, int threads, lik_backward b, float *gQ, float *gD) {
+  const int64_t sq[] = {NQ, LQ, DIM}, sd[] = {ND, LD, DIM}, sqm[] = {NQ, LQ}, sdm[] = {ND, LD},
+                sg[] = {NQ, ND}, sa[] = {NQ, ND, LQ};
+  lik_tensor tq = view(Q, LIK_F32, 3, sq), td = view(D, LIK_F32, 3, sd);
+  lik_tensor tqm = view(QM, LIK_U8, 2, sqm), tdm = view(DM, LIK_U8, 2, sdm);
+  lik_tensor tg = view(G, LIK_F32, 2, sg), ts = view(S, LIK_F32, 2, sg);
+  lik_tensor ta = view(AM, LIK_I32, 3, sa);
+  lik_tensor tgq = view(gQ, LIK_F32, 3, sq), tgd = view(gD, LIK_F32, 3, sd);
+  lik_options o = LIK_OPTIONS_INIT;
+  o.normalize = normalize;
+  o.num_threads = threads;
+  o.backward = b;
+  lik_status st = lik_maxsim(&tq, &td, &tqm, &tdm, &o, &ts, &ta);
+  if (st) return st;
+  return lik_maxsim_backward(&tq, &td, &tqm, &tdm, &ta, &tg, &o, &tgq, &tgd);
+}
+
+static void test_gradients_and_determinism(void) {
+  static float gQ[NQ * LQ * DIM], gD[ND * LD * DIM], bQ[NQ * LQ * DIM], bD[ND * LD * DIM];
+  static double rQ[NQ * LQ * DIM], rD[ND * LD * DIM];
+  for (int i = 0; i < NQ * LQ * DIM; i++) Q[i] = (float)rnd() * (i % 3 == 0 ? 1e4f : 1.0f);
+  for (int i = 0; i < ND * LD * DIM; i++) D[i] = (float)rnd();
+  for (int i = 0; i < NQ * LQ; i++) QM[i] = rnd() > -0.6;
+  for (int i = 0; i < ND * LD; i++) DM[i] = rnd() > -0.6;
+  for (int t = 0; t < LD; t++) DM[2 * LD + t] = 0; /* a fully masked document */
+  for (int i = 0; i < NQ * ND; i++) G[i] = (float)rnd();
+  for (int normalize = 0; normalize < 2; normalize++) {
+    CHECK(run_backward(normalize, 1, LIK_BACKWARD_LOWMEM, bQ, bD) == LIK_OK, "%s", lik_last_error());
+    reference(Q, D, QM, DM, G, normalize, rQ, rD);
+    double eq = 0, ed = 0, sq = 1, sd = 1;
+    for (int i = 0; i < NQ * LQ * DIM; i++) {
+      eq = fmax(eq, fabs(bQ[i] - rQ[i]));
+      sq = fmax(sq, fabs(rQ[i]));
+    }
+    for (int i = 0; i < ND * LD * DIM; i++) {
+      ed = fmax(ed, fabs(bD[i] - rD[i]));
+      sd = fmax(sd, fabs(rD[i]));
+    }
+    CHECK(eq <= 1e-5 * sq && ed <= 1e-5 * sd, "normalize=%d: err grad_Q %g (scale %g) grad_D %g (%g)",
+          normalize, eq, sq, ed, sd);
+    for (int i = 0; i < NQ * LQ; i++)
+      if (!QM[i])
+        for (int k = 0; k < DIM; k++) CHECK(bQ[i * DIM + k] == 0.0f, "masked query token has gradient");
+    for (int i = 0; i < ND * LD; i++)
+      if (!DM[i])
+        for (int k = 0; k < DIM; k++) CHECK(bD[i * DIM + k] == 0.0f, "masked doc token has gradient");
+    const lik_backward strategies[] = {LIK_BACKWARD_AUTO, LIK_BACKWARD_UNIFIED, LIK_BACKWARD_LOWMEM};
+    for (int threads = 1; threads <= 5; threads += 2)
+      for (int b = 0; b < 3; b++) {
+        memset(gQ, 0x7f, sizeof gQ);
+        memset(gD, 0x7f, sizeof gD);
+        CHECK(run_backward(normalize, threads, strategies[b], gQ, gD) == LIK_OK, "%s", lik_last_error());
+        CHECK(memcmp(gQ, bQ, sizeof gQ) == 0 && memcmp(gD, bD, sizeof gD) == 0,
+              "not bitwise identical: normalize=%d threads=%d strategy=%d", normalize, threads, b);
+      }
+  }
+  printf("gradients + determinism: done\n");
+}
+
+/* varlen on packed rows == cross-product on the padded batch with masks. */
+static void test_packed_equals_padded(void) {
+  static float gQ[NQ * LQ * DIM], gD[ND * LD * DIM];
+  static float Qp[NQ * LQ * DIM], Dp[ND * LD * DIM], gQp[NQ * LQ * DIM], gDp[ND * LD * DIM];
+  static float Sp[NQ * ND];
+  static int32_t AMp[NQ * ND * LQ];
+  int64_t cuq[NQ + 1] = {0}, cud[ND + 1] = {0};
+  const int lq[NQ] = {7, 0, 3, 1, 5}, ld[ND] = {9, 2, 0, 4, 9, 1};
+  for (int i = 0; i < NQ * LQ; i++) QM[i] = (i % LQ) < lq[i / LQ];
+  for (int i = 0; i < ND * LD; i++) DM[i] = (i % LD) < ld[i / LD];
+  int64_t rq = 0, rd = 0;
+  for (int i = 0; i < NQ; i++) {
+    memcpy(Qp + rq * DIM, Q + i * LQ * DIM, sizeof(float) * lq[i] * DIM);
+    rq += lq[i];
+    cuq[i + 1] = rq;
+  }
+  for (int j = 0; j < ND; j++) {
+    memcpy(Dp + rd * DIM, D + j * LD * DIM, sizeof(float) * ld[j] * DIM);
+    rd += ld[j];
+    cud[j + 1] = rd;
+  }
+  for (int normalize = 0; normalize < 2; normalize++) {
+    CHECK(run_backward(normalize, 2, LIK_BACKWARD_AUTO, gQ, gD) == LIK_OK, "%s", lik_last_error());
+    const int64_t sq[] = {rq, DIM}, sd[] = {rd, DIM}, scq[] = {NQ + 1}, scd[] = {ND + 1},
+                  sg[] = {NQ, ND}, sa[] = {NQ, ND, LQ};
+    lik_tensor tq = view(Qp, LIK_F32, 2, sq), td = view(Dp, LIK_F32, 2, sd);
+    lik_tensor tcq = view(cuq, LIK_I64, 1, scq), tcd = view(cud, LIK_I64, 1, scd);
+    lik_tensor ts = view(Sp, LIK_F32, 2, sg), ta = view(AMp, LIK_I32, 3, sa), tg = view(G, LIK_F32, 2, sg);
+    lik_tensor tgq = view(gQp, LIK_F32, 2, sq), tgd = view(gDp, LIK_F32, 2, sd);
+    lik_options o = LIK_OPTIONS_INIT;
+    o.normalize = normalize;
+    CHECK(lik_maxsim_varlen(&tq, &td, &tcq, &tcd, NULL, NULL, &o, &ts, &ta) == LIK_OK, "%s",
+          lik_last_error());
+    CHECK(lik_maxsim_varlen_backward(&tq, &td, &tcq, &tcd, NULL, NULL, &ta, &tg, &o, &tgq, &tgd) ==
+              LIK_OK,
+          "%s", lik_last_error());
+    CHECK(memcmp(S, Sp, sizeof S) == 0, "varlen scores differ from padded+mask");
+    rq = 0;
+    for (int i = 0; i < NQ; i++, rq += lq[i - 1])
+      CHECK(memcmp(gQp + rq * DIM, gQ + i * LQ * DIM, sizeof(float) * lq[i] * DIM) == 0,
+            "varlen grad_Q of query %d differs", i);
+    rd = 0;
+    for (int j = 0; j < ND; j++, rd += ld[j - 1])
+      CHECK(memcmp(gDp + rd * DIM, gD + j * LD * DIM, sizeof(float) * ld[j] * DIM) == 0,
+            "varlen grad_D of doc %d differs", j);
+    /* errors: bad cu_seqlens, pair out of range */
+    cuq[2] = cuq[1] - 1; /* decreasing */
+    CHECK(lik_maxsim_varlen(&tq, &td, &tcq, &tcd, NULL, NULL, &o, &ts, &ta) == LIK_ERR_VALUE,
+          "bad cu_seqlens_q accepted");
+    CHECK(strstr(lik_last_error(), "cu_seqlens_q") != NULL, "message: %s", lik_last_error());
+    cuq[2] = cuq[1] + lq[1];
+    int32_t pq[2] = {0, NQ}, pd[2] = {0, 1};
+    float s2[2];
+    const int64_t sp[] = {2};
+    lik_tensor tpq = view(pq, LIK_I32, 1, sp), tpd = view(pd, LIK_I32, 1, sp), ts2 = view(s2, LIK_F32, 1, sp);
+    CHECK(lik_score_pairs_packed(&tq, &td, &tcq, &tcd, &tpq, &tpd, NULL, NULL, &o, &ts2, NULL) ==
+              LIK_ERR_VALUE,
+          "pair out of range accepted");
+    pq[1] = 4;
+    CHECK(lik_score_pairs_packed(&tq, &td, &tcq, &tcd, &tpq, &tpd, NULL, NULL, &o, &ts2, NULL) == LIK_OK,
+          "%s", lik_last_error());
+    CHECK(s2[0] == Sp[0 * ND + 0] && s2[1] == Sp[4 * ND + 1], "pair scores differ from varlen");
+  }
+  printf("packed == padded + mask, errors: done\n");
+}
+
+int main(void) {
+  printf("lik %s, cpu_isa %s\n", lik_version_string(), lik_cpu_isa());
+  test_gradients_and_determinism();
+  test_packed_equals_padded();
+  printf("%s (%d failures)\n", g_fail ? "FAILED" : "OK", g_fail);
+  return g_fail ? 1 : 0;
+}
