@@ -29,6 +29,7 @@ lik code (TypeError).
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -332,15 +333,21 @@ class _ScorerBase:
         return f"normalize={self.normalize}, backward={self.backward!r}, mask_pad_token={self.mask_pad_token!r}"
 
     def forward(self, Q, D, q_mask=None, d_mask=None):
-        """MaxSim scores: ``maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)``.
+        """MaxSim scores: ``lik.maxsim(Q, D, q_mask, d_mask,
+        normalize=self.normalize)``, autograd-aware where the package's
+        ``lik.maxsim`` is (torch installed), with ``backward=self.backward``.
 
         Shapes, dtypes, return value and exceptions as :func:`lik.maxsim`
         (cross ``[Nq, Nd]``, KD ``[Nq, K]``, 2-D squeezing).
         """
-        return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)
+        fn = getattr(sys.modules.get(__package__), "maxsim", maxsim)
+        if fn is maxsim:
+            return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)
+        return fn(Q, D, q_mask, d_mask, normalize=self.normalize, backward=self.backward)
 
     def score(self, Q, D, q_mask=None, d_mask=None):
-        """Inference-only MaxSim (the seed's ``score``); same as :meth:`forward`."""
+        """Inference-only MaxSim (the seed's ``score``): :meth:`forward`
+        without autograd (no saved argmax)."""
         return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)
 
     def retrieve(self, Q, D, top_k: int, q_mask=None, d_mask=None, *, chunk: int | None = None):

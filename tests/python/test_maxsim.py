@@ -492,6 +492,24 @@ def test_scorer_module(rng):
         lik.MaxSimScorer(backward="bogus")
 
 
+@needs_torch
+def test_scorer_autograd_when_available(rng):
+    from lik import _api
+
+    if lik.maxsim is _api.maxsim:
+        pytest.skip("no autograd-aware lik.maxsim in this build")
+    Q = torch.from_numpy(rand(rng, (2, 7, 17))).requires_grad_()
+    D = torch.from_numpy(rand(rng, (3, 33, 17))).requires_grad_()
+    s = lik.MaxSimScorer(backward="lowmem")
+    out = s(Q, D)
+    assert out.requires_grad
+    out.sum().backward()
+    assert Q.grad is not None and Q.grad.shape == Q.shape and D.grad.shape == D.shape
+    ref, sc = maxsim_ref_einsum(Q, D, normalize=True)
+    assert_scores(out, ref, sc)
+    assert not s.score(Q, D).requires_grad
+
+
 def test_scorer_numpy(rng):
     s = lik.MaxSimScorer(normalize=False)
     Q = rand(rng, (2, 7, 17))
