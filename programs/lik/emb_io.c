@@ -686,3 +686,58 @@ int emb_block(const emb_set *s, int64_t i0, int64_t i1, lik_dtype want, lik_tens
   mask->strides[1] = 1;
   return 0;
 }
+
+int emb_gather(const emb_set *s, const int64_t *idx, int64_t nb, lik_dtype want, lik_tensor *x,
+               lik_tensor *mask, void **buf, size_t *buf_cap, uint8_t **mbuf, size_t *mbuf_cap,
+               char *err) {
+  int64_t d = s->d, Lb = 0;
+  size_t es = dtype_size(s->dtype), ws = dtype_size(want);
+  for (int64_t r = 0; r < nb; r++) {
+    if (idx[r] < 0 || idx[r] >= s->n)
+      return fail(err, "%s: sequence index %lld out of range", s->path, (long long)idx[r]);
+    int64_t l = s->ragged ? s->len[idx[r]] : s->L;
+    if (l > Lb) Lb = l;
+  }
+  size_t nel = (size_t)(nb * Lb * d);
+  if (grow(buf, buf_cap, (nel ? nel : 1) * ws, err)) return 1;
+  if (grow((void **)mbuf, mbuf_cap, (size_t)(nb * Lb) + 1, err)) return 1;
+  memset(*buf, 0, nel * ws);
+  memset(*mbuf, 0, (size_t)(nb * Lb));
+  for (int64_t r = 0; r < nb; r++) {
+    int64_t i = idx[r];
+    char *dst = (char *)*buf + (size_t)(r * Lb * d) * ws;
+    uint8_t *mrow = *mbuf + r * Lb;
+    if (s->ragged) {
+      convert(dst, want, (const char *)s->data + (size_t)(s->cu[i] * d) * es, s->dtype,
+              s->len[i] * d);
+      memset(mrow, 1, (size_t)s->len[i]);
+    } else {
+      convert(dst, want, (const char *)s->data + (size_t)(i * s->L * d) * es, s->dtype, s->L * d);
+      if (s->mask)
+        for (int64_t t = 0; t < s->L; t++) mrow[t] = s->mask[i * s->L + t] != 0;
+      else
+        memset(mrow, 1, (size_t)s->L);
+    }
+  }
+  memset(x, 0, sizeof *x);
+  memset(mask, 0, sizeof *mask);
+  x->dtype = want;
+  x->ndim = 3;
+  x->device = LIK_CPU;
+  x->data = nel ? *buf : NULL;
+  x->shape[0] = nb;
+  x->shape[1] = Lb;
+  x->shape[2] = d;
+  x->strides[0] = Lb * d;
+  x->strides[1] = d;
+  x->strides[2] = 1;
+  mask->dtype = LIK_U8;
+  mask->ndim = 2;
+  mask->device = LIK_CPU;
+  mask->data = (nb > 0 && Lb > 0) ? (void *)*mbuf : NULL;
+  mask->shape[0] = nb;
+  mask->shape[1] = Lb;
+  mask->strides[0] = Lb;
+  mask->strides[1] = 1;
+  return 0;
+}

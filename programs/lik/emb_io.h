@@ -76,4 +76,9 @@ int emb_block(const emb_set *s, int64_t i0, int64_t i1, lik_dtype want,
               lik_tensor *x, lik_tensor *mask, void **buf, size_t *buf_cap,
               uint8_t **mbuf, size_t *mbuf_cap, char *err);
 
+/* As emb_block, for the sequences idx[0..nb) (always a copy). */
+int emb_gather(const emb_set *s, const int64_t *idx, int64_t nb, lik_dtype want, lik_tensor *x,
+               lik_tensor *mask, void **buf, size_t *buf_cap, uint8_t **mbuf, size_t *mbuf_cap,
+               char *err);
+
 #endif

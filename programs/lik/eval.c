@@ -128,3 +128,73 @@ int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int 
   *recall = (double)found / (double)nrel;
   return 1;
 }
+
+int pairs_load(qrels *r, const char *path, char *err) {
+  r->v = NULL;
+  r->n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, ERR_LEN, "%s: cannot open candidates: %s", path, strerror(errno));
+    return 1;
+  }
+  size_t cap = 0;
+  char line[1024];
+  long lineno = 0;
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    char *tok[8], *save = NULL;
+    int k = 0;
+    for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+      if (k < 8) tok[k++] = t; else k++;
+    if (k == 0 || tok[0][0] == '#') continue;
+    if (k != 2 && k != 6) {
+      snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc' or a TREC run line "
+               "'query Q0 doc rank score tag'", path, lineno);
+      goto bad;
+    }
+    char *e1, *e2;
+    errno = 0;
+    long long q = strtoll(tok[0], &e1, 10);
+    long long d = strtoll(tok[k == 2 ? 1 : 2], &e2, 10);
+    if (errno || *e1 || *e2) {
+      snprintf(err, ERR_LEN, "%s:%ld: query and document ids must be integers", path, lineno);
+      goto bad;
+    }
+    if ((size_t)r->n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      qrel *v = realloc(r->v, cap * sizeof *v);
+      if (!v) {
+        snprintf(err, ERR_LEN, "out of memory reading %s", path);
+        goto bad;
+      }
+      r->v = v;
+    }
+    r->v[r->n].q = q;
+    r->v[r->n].d = d;
+    r->v[r->n].gain = 0;
+    r->n++;
+  }
+  fclose(f);
+  if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, cmp_qrel);
+  /* drop duplicate pairs */
+  int64_t w = 0;
+  for (int64_t i = 0; i < r->n; i++)
+    if (w == 0 || r->v[i].q != r->v[w - 1].q || r->v[i].d != r->v[w - 1].d) r->v[w++] = r->v[i];
+  r->n = w;
+  return 0;
+bad:
+  fclose(f);
+  qrels_free(r);
+  return 1;
+}
+
+int64_t qrels_range(const qrels *r, int64_t q, int64_t *begin) {
+  int64_t lo = 0, hi = r->n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (r->v[mid].q < q) lo = mid + 1; else hi = mid;
+  }
+  *begin = lo;
+  while (hi < r->n && r->v[hi].q == q) hi++;
+  return hi - lo;
+}

@@ -35,4 +35,12 @@ void qrels_free(qrels *r);
 int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int ndcg_k,
                int recall_k, double *ndcg, double *recall);
 
+/* Reads (query, doc) candidate pairs for reranking: "query doc" lines or a
+ * TREC run ("query Q0 doc rank score tag"); sorted, duplicates dropped,
+ * gain = 0.  0 on success. */
+int pairs_load(qrels *r, const char *path, char *err);
+
+/* The entries of query q: returns their count, *begin their first index. */
+int64_t qrels_range(const qrels *r, int64_t q, int64_t *begin);
+
 #endif

@@ -61,6 +61,8 @@ static void usage(FILE *f) {
 "                              prints mean nDCG@10 and recall@100\n"
 "  -n, --limit-queries N       score only the first N queries\n"
 "  -p, --print N               print the results of the first N queries (default 3, -1 all)\n"
+"      --rerank FILE           rerank candidates instead of searching all DOCS: lines\n"
+"                              'query_id doc_id' or a TREC run 'qid Q0 doc rank score tag'\n"
 "      --json                  write a JSON report (all results) on stdout instead of text\n"
 "      --block-tokens N        padded document tokens per scoring block (default 262144)\n"
 "  -h, --help                  this help;   -V, --version   versions\n"
@@ -126,8 +128,35 @@ static void progress(double frac, int done) {
   fflush(stderr);
 }
 
+static const int64_t *g_sort_ids;
+static int cmp_by_id(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  int64_t ix = g_sort_ids[x], iy = g_sort_ids[y];
+  if (ix != iy) return ix < iy ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+static void sort_by_id(int64_t *perm, int64_t n, const int64_t *ids) {
+  g_sort_ids = ids;
+  qsort(perm, (size_t)n, sizeof *perm, cmp_by_id);
+}
+/* Index of the first document with this id, -1 if none. */
+static int64_t find_id(const int64_t *perm, int64_t n, const int64_t *ids, int64_t id) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (ids[perm[mid]] < id) lo = mid + 1; else hi = mid;
+  }
+  return lo < n && ids[perm[lo]] == id ? perm[lo] : -1;
+}
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+static void sort_i64(int64_t *v, int64_t n) { qsort(v, (size_t)n, sizeof *v, cmp_i64); }
+
 enum {
-  OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK
+  OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
+  OPT_RERANK
 };
 
 int main(int argc, char **argv) {
@@ -136,7 +165,7 @@ int main(int argc, char **argv) {
     prog = b ? b + 1 : argv[0];
   }
   emb_sources qs = {0}, ds = {0};
-  const char *qrels_path = NULL;
+  const char *qrels_path = NULL, *rerank_path = NULL;
   long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144;
   int normalize = 0, json = 0;
 
@@ -156,6 +185,7 @@ int main(int argc, char **argv) {
       {"limit-queries", required_argument, 0, 'n'},
       {"print", required_argument, 0, 'p'},
       {"json", no_argument, 0, OPT_JSON},
+      {"rerank", required_argument, 0, OPT_RERANK},
       {"block-tokens", required_argument, 0, OPT_BLOCK},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},
@@ -178,6 +208,7 @@ int main(int argc, char **argv) {
     case 'n': if (parse_int("--limit-queries", optarg, 0, &limit)) return 2; break;
     case 'p': if (parse_int("--print", optarg, -1, &nprint)) return 2; break;
     case OPT_JSON: json = 1; break;
+    case OPT_RERANK: rerank_path = optarg; break;
     case OPT_BLOCK: if (parse_int("--block-tokens", optarg, 1, &block_tokens)) return 2; break;
     case 'h': usage(stdout); return 0;
     case 'V':
@@ -221,7 +252,7 @@ int main(int argc, char **argv) {
 
   char err[ERR_LEN];
   emb_set Q, D;
-  qrels rel = {0};
+  qrels rel = {0}, cand = {0};
   if (emb_load(&Q, "queries", &qs, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&Q);
@@ -241,7 +272,10 @@ int main(int argc, char **argv) {
   void *qbuf = NULL, *dbuf = NULL;
   uint8_t *qmbuf = NULL, *dmbuf = NULL;
   size_t qcap = 0, dcap = 0, qmcap = 0, dmcap = 0;
-  int64_t *cnt = NULL;
+  int64_t *cnt = NULL, *id_sorted = NULL, *cidx = NULL;
+  void *q1buf = NULL;
+  uint8_t *q1mbuf = NULL;
+  size_t q1cap = 0, q1mcap = 0;
 
   if (Q.d != D.d) {
     fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, documents (%s) "
@@ -253,6 +287,10 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (qrels_path && qrels_load(&rel, qrels_path, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+  if (rerank_path && pairs_load(&cand, rerank_path, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
   }
@@ -291,8 +329,76 @@ int main(int argc, char **argv) {
     goto out;
   }
   int show_progress = isatty(2) && !json;
+  double pairs = (double)nq * (double)D.n, dtok_scored = (double)D.tokens * (double)Q.tokens;
   double t0 = now_s();
   int64_t j0 = 0;
+  if (rerank_path) {
+    /* doc id -> index, through indices sorted by id (ties: lower index) */
+    id_sorted = malloc(sizeof(int64_t) * (size_t)D.n);
+    cidx = malloc(sizeof(int64_t) * (size_t)(cand.n > 0 ? cand.n : 1));
+    if (!id_sorted || !cidx) {
+      fprintf(stderr, "%s: error: out of memory\n", prog);
+      goto out;
+    }
+    for (int64_t j = 0; j < D.n; j++) id_sorted[j] = j;
+    sort_by_id(id_sorted, D.n, D.ids);
+    pairs = 0;
+    dtok_scored = 0;
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t b, nc = qrels_range(&cand, Q.ids[i], &b);
+      for (int64_t c2 = 0; c2 < nc; c2++) {
+        int64_t j = find_id(id_sorted, D.n, D.ids, cand.v[b + c2].d);
+        if (j < 0) {
+          fprintf(stderr, "%s: error: %s: document id %lld (query %lld) is not in %s\n", prog,
+                  rerank_path, (long long)cand.v[b + c2].d, (long long)Q.ids[i], D.path);
+          goto out;
+        }
+        cidx[c2] = j;
+      }
+      sort_i64(cidx, nc);
+      int64_t m = 0;
+      for (int64_t c2 = 0; c2 < nc; c2++)
+        if (m == 0 || cidx[c2] != cidx[m - 1]) cidx[m++] = cidx[c2];
+      nc = m;
+      cnt[i] = 0;
+      if (nc == 0) continue;
+      lik_tensor q1, q1m;
+      if (emb_block(&Q, i, i + 1, want, &q1, &q1m, &q1buf, &q1cap, &q1mbuf, &q1mcap, err) ||
+          emb_gather(&D, cidx, nc, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        goto out;
+      }
+      int64_t kb = K < nc ? K : nc;
+      lik_tensor so = {0}, io = {0};
+      so.data = blk_s;
+      so.dtype = LIK_F32;
+      so.ndim = 2;
+      so.shape[0] = 1;
+      so.shape[1] = kb;
+      so.strides[0] = kb;
+      so.strides[1] = 1;
+      so.device = LIK_CPU;
+      io = so;
+      io.data = blk_i;
+      io.dtype = LIK_I64;
+      lik_status st = lik_retrieve(&q1, &dx, q1m.data ? &q1m : NULL, dm.data ? &dm : NULL, kb,
+                                   &opts, &so, &io);
+      if (st != LIK_OK) {
+        fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
+                lik_last_error());
+        goto out;
+      }
+      for (int64_t r = 0; r < kb; r++) {
+        best_s[i * K + r] = blk_s[r];
+        best_i[i * K + r] = cidx[blk_i[r]];
+      }
+      cnt[i] = kb;
+      pairs += (double)nc;
+      for (int64_t c2 = 0; c2 < nc; c2++) dtok_scored += (double)Q.len[i] * (double)D.len[cidx[c2]];
+      if (show_progress) progress((double)(i + 1) / (double)nq, 0);
+    }
+    j0 = D.n; /* skip the full search */
+  }
   while (nq > 0 && j0 < D.n) {
     /* Grow the block while its padded size stays within block_tokens. */
     int64_t j1 = j0 + 1, lmax = D.ragged ? D.len[j0] : D.L;
@@ -354,8 +460,8 @@ int main(int argc, char **argv) {
   /* Work: 2 * Lq * Ld * d per (query, document) pair, valid tokens only. */
   double qtok = 0;
   for (int64_t i = 0; i < nq; i++) qtok += (double)Q.len[i];
-  double flop = 2.0 * qtok * (double)D.tokens * (double)D.d;
-  double pairs = (double)nq * (double)D.n;
+  if (!rerank_path) dtok_scored = qtok * (double)D.tokens;
+  double flop = 2.0 * dtok_scored * (double)D.d;
   double tdiv = secs > 0 ? secs : 1e-9;
 
   double ndcg_sum = 0, rec_sum = 0;
@@ -388,6 +494,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "doc_tokens", (double)D.tokens);
     cJSON_AddNumberToObject(o, "top_k", (double)kshow);
     cJSON_AddBoolToObject(o, "normalize", normalize);
+    cJSON_AddBoolToObject(o, "rerank", rerank_path != NULL);
+    cJSON_AddNumberToObject(o, "pairs_scored", pairs);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
     cJSON_AddNumberToObject(o, "docs_scored_per_s", pairs / tdiv);
@@ -445,6 +553,12 @@ int main(int argc, char **argv) {
     }
     if (np < nq) printf("\n(results of %lld more queries not shown; --print -1 shows all)\n",
                         (long long)(nq - np));
+    if (rerank_path)
+      printf("\nreranked %.0f candidates of %lld queries in %.3f s (top %lld, %s%s): %.1f queries/s, "
+             "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
+             pairs, (long long)nq, secs, (long long)K, dtype_name(want),
+             normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
+    else
     printf("\n%lld queries x %lld documents in %.3f s (top %lld, %s%s): %.1f queries/s, "
            "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
            (long long)nq, (long long)D.n, secs, (long long)K, dtype_name(want),
@@ -474,6 +588,11 @@ out:
   free(qmbuf);
   free(dmbuf);
   qrels_free(&rel);
+  qrels_free(&cand);
+  free(id_sorted);
+  free(cidx);
+  free(q1buf);
+  free(q1mbuf);
   emb_free(&Q);
   emb_free(&D);
   return rc;

@@ -406,3 +406,38 @@ def test_error_usage(tmp_path):
     assert run(q, check=False).returncode == 2
     assert run("--top-k", 0, check=False).returncode == 2
     assert run("--bogus", check=False).returncode == 2
+
+
+# ---- rerank ------------------------------------------------------------------------------
+
+def test_rerank_candidates(tmp_path, cranfield):
+    full = run_json("--limit-queries", 6, "--top-k", 50, "--qrels", "/dev/null")
+    lines = []
+    for res in full["results"]:
+        # candidates in scrambled order, TREC run format, plus a duplicate
+        ids = list(res["doc_ids"])[::-1]
+        for r, d in enumerate(ids + ids[:3]):
+            lines.append(f"{res['query_id']} Q0 {d} {r + 1} 0.0 test")
+    (tmp_path / "run.trec").write_text("\n".join(lines) + "\n")
+    out = run_json("--limit-queries", 6, "--rerank", tmp_path / "run.trec", "-k", 10)
+    assert out["rerank"] is True and out["pairs_scored"] == 6 * 50
+    for a, b in zip(out["results"], full["results"]):
+        assert a["doc_ids"] == b["doc_ids"][:10]
+        assert a["scores"] == b["scores"][:10]
+    # a two-column candidate file; a query without candidates gets no results
+    (tmp_path / "c.txt").write_text("1 184\n1 12\n2 1400\n")
+    out = run_json("--limit-queries", 3, "--rerank", tmp_path / "c.txt")
+    S = maxsim_ref(cranfield["q"][:1], [cranfield["d"][183], cranfield["d"][11]])
+    assert out["results"][0]["doc_ids"] == [int(x) for x in np.array([184, 12])[np.argsort(-S[0])]]
+    np.testing.assert_allclose(sorted(out["results"][0]["scores"], reverse=True),
+                               np.sort(S[0])[::-1], atol=2e-3)
+    assert out["results"][1]["doc_ids"] == [1400]
+    assert out["results"][2]["doc_ids"] == []
+
+
+def test_rerank_errors(tmp_path, cranfield):
+    (tmp_path / "c.txt").write_text("1 999999\n")
+    _fails("--rerank", tmp_path / "c.txt", expect="document id 999999 (query 1) is not in")
+    (tmp_path / "c.txt").write_text("1 2 3\n")
+    _fails("--rerank", tmp_path / "c.txt", expect="expected 'query doc'")
+    _fails("--rerank", tmp_path / "none.txt", expect="cannot open candidates")
