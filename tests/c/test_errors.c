@@ -168,7 +168,7 @@ static void group_maxsim_errors(void) {
   reset();
   Q = T(qbuf, LIK_F32, 3, 2, 3, 128, 0);
   D = T(dbuf, LIK_F32, 3, 5, 6, 96, 0);
-  FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "D", "96", "128");
+  FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "D", "d=96", "d=128");
   reset();
   Q = T(qbuf, LIK_F32, 2, 3, 17, 0, 0);
   D = T(dbuf, LIK_F32, 4, 2, 2, 6, 33);
@@ -340,7 +340,7 @@ static void group_retrieve_errors(void) {
   FAIL1(lik_retrieve(&Q, &D4, NULL, NULL, 3, NULL, &RS, &RI), LIK_ERR_SHAPE, "D");
   lik_tensor Dd = T(dbuf, LIK_F32, 3, 5, 6, 96, 0);
   lik_tensor Qd = T(qbuf, LIK_F32, 3, 2, 3, 128, 0);
-  FAIL1(lik_retrieve(&Qd, &Dd, NULL, NULL, 3, NULL, &RS, &RI), LIK_ERR_SHAPE, "96", "128");
+  FAIL1(lik_retrieve(&Qd, &Dd, NULL, NULL, 3, NULL, &RS, &RI), LIK_ERR_SHAPE, "d=96", "d=128");
   lik_tensor Dh = D;
   Dh.dtype = LIK_BF16;
   FAIL1(lik_retrieve(&Q, &Dh, NULL, NULL, 3, NULL, &RS, &RI), LIK_ERR_DTYPE);

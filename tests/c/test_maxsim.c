@@ -353,7 +353,7 @@ static void group_sizes(void) {
   c.Lq = 301;
   c.Ld = 301;
   c.Nq = 1;
-  c.Nd = 2;
+  c.Nd = 1;
   c.dt = RNG_PICK(F_LIST);
   run_case(&c);
   group_end();
@@ -725,7 +725,7 @@ static void group_threads(void) {
   for (int r = 0; r < 6; r++) {
     const lik_dtype dt = F_LIST[r % 4];
     const int kd = r >= 4;
-    const int64_t Nq = 5, Nd = kd ? 9 : 23, Lq = 33, Ld = 65, d = r == 1 ? 1000 : 128;
+    const int64_t Nq = 5, Nd = r == 1 ? 2 : kd ? 5 : 13, Lq = 33, Ld = 65, d = r == 1 ? 1000 : 128;
     case_begin("threads %s %s Nq=%lld Nd=%lld Lq=%lld Ld=%lld d=%lld", dtype_str(dt),
                kd ? "KD" : "cross", (long long)Nq, (long long)Nd, (long long)Lq, (long long)Ld,
                (long long)d);
