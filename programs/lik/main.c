@@ -545,8 +545,8 @@ int main(int argc, char **argv) {
            (long long)D.min_len, (long long)D.max_len, (long long)D.tokens, dtype_name(D.dtype));
     int64_t np = nprint < 0 ? nq : (nprint < nq ? nprint : nq);
     for (int64_t i = 0; i < np; i++) {
-      printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)kshow);
       int64_t m = cnt[i] < kshow ? cnt[i] : kshow;
+      printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)m);
       for (int64_t j = 0; j < m; j++)
         printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1,
                (long long)D.ids[best_i[i * K + j]], best_s[i * K + j]);
