@@ -384,6 +384,8 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
     (Q, D, q_mask, d_mask), _ = _api._prepare(
         ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
     )
+    if not (Q.dim() in (2, 3) and D.dim() in (2, 3, 4) and (D.dim() != 4 or Q.dim() == 3)):
+        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
     scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 0, backward, _needs_grad(Q, D))
     return scores
 
@@ -397,6 +399,8 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
     (Q, D, q_mask, d_mask), _ = _api._prepare(
         ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
     )
+    if not (Q.dim() == 3 and D.dim() == 3):
+        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
     scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 1, backward, _needs_grad(Q, D))
     return scores
 

@@ -193,3 +193,16 @@ def test_backward_without_saved_argmax_is_an_error():
     ctx.saved_argmax = False
     with pytest.raises(RuntimeError, match="without saving the argmax"):
         _autograd._maxsim_backward(ctx, torch.ones(1), None)
+
+
+@pytest.mark.parametrize(
+    "qshape, dshape",
+    [((8,), (4, 5, 8)), ((), (4, 5, 8)), ((2, 3, 8), (8,)), ((3, 8), (2, 2, 5, 8)), ((1, 2, 3, 8), (4, 5, 8))],
+)
+def test_bad_ranks_raise_value_errors_with_grad(qshape, dshape):
+    Q = torch.randn(qshape, requires_grad=True)
+    D = torch.randn(dshape, requires_grad=True)
+    with pytest.raises(ValueError):
+        lik.maxsim(Q, D)
+    with pytest.raises(ValueError):
+        lik.maxsim_pairs(Q, D)
