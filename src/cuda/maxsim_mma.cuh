@@ -210,23 +210,37 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
 
   /* ---- producer: issue the loads of one pipeline step ---- */
+  /* Fast path: thread tid always copies 16-byte chunk ch = tid % CPR of rows
+   * r0 + i * RSTEP (RSTEP is a multiple of 8, so the swizzle term is constant
+   * per thread and the shared address advances by an immediate). */
+  constexpr int RSTEP = NT / CPR;
+  constexpr int NIT = BD * CPR / NT;
+  static_assert(RSTEP % 8 == 0 && (BD * CPR) % NT == 0, "tile / thread mismatch");
+  const int my_ch = tid % CPR, my_r0 = tid / CPR;
+  const uint32_t my_swz = swz<RB>(my_r0, my_ch);
   auto issue = [&](const Cursor &c, int st) {
     const uint32_t dst0 = stages_u + st * C::STAGE_BYTES;
     const int64_t t0 = c.tile * BD;
     const int64_t rows = c.len - t0; /* valid rows in this tile */
     const int64_t k0 = (int64_t)c.kc * KC;
-#pragma unroll 4
-    for (int u = tid; u < BD * CPR; u += NT) {
-      const int r = u / CPR, ch = u % CPR;
-      const int64_t k = k0 + ch * 8;
-      const bool ok = r < rows && k < dim;
-      const T *tok = Dp + c.base + (t0 + r) * P.d.sl;
-      if (P.fast_d) {
-        cp_async16(dst0 + swz<RB>(r, ch), ok ? (const void *)(tok + k) : (const void *)Dp,
+    if (P.fast_d) {
+      const bool kok = k0 + my_ch * 8 < dim;
+      const int64_t step = (int64_t)RSTEP * P.d.sl;
+      const T *src = Dp + c.base + (t0 + my_r0) * P.d.sl + k0 + my_ch * 8;
+#pragma unroll
+      for (int i = 0; i < NIT; ++i) {
+        const bool ok = kok && (my_r0 + i * RSTEP) < rows;
+        cp_async16(dst0 + my_swz + i * RSTEP * RB, ok ? (const void *)src : (const void *)Dp,
                    ok ? 16 : 0);
-      } else {
+        src += step;
+      }
+    } else {
+      for (int u = tid; u < BD * CPR; u += NT) {
+        const int r = u / CPR, ch = u % CPR;
+        const int64_t k = k0 + ch * 8;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (ok) v = load8<T>(tok, P.d.sk, k, dim, false);
+        if (r < rows && k < dim)
+          v = load8<T>(Dp + c.base + (t0 + r) * P.d.sl, P.d.sk, k, dim, false);
         *reinterpret_cast<uint4 *>(stages + st * C::STAGE_BYTES + swz<RB>(r, ch)) = v;
       }
     }
@@ -355,9 +369,10 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
 
     /* ---- tensor-core tile ---- */
     const int64_t kbase = (int64_t)cc.kc * KC;
+    const bool warp_live = (int64_t)(wn * 32) < cc.len - t0; /* warp-uniform */
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
-      if (kbase + ks * 16 < dim) {
+      if (warp_live && kbase + ks * 16 < dim) {
         uint32_t a[2][4];
         if (QREG) {
 #pragma unroll
