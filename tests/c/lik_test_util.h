@@ -554,7 +554,9 @@ enum {
   VAL_RAND = 0, /* uniform [-1, 1]                                        */
   VAL_NEG = 1,  /* q in [0.1, 1], d in [-1, -0.1]: every similarity < 0  */
   VAL_INT = 2,  /* integers in [-3, 3]: exact arithmetic, many ties       */
-  VAL_BIG = 3   /* |x| in [256, 320]: products exceed the fp16 range      */
+  VAL_BIG = 3,  /* |x| in [256, 320]: products exceed the fp16 range      */
+  VAL_TINY = 4, /* queries are fp16 subnormals k * 2^-24, docs in [-1, 1]  */
+  VAL_WIDE = 5  /* |x| = 10^U(-8, 4): zeros, subnormals, large normals     */
 };
 
 static double gen_value(int mode, int is_doc) {
@@ -562,6 +564,9 @@ static double gen_value(int mode, int is_doc) {
     case VAL_NEG: return is_doc ? -rng_range(0.1, 1.0) : rng_range(0.1, 1.0);
     case VAL_INT: return (double)rng_int(-3, 3);
     case VAL_BIG: return (rng_chance(0.5) ? -1 : 1) * rng_range(256, 320);
+    case VAL_TINY:
+      return is_doc ? rng_range(-1, 1) : (rng_chance(0.5) ? -1 : 1) * ldexp((double)rng_int(1, 1023), -24);
+    case VAL_WIDE: return (rng_chance(0.5) ? -1 : 1) * pow(10.0, rng_range(-8, 4));
     default: return rng_range(-1, 1);
   }
 }

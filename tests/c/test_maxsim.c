@@ -197,6 +197,7 @@ static long run_case(const case_t *c0) {
   maybe_null(&vQ, c->null_empty);
   maybe_null(&vD, c->null_empty);
   maybe_null(&vS, c->null_empty);
+  if (c->want_argmax) maybe_null(&vA, c->null_empty);
   view_snapshot(&vQ);
   view_snapshot(&vD);
   if (c->qmask) view_snapshot(&vqm);
@@ -225,7 +226,7 @@ static long run_case(const case_t *c0) {
       const int64_t w = view_outside_written(&vS);
       CHECK(w == 0, "scores: %lld elements outside the view were written", (long long)w);
     }
-    if (c->want_argmax) {
+    if (c->want_argmax && vA.t.data) {
       const int64_t w = view_outside_written(&vA);
       CHECK(w == 0, "argmax: %lld elements outside the view were written", (long long)w);
     }
@@ -347,6 +348,20 @@ static void group_sizes(void) {
         cap_work(&c, 1200000);
         run_case(&c);
       }
+  /* long sequences (beyond any tile / block of tokens) with tiny d */
+  for (int r = 0; r < 4; r++) {
+    case_t c = case_default();
+    c.dt = F_LIST[r];
+    c.d = r < 2 ? 3 : 1;
+    c.Lq = r & 1 ? 1100 : 7;
+    c.Ld = r & 1 ? 9 : 4100;
+    c.Nq = 1;
+    c.Nd = 2;
+    c.dmask = c.qmask = 1;
+    c.q_pvalid = c.d_pvalid = 0.9;
+    c.vals = r == 2 ? VAL_INT : VAL_RAND;
+    run_case(&c);
+  }
   /* one full-size case: d=1000, Lq=Ld=301 */
   case_t c = case_default();
   c.d = 1000;
@@ -396,6 +411,29 @@ static void group_fp16_range(void) {
       c.Nd = rng_int(1, 5);
       if (r & 1) random_masks(&c);
       cap_work(&c, 500000);
+      run_case(&c);
+    }
+  group_end();
+}
+
+/* fp16 subnormal queries (a conversion that flushes them to zero fails) and
+ * values spanning 12 decades, every dtype and layout. */
+static void group_half_values(void) {
+  group_begin("half-values");
+  for (int lay = 0; lay < LAY_N; lay++)
+    for (int r = 0; r < 8; r++) {
+      case_t c = case_default();
+      c.lay = (lay_t)lay;
+      c.dt = F_LIST[r % 4];
+      c.vals = r < 4 ? VAL_TINY : VAL_WIDE;
+      c.d = RNG_PICK(D_LIST);
+      c.Lq = rng_int(1, 20);
+      c.Ld = rng_int(1, 40);
+      c.Nq = rng_int(1, 4);
+      c.Nd = rng_int(1, 5);
+      if (rng_chance(0.5)) random_strides(&c);
+      c.normalize = r == 7;
+      cap_work(&c, 300000);
       run_case(&c);
     }
   group_end();
@@ -492,8 +530,9 @@ static void group_strides(void) {
       run_case(&c);
     }
   /* broadcast views (stride 0): one query repeated, one doc repeated, KD
-   * candidates broadcast over Nq */
-  for (int r = 0; r < 3; r++) {
+   * candidates broadcast over Nq, every feature of a token aliased (sk = 0),
+   * every token of a document aliased (sl = 0) */
+  for (int r = 0; r < 5; r++) {
     case_t c = case_default();
     c.lay = r == 2 ? LAY_KD : LAY_CROSS;
     c.Nq = 3;
@@ -501,10 +540,13 @@ static void group_strides(void) {
     c.Lq = 7;
     c.Ld = 13;
     c.d = 48;
-    c.dt = F_LIST[r];
+    c.dt = F_LIST[r % 4];
     if (r == 0) c.lQ.bcast = 1;
     if (r == 1) c.lD.bcast = 1;
     if (r == 2) c.lD.bcast = 1; /* D[Nq, K, Ld, d] with sg = 0 */
+    if (r == 3) c.lQ.bcast = 4;   /* Q strides[2] = 0 */
+    if (r == 4) c.lD.bcast = 2;   /* D strides[1] = 0 */
+    if (r >= 3) c.dt = F_LIST[r - 2];
     run_case(&c);
   }
   group_end();
@@ -754,10 +796,10 @@ static void group_threads(void) {
       t_unravel(&vM.t, e, idx);
       t_put(&vM.t, idx, rng_chance(0.8));
     }
-    const int nts[4] = {1, 2, 3, 7};
+    const int nts[6] = {1, 2, 3, 7, 16, 64};
     float *s0 = NULL;
     int32_t *a0 = NULL;
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < 6; ti++) {
       view_t vS, vA;
       view_make(&vS, LIK_F32, 2, ss, LAYOUT_DENSE, 0);
       view_make(&vA, LIK_I32, 3, as, LAYOUT_DENSE, 0);
@@ -999,6 +1041,11 @@ static void group_isa(void) {
   if (env && !strcmp(env, "avx512") && has_avx512)
     CHECK(!strcmp(isa, "avx512"), "LIK_CPU_ISA=avx512 on an AVX-512 CPU but lik_cpu_isa()=%s",
           isa);
+  const int known = env && (!strcmp(env, "portable") || !strcmp(env, "avx2") ||
+                            !strcmp(env, "avx512"));
+  if (env && !known) /* an unknown value is ignored: the best path runs */
+    CHECK(!strcmp(isa, has_avx512 ? "avx512" : has_avx2 ? "avx2" : "portable"),
+          "LIK_CPU_ISA=%s (unknown) but lik_cpu_isa()=%s, not the best path", env, isa);
   if (!env && has_avx512)
     CHECK(!strcmp(isa, "avx512"), "default path on an AVX-512 CPU is %s", isa);
   CHECK(!strcmp(isa, lik_cpu_isa()), "lik_cpu_isa() not stable");
@@ -1015,6 +1062,7 @@ int main(int argc, char **argv) {
   const group_def groups[] = {
       {"isa", group_isa},         {"sizes", group_sizes},
       {"dtypes", group_dtypes},   {"fp16-range", group_fp16_range},
+      {"half-values", group_half_values},
       {"layouts", group_layouts}, {"masks", group_masks},
       {"strides", group_strides}, {"argmax-ties", group_argmax_ties},
       {"normalize", group_normalize}, {"padding", group_padding},
