@@ -113,7 +113,8 @@ static void fill_embed_view(view_t *v, seqs_t *s, int garbage) {
   }
 }
 
-static void fill_mask_view(view_t *v, const seqs_t *s) {
+/* Writes the mask, then reads it back (a stride-0 mask aliases entries). */
+static void fill_mask_view(view_t *v, seqs_t *s) {
   const int64_t n = t_numel(&v->t);
   int64_t idx[LIK_MAX_DIMS];
   for (int64_t f = 0; f < n; f++) {
@@ -121,6 +122,10 @@ static void fill_mask_view(view_t *v, const seqs_t *s) {
     double val = 0;
     if (s->m[f]) val = v->t.dtype == LIK_U8 ? (double)rng_int(1, 255) : 1.0;
     t_put(&v->t, idx, val);
+  }
+  for (int64_t f = 0; f < n; f++) {
+    t_unravel(&v->t, f, idx);
+    s->m[f] = t_get(&v->t, idx) != 0;
   }
 }
 
@@ -170,8 +175,6 @@ static long run_case(const case_t *c0) {
   view_t vQ, vD, vqm, vdm, vS, vA;
   view_make(&vQ, c->dt, qnd, qshape, c->lQ, 0xFF);
   view_make(&vD, c->dt, dnd, dshape, c->lD, 0xFF);
-  fill_embed_view(&vQ, &Qs, c->garbage);
-  fill_embed_view(&vD, &Ds, c->garbage + 1);
   if (c->qmask) {
     view_make(&vqm, c->qmdt, qnd - 1, qshape, c->lqm, 0x5A);
     fill_mask_view(&vqm, &Qs);
@@ -180,6 +183,8 @@ static long run_case(const case_t *c0) {
     view_make(&vdm, c->dmdt, dnd - 1, dshape, c->ldm, 0x5A);
     fill_mask_view(&vdm, &Ds);
   }
+  fill_embed_view(&vQ, &Qs, c->garbage);
+  fill_embed_view(&vD, &Ds, c->garbage + 1);
 
   /* outputs: grid (i, j) -> scores index */
   const int has_i = q3 || c->lay == LAY_PAIRS;
@@ -547,6 +552,27 @@ static void group_strides(void) {
     if (r == 3) c.lQ.bcast = 4;   /* Q strides[2] = 0 */
     if (r == 4) c.lD.bcast = 2;   /* D strides[1] = 0 */
     if (r >= 3) c.dt = F_LIST[r - 2];
+    run_case(&c);
+  }
+  /* broadcast masks: one d_mask row for every document (stride 0), one
+   * q_mask row for every query; KD d_mask broadcast over Nq */
+  for (int r = 0; r < 6; r++) {
+    case_t c = case_default();
+    c.lay = r >= 4 ? LAY_KD : r == 3 ? LAY_PAIRS : LAY_CROSS;
+    c.dt = F_LIST[r % 4];
+    c.vals = VAL_NEG;
+    c.Nq = 3;
+    c.Nd = 5;
+    c.Lq = 9;
+    c.Ld = 17;
+    c.d = 17;
+    c.qmask = c.dmask = 1;
+    c.qmdt = LIK_U8;
+    c.q_pvalid = 0.7;
+    c.d_pvalid = 0.5;
+    c.garbage = r;
+    c.lqm.bcast = r & 1;
+    c.ldm.bcast = 1;
     run_case(&c);
   }
   group_end();
