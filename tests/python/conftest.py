@@ -1,9 +1,6 @@
 """pytest setup for the lik Python package.
 
-Finds the package: an installed ``lik`` (``pip install .``) is used as is.
-Otherwise the source tree's ``python/`` folder is put on sys.path and, unless
-``LIK_LIBRARY`` is set, a built ``build/liblik.so`` (``cmake -B build &&
-cmake --build build``) is used.
+The package is found by tests/conftest.py.
 
 Random data uses a fresh seed per test, printed (shown on failure); set
 ``LIK_TEST_SEED`` to replay one.
@@ -11,23 +8,10 @@ Random data uses a fresh seed per test, printed (shown on failure); set
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-if importlib.util.find_spec("lik") is None:
-    sys.path.insert(0, str(ROOT / "python"))
-    if not os.environ.get("LIK_LIBRARY"):
-        for cand in (ROOT / "build" / "liblik.so", ROOT / "build" / "lib" / "liblik.so"):
-            if cand.is_file():
-                os.environ["LIK_LIBRARY"] = str(cand)
-                break
 
 try:
     from hypothesis import HealthCheck, settings
@@ -43,21 +27,6 @@ try:
     settings.load_profile(os.environ.get("LIK_HYPOTHESIS_PROFILE", "lik"))
 except ImportError:  # pragma: no cover
     pass
-
-
-def pytest_collection_modifyitems(config, items):
-    try:
-        import torch
-
-        has_cuda = torch.cuda.is_available()
-    except ImportError:
-        has_cuda = False
-    if has_cuda:
-        return
-    skip = pytest.mark.skip(reason="needs CUDA (torch.cuda not available)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
 
 
 @pytest.fixture
