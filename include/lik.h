@@ -11,7 +11,9 @@
  *   influence a result.
  * - A query token with no valid document token contributes 0.
  * - normalize != 0 applies per-token L2 normalisation x / max(||x||, 1e-12)
- *   to both sides, the norm computed in fp32, fused into the kernel.
+ *   to both sides, the norm computed in fp32 (fp64 for fp64 inputs), fused
+ *   into the kernel.  As with torch.nn.functional.normalize, a token whose
+ *   squared norm overflows fp32 (||x|| > ~1.8e19) normalises to 0.
  * - Accumulation is fp32 (fp64 for fp64 inputs); scores are fp32.  fp32 inputs
  *   keep fp32 accuracy (never computed in fp16).
  * - The [Nq, Nd, Lq, Ld] similarity tensor is never materialised.
