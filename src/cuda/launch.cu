@@ -81,11 +81,11 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq) {
     return c;
   }
   if (d > 128) {
-    c.wm = 1; c.wn = 4; c.kc = 64; c.qreg = 0; c.stages = 4;
+    c.wm = 1; c.wn = 4; c.kc = 64; c.qreg = 0; c.stages = 3;
     return c;
   }
   c.kc = d <= 64 ? 64 : 128;
-  c.stages = c.kc == 128 ? 3 : 4;
+  c.stages = 3;
   if (lq <= 32) { c.wm = 1; c.wn = 4; }
   else if (lq <= 64) { c.wm = 2; c.wn = 2; }
   else { c.wm = 4; c.wn = 2; }

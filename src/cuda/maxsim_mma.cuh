@@ -77,10 +77,12 @@ __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* Byte offset of 16-byte chunk ch of row r in a tile with RB-byte rows. */
+/* Byte offset of 16-byte chunk ch of row r in a tile with RB-byte rows,
+ * each row padded by 16 bytes: the 8 row addresses of an ldmatrix 8x8 are
+ * 4 banks apart (conflict-free) and the k-step offset is an immediate. */
 template <int RB>
 __device__ __forceinline__ uint32_t swz(int r, int ch) {
-  return (uint32_t)(r * RB + ((ch ^ (r & 7)) << 4));
+  return (uint32_t)(r * (RB + 16) + (ch << 4));
 }
 
 template <typename T>
@@ -165,7 +167,8 @@ struct MmaCfg {
   static constexpr int KS = KC / 16;
   static constexpr int CPR = KC / 8;
   static constexpr int RB = KC * 2;
-  static constexpr int STAGE_BYTES = BD * RB;
+  static constexpr int RBP = RB + 16; /* padded row */
+  static constexpr int STAGE_BYTES = BD * RBP;
   /* small arrays first */
   static constexpr int OFF_QINV = 0;
   static constexpr int OFF_DINV = OFF_QINV + BQ * 4;
@@ -174,7 +177,7 @@ struct MmaCfg {
   static constexpr int OFF_WSUM = OFF_REDI + WN * BQ * 4;
   static constexpr int SMALL = ((OFF_WSUM + 32 * 4) + 127) / 128 * 128;
   static int smem_bytes(int stages, int nkc) {
-    return SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RB;
+    return SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RBP;
   }
 };
 
@@ -215,7 +218,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
    * per thread and the shared address advances by an immediate). */
   constexpr int RSTEP = NT / CPR;
   constexpr int NIT = BD * CPR / NT;
-  static_assert(RSTEP % 8 == 0 && (BD * CPR) % NT == 0, "tile / thread mismatch");
+  static_assert(RSTEP > 0 && (BD * CPR) % NT == 0, "tile / thread mismatch");
   const int my_ch = tid % CPR, my_r0 = tid / CPR;
   const uint32_t my_swz = swz<RB>(my_r0, my_ch);
   auto issue = [&](const Cursor &c, int st) {
@@ -227,10 +230,18 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
       const bool kok = k0 + my_ch * 8 < dim;
       const int64_t step = (int64_t)RSTEP * P.d.sl;
       const T *src = Dp + c.base + (t0 + my_r0) * P.d.sl + k0 + my_ch * 8;
+      if (kok && rows >= BD) { /* full tile: no per-row checks */
+#pragma unroll
+        for (int i = 0; i < NIT; ++i) {
+          cp_async16(dst0 + my_swz + i * RSTEP * C::RBP, src, 16);
+          src += step;
+        }
+        return;
+      }
 #pragma unroll
       for (int i = 0; i < NIT; ++i) {
         const bool ok = kok && (my_r0 + i * RSTEP) < rows;
-        cp_async16(dst0 + my_swz + i * RSTEP * RB, ok ? (const void *)src : (const void *)Dp,
+        cp_async16(dst0 + my_swz + i * RSTEP * C::RBP, ok ? (const void *)src : (const void *)Dp,
                    ok ? 16 : 0);
         src += step;
       }
@@ -293,7 +304,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         if (s < qlen)
           v = load8<T>(Qp + qbase + s * P.q.sl, P.q.sk, (int64_t)kc * KC + ch * 8,
                        P.q.dim, P.fast_q);
-        *reinterpret_cast<uint4 *>(qs + kc * BQ * RB + swz<RB>(r, ch)) = v;
+        *reinterpret_cast<uint4 *>(qs + kc * BQ * C::RBP + swz<RB>(r, ch)) = v;
       }
       __syncthreads();
       if (P.normalize && tid < BQ) {
@@ -301,7 +312,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         for (int kc = 0; kc < nkq; ++kc)
 #pragma unroll 4
           for (int ch = 0; ch < CPR; ++ch)
-            ss += sumsq8<T>(*reinterpret_cast<const uint4 *>(qs + kc * BQ * RB + swz<RB>(tid, ch)));
+            ss += sumsq8<T>(*reinterpret_cast<const uint4 *>(qs + kc * BQ * C::RBP + swz<RB>(tid, ch)));
         qinv[tid] = 1.f / fmaxf(sqrtf(ss), 1e-12f);
       }
       if (QREG) {
@@ -370,37 +381,44 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     /* ---- tensor-core tile ---- */
     const int64_t kbase = (int64_t)cc.kc * KC;
     const bool warp_live = (int64_t)(wn * 32) < cc.len - t0; /* warp-uniform */
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      if (warp_live && kbase + ks * 16 < dim) {
+    auto kstep = [&](const int ks) {
         uint32_t a[2][4];
-        if (QREG) {
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-            for (int x = 0; x < 4; ++x)
-              a[mi][x] = afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][x];
-        } else {
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            const int r = wm * 32 + mi * 16 + (lane & 15);
-            const int ch = ks * 2 + (lane >> 4);
-            ldsm_x4(qs_u + cc.kc * BQ * RB + swz<RB>(r, ch), a[mi][0], a[mi][1],
-                    a[mi][2], a[mi][3]);
-          }
-        }
-        uint32_t b[4][2];
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          const int r = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-          const int ch = ks * 2 + ((lane >> 3) & 1);
-          ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
-                  b[2 * np + 1][1]);
-        }
+      if (QREG) {
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < 4; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
+          for (int x = 0; x < 4; ++x)
+            a[mi][x] = afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][x];
+      } else {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          const int r = wm * 32 + mi * 16 + (lane & 15);
+          const int ch = ks * 2 + (lane >> 4);
+          ldsm_x4(qs_u + cc.kc * BQ * C::RBP + swz<RB>(r, ch), a[mi][0], a[mi][1],
+                  a[mi][2], a[mi][3]);
+        }
+      }
+      uint32_t b[4][2];
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        const int r = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int ch = ks * 2 + ((lane >> 3) & 1);
+        ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
+                b[2 * np + 1][1]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
+    };
+    if (warp_live) {
+      if (kbase + KC <= dim) {
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) kstep(ks);
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+          if (kbase + ks * 16 < dim) kstep(ks);
       }
     }
 
@@ -410,6 +428,19 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
         __syncthreads();
       }
+      if (!ARGMAX && !P.normalize && vbits == 0xFFu) {
+        /* all 8 columns valid, no scaling: a max tree per row */
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float m0 = fmaxf(acc[mi][0][h * 2], acc[mi][0][h * 2 + 1]);
+            const float m1 = fmaxf(acc[mi][1][h * 2], acc[mi][1][h * 2 + 1]);
+            const float m2 = fmaxf(acc[mi][2][h * 2], acc[mi][2][h * 2 + 1]);
+            const float m3 = fmaxf(acc[mi][3][h * 2], acc[mi][3][h * 2 + 1]);
+            rm[mi][h] = fmaxf(rm[mi][h], fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)));
+          }
+      } else
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll

@@ -6,7 +6,7 @@ namespace lik_cuda {
 
 template <typename T, int WM, int WN, int KC, bool QREG, bool ARGMAX>
 static cudaError_t launch_one(KParams &P, cudaStream_t stream, int sms) {
-  constexpr int STAGES = KC >= 128 ? 3 : 4;
+  constexpr int STAGES = 3; /* 3 x 128 x 272 B (KC=128) keeps 2 CTAs/SM, KC=64 keeps 3 */
   using C = MmaCfg<T, WM, WN, KC, QREG>;
   auto kern = maxsim_mma_kernel<T, WM, WN, KC, QREG, ARGMAX, STAGES>;
   const int smem = C::smem_bytes(STAGES, P.nkc);
