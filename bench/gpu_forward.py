@@ -206,7 +206,7 @@ def main():
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--out", default=None)
     ap.add_argument("--compile-shapes", default="text-short,colpali,train-batch-128,rerank-100k")
-    ap.add_argument("--first-call", action="store_true")
+    ap.add_argument("--no-first-call", action="store_true")
     args = ap.parse_args()
     build(args.build)
     import torch
@@ -283,7 +283,7 @@ def main():
         del sets, ref
         torch.cuda.empty_cache()
     first = {}
-    if args.first_call:
+    if not args.no_first_call:
         for m in ["lik"] + [p for p in ("flash", "lik045") if p in fns]:
             first[m] = first_call(m)
             print(f"first call {m}: {first[m]} ms", flush=True)
