@@ -6,7 +6,7 @@ The reference is computed here in float64 with torch.einsum from the same
 accumulation order.  Fresh random data per test (seed printed); outputs are
 poisoned before each call so unwritten elements fail.
 
-Run on the GPU machine:
+Run on the GPU machine (tests/conftest.py finds the package):
     LIK_LIBRARY=build/liblik.so python3 -m pytest tests/gpu -q
 LIK_GPU_BIG=1 adds the >2^31-element corpus (needs ~16 GB of GPU memory).
 """
@@ -14,17 +14,8 @@ LIK_GPU_BIG=1 adds the >2^31-element corpus (needs ~16 GB of GPU memory).
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if not os.environ.get("LIK_LIBRARY"):
-    for cand in (ROOT / "build" / "liblik.so",):
-        if cand.is_file():
-            os.environ["LIK_LIBRARY"] = str(cand)
-sys.path.insert(0, str(ROOT / "python"))
 
 torch = pytest.importorskip("torch")
 pytestmark = [
