@@ -7,7 +7,8 @@ Peers, each on the same inputs:
   maxsim-cpu   maxsim_cpu 0.1.0 from PyPI (fp32 only, one query per call)
 
 Every (peer, shape, dtype) runs in a fresh subprocess so that its peak RSS is
-its own: "extra MB" is VmHWM minus VmRSS measured after the inputs exist.
+its own: "extra MB" is the peak RSS (VmHWM, reset once the inputs exist)
+minus the RSS at that point, i.e. the memory the call itself needs.
 Also measures this machine's fp32 FMA peak (bench/fma_peak.c) to report
 %-of-peak. Usage:  python bench/cpu_forward.py [--reps N] [--threads T]
 """
@@ -100,6 +101,8 @@ def one(peer, shape, dtype, reps, threads):
     fn = make_runner(peer, q, D)
     if fn is None:
         return None
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
     base = vm_kib("VmRSS")
     out = np.asarray(fn())
     times = []
@@ -118,7 +121,7 @@ def fma_peak(threads):
         for name, flags in (("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f", "-DWIDTH=16"])):
             exe = os.path.join(tmp, name)
             try:
-                subprocess.run(["cc", "-O2", "-pthread", *flags, str(HERE / "fma_peak.c"), "-o", exe],
+                subprocess.run(["cc", "-O3", "-pthread", *flags, str(HERE / "fma_peak.c"), "-o", exe],
                                check=True, capture_output=True)
                 peaks[name] = max(float(subprocess.run([exe, str(threads)], capture_output=True,
                                                        text=True, check=True).stdout) for _ in range(3))
