@@ -17,23 +17,6 @@ static lik_status route_maxsim(const lik_problem *p) {
   return lik_cpu_maxsim(p);
 }
 
-/* Q and D: present, floating, same dtype, same d. */
-static lik_status check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_max,
-                                   int d_max) {
-  lik_status st;
-  if ((st = lik_check_tensor(Q, "Q", 2, q_max)) || (st = lik_check_float(Q, "Q")) ||
-      (st = lik_check_tensor(D, "D", 2, d_max)) || (st = lik_check_float(D, "D")))
-    return st;
-  if (Q->dtype != D->dtype)
-    return lik_fail(LIK_ERR_DTYPE, "D: dtype %s does not match Q's dtype %s",
-                    lik_dtype_name(D->dtype), lik_dtype_name(Q->dtype));
-  const int64_t dq = Q->shape[Q->ndim - 1], dd = D->shape[D->ndim - 1];
-  if (dq != dd)
-    return lik_fail(LIK_ERR_SHAPE, "D: last dimension d=%lld does not match Q's d=%lld",
-                    (long long)dd, (long long)dq);
-  return LIK_OK;
-}
-
 /* The common part of every forward: masks, devices, options. */
 static lik_status fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
                               const lik_tensor *q_mask, const lik_tensor *d_mask,
@@ -50,9 +33,7 @@ static lik_status fill_common(lik_problem *p, const lik_tensor *Q, const lik_ten
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  p->normalize = opts ? opts->normalize != 0 : 0;
-  p->num_threads = lik_resolve_threads(opts);
-  p->stream = opts ? opts->stream : NULL;
+  lik_fill_options(p, opts);
   return LIK_OK;
 }
 
@@ -83,32 +64,13 @@ lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor
                       lik_tensor *scores, lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
-  if ((st = check_embeddings(Q, D, 3, 4))) return st;
-  const int q3 = Q->ndim == 3, kd = D->ndim == 4;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4))) return st;
   lik_problem p = {0};
   int64_t grid[2];
-  int ndim = 0;
-  if (kd) {
-    if (!q3)
-      return lik_fail(LIK_ERR_SHAPE, "D: a 4-D D [Nq, K, Ld, d] needs a 3-D Q, got %d-D",
-                      Q->ndim);
-    if (D->shape[0] != Q->shape[0])
-      return lik_fail(LIK_ERR_SHAPE,
-                      "D: KD layout D[Nq, K, Ld, d] has Nq=%lld but Q has Nq=%lld",
-                      (long long)D->shape[0], (long long)Q->shape[0]);
-    p.pairing = LIK_PAIRING_KD;
-    p.ncand = D->shape[1];
-    grid[ndim++] = Q->shape[0];
-    grid[ndim++] = D->shape[1];
-  } else {
-    p.pairing = LIK_PAIRING_CROSS;
-    p.ncand = D->ndim == 3 ? D->shape[0] : 1;
-    if (q3) grid[ndim++] = Q->shape[0];
-    if (D->ndim == 3) grid[ndim++] = D->shape[0];
-  }
+  int ndim, has_i, has_j;
+  if ((st = lik_layout_of(Q, D, &p, grid, &ndim, &has_i, &has_j))) return st;
   if ((st = fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
-  const int has_j = kd || D->ndim == 3;
-  if ((st = fill_outputs(&p, scores, argmax, ndim, grid, q3, has_j))) return st;
+  if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j))) return st;
   return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
 }
 
@@ -118,10 +80,7 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
                             lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
-  if ((st = check_embeddings(Q, D, 3, 3))) return st;
-  if (Q->ndim != 3 || D->ndim != 3)
-    return lik_fail(LIK_ERR_SHAPE, "Q and D must be 3-D [B, L, d], got %d-D and %d-D",
-                    Q->ndim, D->ndim);
+  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3))) return st;
   if (D->shape[0] != Q->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
                     (long long)D->shape[0], (long long)Q->shape[0]);
@@ -139,7 +98,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
                         lik_tensor *scores, lik_tensor *indices) {
   lik_clear_error();
   lik_status st;
-  if ((st = check_embeddings(Q, D, 3, 3))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 3))) return st;
   if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: must be >= 1, got %lld", (long long)top_k);
   const int q3 = Q->ndim == 3;
   lik_problem p = {0};

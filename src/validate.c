@@ -135,6 +135,56 @@ lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *nam
   return LIK_OK;
 }
 
+lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
+                                int q_max, int d_min, int d_max) {
+  lik_status st;
+  if ((st = lik_check_tensor(Q, "Q", q_min, q_max)) || (st = lik_check_float(Q, "Q")) ||
+      (st = lik_check_tensor(D, "D", d_min, d_max)) || (st = lik_check_float(D, "D")))
+    return st;
+  if (Q->dtype != D->dtype)
+    return lik_fail(LIK_ERR_DTYPE, "D: dtype %s does not match Q's dtype %s",
+                    lik_dtype_name(D->dtype), lik_dtype_name(Q->dtype));
+  const int64_t dq = Q->shape[Q->ndim - 1], dd = D->shape[D->ndim - 1];
+  if (dq != dd)
+    return lik_fail(LIK_ERR_SHAPE, "D: last dimension d=%lld does not match Q's d=%lld",
+                    (long long)dd, (long long)dq);
+  return LIK_OK;
+}
+
+lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *p,
+                         int64_t grid[2], int *ndim, int *has_i, int *has_j) {
+  const int q3 = Q->ndim == 3;
+  *ndim = 0;
+  *has_i = q3;
+  if (D->ndim == 4) {
+    if (!q3)
+      return lik_fail(LIK_ERR_SHAPE, "D: a 4-D D [Nq, K, Ld, d] needs a 3-D Q, got %d-D",
+                      Q->ndim);
+    if (D->shape[0] != Q->shape[0])
+      return lik_fail(LIK_ERR_SHAPE,
+                      "D: KD layout D[Nq, K, Ld, d] has Nq=%lld but Q has Nq=%lld",
+                      (long long)D->shape[0], (long long)Q->shape[0]);
+    p->pairing = LIK_PAIRING_KD;
+    p->ncand = D->shape[1];
+    grid[(*ndim)++] = Q->shape[0];
+    grid[(*ndim)++] = D->shape[1];
+    *has_j = 1;
+    return LIK_OK;
+  }
+  p->pairing = LIK_PAIRING_CROSS;
+  p->ncand = D->ndim == 3 ? D->shape[0] : 1;
+  if (q3) grid[(*ndim)++] = Q->shape[0];
+  if (D->ndim == 3) grid[(*ndim)++] = D->shape[0];
+  *has_j = D->ndim == 3;
+  return LIK_OK;
+}
+
+void lik_fill_options(lik_problem *p, const lik_options *opts) {
+  p->normalize = opts ? opts->normalize != 0 : 0;
+  p->num_threads = lik_resolve_threads(opts);
+  p->stream = opts ? opts->stream : NULL;
+}
+
 int lik_resolve_threads(const lik_options *opts) {
   if (opts && opts->num_threads > 0) return opts->num_threads;
   const char *env = getenv("LIK_NUM_THREADS");

@@ -36,6 +36,21 @@ lik_status lik_check_output(const lik_tensor *t, const char *name,
 lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *names,
                              int n, lik_device_type *device, int32_t *device_id);
 
+/* Q and D: present, ndim in [q_min, q_max] / [d_min, d_max], floating, the
+ * same dtype and the same d. */
+lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
+                                int q_max, int d_min, int d_max);
+
+/* The pairing of lik_maxsim's Q and D (cross, or KD for a 4-D D, which must
+ * match a 3-D Q's Nq): sets p->pairing and p->ncand, and the scores' shape
+ * grid[0..*ndim) (the dims of 2-D inputs dropped); *has_i / *has_j say whether
+ * the query / candidate dimension is present. */
+lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *p,
+                         int64_t grid[2], int *ndim, int *has_i, int *has_j);
+
+/* normalize, num_threads (resolved) and stream from opts (NULL: defaults). */
+void lik_fill_options(lik_problem *p, const lik_options *opts);
+
 /* Threads to use: opts->num_threads if > 0, else $LIK_NUM_THREADS if > 0,
  * else the number of online processors. */
 int lik_resolve_threads(const lik_options *opts);

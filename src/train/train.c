@@ -11,22 +11,6 @@
 
 /* ---- shared checks --------------------------------------------------------- */
 
-static lik_status check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
-                                   int q_max, int d_min, int d_max) {
-  lik_status st;
-  if ((st = lik_check_tensor(Q, "Q", q_min, q_max)) || (st = lik_check_float(Q, "Q")) ||
-      (st = lik_check_tensor(D, "D", d_min, d_max)) || (st = lik_check_float(D, "D")))
-    return st;
-  if (Q->dtype != D->dtype)
-    return lik_fail(LIK_ERR_DTYPE, "D: dtype %s does not match Q's dtype %s",
-                    lik_dtype_name(D->dtype), lik_dtype_name(Q->dtype));
-  const int64_t dq = Q->shape[Q->ndim - 1], dd = D->shape[D->ndim - 1];
-  if (dq != dd)
-    return lik_fail(LIK_ERR_SHAPE, "D: last dimension d=%lld does not match Q's d=%lld",
-                    (long long)dd, (long long)dq);
-  return LIK_OK;
-}
-
 /* Devices of every tensor of a call; training calls run on the CPU only. */
 static lik_status check_cpu(lik_problem *p, const lik_tensor *const *ts,
                             const char *const *names, int n) {
@@ -37,12 +21,6 @@ static lik_status check_cpu(lik_problem *p, const lik_tensor *const *ts,
                     "tensors are on CUDA but the training and packed calls of lik have a CPU "
                     "backend only");
   return LIK_OK;
-}
-
-static void fill_options(lik_problem *p, const lik_options *opts) {
-  p->normalize = opts ? opts->normalize != 0 : 0;
-  p->num_threads = lik_resolve_threads(opts);
-  p->stream = opts ? opts->stream : NULL;
 }
 
 static lik_backward strategy_of(const lik_options *opts) {
@@ -130,7 +108,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  fill_options(p, opts);
+  lik_fill_options(p, opts);
   p->argmax = (int32_t *)argmax->data;
   p->argmax_si = has_i ? argmax->strides[0] : 0;
   p->argmax_sj = has_j ? argmax->strides[ndim - 1] : 0;
@@ -149,32 +127,14 @@ lik_status lik_maxsim_backward(const lik_tensor *Q, const lik_tensor *D, const l
                                lik_tensor *grad_Q, lik_tensor *grad_D) {
   lik_clear_error();
   lik_status st;
-  if ((st = check_embeddings(Q, D, 2, 3, 2, 4))) return st;
-  const int q3 = Q->ndim == 3, kd = D->ndim == 4;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4))) return st;
   lik_bw bw;
   memset(&bw, 0, sizeof bw);
   int64_t grid[2];
-  int ndim = 0;
-  if (kd) {
-    if (!q3)
-      return lik_fail(LIK_ERR_SHAPE, "D: a 4-D D [Nq, K, Ld, d] needs a 3-D Q, got %d-D",
-                      Q->ndim);
-    if (D->shape[0] != Q->shape[0])
-      return lik_fail(LIK_ERR_SHAPE,
-                      "D: KD layout D[Nq, K, Ld, d] has Nq=%lld but Q has Nq=%lld",
-                      (long long)D->shape[0], (long long)Q->shape[0]);
-    bw.p.pairing = LIK_PAIRING_KD;
-    bw.p.ncand = D->shape[1];
-    grid[ndim++] = Q->shape[0];
-    grid[ndim++] = D->shape[1];
-  } else {
-    bw.p.pairing = LIK_PAIRING_CROSS;
-    bw.p.ncand = D->ndim == 3 ? D->shape[0] : 1;
-    if (q3) grid[ndim++] = Q->shape[0];
-    if (D->ndim == 3) grid[ndim++] = D->shape[0];
-  }
+  int ndim, has_i, has_j;
+  if ((st = lik_layout_of(Q, D, &bw.p, grid, &ndim, &has_i, &has_j))) return st;
   return padded_backward(&bw, Q, D, q_mask, d_mask, argmax, grad_scores, opts, grad_Q, grad_D,
-                         ndim, grid, q3, kd || D->ndim == 3);
+                         ndim, grid, has_i, has_j);
 }
 
 lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
@@ -184,7 +144,7 @@ lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
                                      lik_tensor *grad_D) {
   lik_clear_error();
   lik_status st;
-  if ((st = check_embeddings(Q, D, 3, 3, 3, 3))) return st;
+  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3))) return st;
   if (D->shape[0] != Q->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
                     (long long)D->shape[0], (long long)Q->shape[0]);
@@ -268,7 +228,7 @@ static lik_status packed_problem(lik_problem *p, packed_dims *pd, const lik_tens
                                  const lik_tensor *pair_d, const lik_tensor *q_mask,
                                  const lik_tensor *d_mask, const lik_options *opts) {
   lik_status st;
-  if ((st = check_embeddings(Q, D, 2, 2, 2, 2))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 2, 2, 2))) return st;
   {
     const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask};
     const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",
@@ -305,7 +265,7 @@ static lik_status packed_problem(lik_problem *p, packed_dims *pd, const lik_tens
   p->d.sn = 0;
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  fill_options(p, opts);
+  lik_fill_options(p, opts);
   return LIK_OK;
 }
 
