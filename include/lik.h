@@ -10,6 +10,9 @@
  *   negative similarities are honoured and NaN/Inf in masked tokens never
  *   influence a result.
  * - A query token with no valid document token contributes 0.
+ * - A NaN similarity never wins a max (comparisons with NaN are false): a
+ *   valid token holding NaN is skipped as if masked.  Unlike torch.max, NaN
+ *   does not propagate into the scores.
  * - normalize != 0 applies per-token L2 normalisation x / max(||x||, 1e-12)
  *   to both sides, the norm computed in fp32 (fp64 for fp64 inputs), fused
  *   into the kernel.  As with torch.nn.functional.normalize, a token whose
@@ -22,7 +25,10 @@
  * - Tensors are views (lik_tensor): shapes and strides in ELEMENTS (DLPack
  *   meaning), row-major logical order, any strides (transposed, sliced,
  *   broadcast with stride 0).  All offsets are 64-bit.
- * - Outputs are caller-allocated views; the library writes only them.
+ * - The embedding dimension d is 1 .. INT32_MAX; sequence lengths up to
+ *   INT32_MAX (argmax is int32).
+ * - Outputs are caller-allocated views; the library writes only them.  An
+ *   output may not have stride 0 over a dimension of size > 1 (LIK_ERR_SHAPE).
  * - Every call returns lik_status.  On failure, lik_last_error() returns a
  *   message that names the argument and the sizes; nothing is written to
  *   stderr, nothing aborts, nothing leaks.  The message is thread-local.

@@ -41,7 +41,9 @@ static lik_status fill_common(lik_problem *p, const lik_tensor *Q, const lik_ten
 static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *argmax,
                                int ndim, const int64_t *grid, int has_i, int has_j) {
   lik_status st;
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid))) return st;
+  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
+      (st = lik_check_no_overlap(scores, "scores")))
+    return st;
   p->scores = (float *)scores->data;
   p->score_si = has_i ? scores->strides[0] : 0;
   p->score_sj = has_j ? scores->strides[ndim - 1] : 0;
@@ -49,7 +51,9 @@ static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *a
   int64_t shape[LIK_MAX_DIMS];
   for (int i = 0; i < ndim; i++) shape[i] = grid[i];
   shape[ndim] = p->q.len;
-  if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, shape))) return st;
+  if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, shape)) ||
+      (st = lik_check_no_overlap(argmax, "argmax")))
+    return st;
   p->argmax = (int32_t *)argmax->data;
   p->argmax_si = has_i ? argmax->strides[0] : 0;
   p->argmax_sj = has_j ? argmax->strides[ndim - 1] : 0;
@@ -111,7 +115,9 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
   if (q3) grid[ndim++] = Q->shape[0];
   grid[ndim++] = k;
   if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
-      (st = lik_check_output(indices, "indices", LIK_I64, ndim, grid)))
+      (st = lik_check_output(indices, "indices", LIK_I64, ndim, grid)) ||
+      (st = lik_check_no_overlap(scores, "scores")) ||
+      (st = lik_check_no_overlap(indices, "indices")))
     return st;
   if (p.q.count == 0 || k == 0) return LIK_OK;
   const int64_t ssi = q3 ? scores->strides[0] : 0, ssr = scores->strides[ndim - 1];

@@ -1,6 +1,7 @@
 /* validate.c — argument checks shared by the public entry points. */
 #include "validate.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -27,9 +28,11 @@ const char *lik_shape_str(const lik_tensor *t, char *buf) {
   return buf;
 }
 
+/* Number of elements, or -1 if it overflows int64. */
 static int64_t numel(const lik_tensor *t) {
   int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  for (int i = 0; i < t->ndim; i++)
+    if (__builtin_mul_overflow(n, t->shape[i], &n)) return -1;
   return n;
 }
 
@@ -51,8 +54,24 @@ lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
     return lik_fail(LIK_ERR_DTYPE, "%s: unknown dtype code %d", name, (int)t->dtype);
   if (t->device != 0 && t->device != LIK_CPU && t->device != LIK_CUDA)
     return lik_fail(LIK_ERR_DEVICE, "%s: unknown device type %d", name, (int)t->device);
-  if (!t->data && numel(t) > 0)
+  const int64_t n = numel(t);
+  if (n < 0) {
+    char buf[96];
+    return lik_fail(LIK_ERR_SHAPE, "%s: shape %s has more elements than int64 can count",
+                    name, lik_shape_str(t, buf));
+  }
+  if (!t->data && n > 0)
     return lik_fail(LIK_ERR_NULL, "%s: data is NULL but the shape has elements", name);
+  return LIK_OK;
+}
+
+lik_status lik_check_no_overlap(const lik_tensor *t, const char *name) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] > 1 && t->strides[i] == 0)
+      return lik_fail(LIK_ERR_SHAPE,
+                      "%s: stride 0 over dimension %d of size %lld would write several "
+                      "outputs to one element",
+                      name, i, (long long)t->shape[i]);
   return LIK_OK;
 }
 
@@ -148,6 +167,9 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
   if (dq != dd)
     return lik_fail(LIK_ERR_SHAPE, "D: last dimension d=%lld does not match Q's d=%lld",
                     (long long)dd, (long long)dq);
+  if (dq < 1 || dq > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "Q: embedding dimension d=%lld is outside [1, %d]",
+                    (long long)dq, INT32_MAX);
   return LIK_OK;
 }
 

@@ -28,6 +28,10 @@ lik_status lik_check_float(const lik_tensor *t, const char *name);
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape);
 
+/* An output view writes each element once: no stride 0 over a dimension of
+ * size > 1. */
+lik_status lik_check_no_overlap(const lik_tensor *t, const char *name);
+
 /* An output of the given dtype and exact shape. */
 lik_status lik_check_output(const lik_tensor *t, const char *name,
                             lik_dtype dtype, int ndim, const int64_t *shape);
@@ -37,7 +41,7 @@ lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *nam
                              int n, lik_device_type *device, int32_t *device_id);
 
 /* Q and D: present, ndim in [q_min, q_max] / [d_min, d_max], floating, the
- * same dtype and the same d. */
+ * same dtype and the same d, 1 <= d <= INT32_MAX. */
 lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
                                 int q_max, int d_min, int d_max);
 

@@ -1,7 +1,8 @@
 /*
  * train.c — public entry points of the training and packed-layout calls
  * (lik.h, section "training and packed layouts"): validate once, describe the
- * call as a lik_problem (+ lik_bw for backward), run it on the CPU.
+ * call as a lik_problem (+ lik_bw for backward), run it on the CPU (the
+ * packed forwards on CUDA too, through lik_cuda_maxsim).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,16 @@
 
 /* ---- shared checks --------------------------------------------------------- */
 
-/* Devices of every tensor of a call; training calls run on the CPU only. */
+/* Devices of every tensor of a call; the backward calls run on the CPU only
+ * (the packed forwards also run on CUDA: packed_forward). */
 static lik_status check_cpu(lik_problem *p, const lik_tensor *const *ts,
                             const char *const *names, int n) {
   lik_status st = lik_check_devices(ts, names, n, &p->device, &p->device_id);
   if (st) return st;
   if (p->device == LIK_CUDA)
     return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but the training and packed calls of lik have a CPU "
-                    "backend only");
+                    "tensors are on CUDA but the backward calls of lik have a CPU backend "
+                    "only (the forwards run on CUDA)");
   return LIK_OK;
 }
 
@@ -34,19 +36,10 @@ static lik_status check_strategy(const lik_options *opts) {
   return LIK_OK;
 }
 
-/* A gradient output: like its input (dtype, shape), no zero stride over a
- * dimension of size > 1 (the rows would overlap). */
-static lik_status check_grad(const lik_tensor *g, const char *name, const lik_tensor *like,
-                             const char *like_name) {
+/* A gradient output: like its input (dtype, shape), each element written once. */
+static lik_status check_grad(const lik_tensor *g, const char *name, const lik_tensor *like) {
   lik_status st = lik_check_output(g, name, like->dtype, like->ndim, like->shape);
-  if (st) return st;
-  for (int i = 0; i < g->ndim; i++)
-    if (g->shape[i] > 1 && g->strides[i] == 0)
-      return lik_fail(LIK_ERR_SHAPE,
-                      "%s: stride 0 over dimension %d of size %lld would write rows of %s "
-                      "onto each other",
-                      name, i, (long long)g->shape[i], like_name);
-  return LIK_OK;
+  return st ? st : lik_check_no_overlap(g, name);
 }
 
 /* grad_scores: F32 or F64 with the scores' shape. */
@@ -98,8 +91,8 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   ashape[ndim] = Q->shape[Q->ndim - 2];
   if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, ashape))) return st;
   if ((st = check_grad_scores(grad_scores, ndim, grid))) return st;
-  if (grad_Q && (st = check_grad(grad_Q, "grad_Q", Q, "Q"))) return st;
-  if (grad_D && (st = check_grad(grad_D, "grad_D", D, "D"))) return st;
+  if (grad_Q && (st = check_grad(grad_Q, "grad_Q", Q))) return st;
+  if (grad_D && (st = check_grad(grad_D, "grad_D", D))) return st;
   const lik_tensor *ts[] = {Q, D, q_mask, d_mask, argmax, grad_scores, grad_Q, grad_D};
   const char *names[] = {"Q", "D", "q_mask", "d_mask", "argmax", "grad_scores", "grad_Q",
                          "grad_D"};
@@ -159,10 +152,12 @@ lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
 
 /* ---- packed layouts ----------------------------------------------------------- */
 
-/* cu_seqlens: 1-D I32/I64 [N+1], starts at 0, non-decreasing, last == rows. */
+/* cu_seqlens: 1-D I32/I64 [N+1], starts at 0, non-decreasing, last == rows.
+ * The values are checked (and *maxlen found) on the host only: on CUDA they
+ * stay on the device (no copy, no sync) and *maxlen is -1. */
 static lik_status check_cu(const lik_tensor *cu, const char *name, int64_t rows,
-                           const char *rows_name, lik_index *out, int64_t *count,
-                           int64_t *maxlen) {
+                           const char *rows_name, int on_host, lik_index *out,
+                           int64_t *count, int64_t *maxlen) {
   lik_status st;
   if (!cu) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
   if ((st = lik_check_tensor(cu, name, 1, 1))) return st;
@@ -175,6 +170,9 @@ static lik_status check_cu(const lik_tensor *cu, const char *name, int64_t rows,
   out->dtype = cu->dtype;
   out->stride = cu->strides[0];
   const int64_t n = cu->shape[0];
+  *count = n - 1;
+  *maxlen = -1;
+  if (!on_host) return LIK_OK;
   int64_t prev = lik_index_at(out, 0), m = 0;
   if (prev != 0)
     return lik_fail(LIK_ERR_VALUE, "%s: %s[0]=%lld, must start at 0", name, name,
@@ -191,14 +189,14 @@ static lik_status check_cu(const lik_tensor *cu, const char *name, int64_t rows,
   if (prev != rows)
     return lik_fail(LIK_ERR_VALUE, "%s: last entry %s[%lld]=%lld does not equal %s=%lld", name,
                     name, (long long)(n - 1), (long long)prev, rows_name, (long long)rows);
-  *count = n - 1;
   *maxlen = m;
   return LIK_OK;
 }
 
-/* Pair indices: 1-D I32/I64 [P], every value in [0, limit). */
+/* Pair indices: 1-D I32/I64 [P], every value in [0, limit) (checked on the
+ * host only, like cu_seqlens). */
 static lik_status check_pairs(const lik_tensor *t, const char *name, int64_t limit,
-                              const char *limit_name, lik_index *out) {
+                              const char *limit_name, int on_host, lik_index *out) {
   lik_status st;
   if (!t) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
   if ((st = lik_check_tensor(t, name, 1, 1))) return st;
@@ -208,7 +206,7 @@ static lik_status check_pairs(const lik_tensor *t, const char *name, int64_t lim
   out->data = t->data;
   out->dtype = t->dtype;
   out->stride = t->strides[0];
-  for (int64_t p = 0; p < t->shape[0]; p++) {
+  for (int64_t p = 0; on_host && p < t->shape[0]; p++) {
     const int64_t v = lik_index_at(out, p);
     if (v < 0 || v >= limit)
       return lik_fail(LIK_ERR_VALUE, "%s: %s[%lld]=%lld is out of range [0, %s=%lld)", name,
@@ -233,19 +231,22 @@ static lik_status packed_problem(lik_problem *p, packed_dims *pd, const lik_tens
     const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask};
     const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",
                            "pair_q", "pair_d", "q_mask",       "d_mask"};
-    if ((st = check_cpu(p, ts, names, 8))) return st;
+    if ((st = lik_check_devices(ts, names, 8, &p->device, &p->device_id))) return st;
   }
+  const int host = p->device != LIK_CUDA;
   lik_index iq = {0}, id = {0};
-  if ((st = check_cu(cu_q, "cu_seqlens_q", Q->shape[0], "Q rows", &iq, &pd->nq, &pd->lq_max)) ||
-      (st = check_cu(cu_d, "cu_seqlens_d", D->shape[0], "D rows", &id, &pd->nd, &pd->ld_max)))
+  if ((st = check_cu(cu_q, "cu_seqlens_q", Q->shape[0], "Q rows", host, &iq, &pd->nq,
+                     &pd->lq_max)) ||
+      (st = check_cu(cu_d, "cu_seqlens_d", D->shape[0], "D rows", host, &id, &pd->nd,
+                     &pd->ld_max)))
     return st;
   if (q_mask && (st = lik_check_mask(q_mask, "q_mask", 1, Q->shape))) return st;
   if (d_mask && (st = lik_check_mask(d_mask, "d_mask", 1, D->shape))) return st;
   p->pairing = LIK_PAIRING_CROSS;
   p->ncand = pd->nd;
   if (pair_q || pair_d) {
-    if ((st = check_pairs(pair_q, "pair_q", pd->nq, "Nq", &p->pair_q)) ||
-        (st = check_pairs(pair_d, "pair_d", pd->nd, "Nd", &p->pair_d)))
+    if ((st = check_pairs(pair_q, "pair_q", pd->nq, "Nq", host, &p->pair_q)) ||
+        (st = check_pairs(pair_d, "pair_d", pd->nd, "Nd", host, &p->pair_d)))
       return st;
     if (pair_q->shape[0] != pair_d->shape[0])
       return lik_fail(LIK_ERR_SHAPE, "pair_d: has %lld pairs but pair_q has %lld",
@@ -311,7 +312,7 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, scores, argmax};
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d", "pair_q",
                          "pair_d", "q_mask", "d_mask",       "scores",       "argmax"};
-  if ((st = check_cpu(&p, ts, names, 10))) return st;
+  if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id))) return st;
   p.scores = (float *)scores->data;
   p.score_si = list ? 0 : scores->strides[0];
   p.score_sj = scores->strides[ndim - 1];
@@ -323,6 +324,19 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   }
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
+  if (p.device == LIK_CUDA) {
+#ifdef LIK_WITH_CUDA
+    /* lengths stay on the device: Lq is bounded by the argmax extent, else by
+     * Q's rows; the kernel skips query blocks past each query's end and
+     * writes argmax -1 up to the extent */
+    p.q.len = argmax ? argmax->shape[ndim] : Q->shape[0];
+    p.d.len = D->shape[0];
+    return lik_cuda_maxsim(&p);
+#else
+    return lik_fail(LIK_ERR_UNSUPPORTED,
+                    "tensors are on CUDA but this build of lik has no CUDA backend");
+#endif
+  }
   if ((st = lik_cpu_maxsim(&p))) return st;
   if (argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
@@ -364,8 +378,8 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
   if (!argmax) return lik_fail(LIK_ERR_NULL, "argmax: is NULL (pass the forward's argmax)");
   if ((st = check_packed_argmax(argmax, ndim, grid, pd.lq_max))) return st;
   if ((st = check_grad_scores(grad_scores, ndim, grid))) return st;
-  if (grad_Q && (st = check_grad(grad_Q, "grad_Q", Q, "Q"))) return st;
-  if (grad_D && (st = check_grad(grad_D, "grad_D", D, "D"))) return st;
+  if (grad_Q && (st = check_grad(grad_Q, "grad_Q", Q))) return st;
+  if (grad_D && (st = check_grad(grad_D, "grad_D", D))) return st;
   const lik_tensor *ts[] = {Q,      D,      cu_q,   cu_d,        pair_q, pair_d,
                             q_mask, d_mask, argmax, grad_scores, grad_Q, grad_D};
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",

@@ -169,6 +169,27 @@ static void group_maxsim_errors(void) {
   Q = T(qbuf, LIK_F32, 3, 2, 3, 128, 0);
   D = T(dbuf, LIK_F32, 3, 5, 6, 96, 0);
   FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "D", "d=96", "d=128");
+  /* d = 0 and d beyond INT32_MAX (a stride-0 view) are rejected, not divided by */
+  reset();
+  Q = T(qbuf, LIK_F32, 3, 2, 3, 0, 0);
+  D = T(dbuf, LIK_F32, 3, 5, 6, 0, 0);
+  FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "d=0");
+  reset();
+  Q.shape[2] = D.shape[2] = (int64_t)1 << 40;
+  Q.strides[2] = D.strides[2] = 0;
+  FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "d=1099511627776");
+  /* an element count that overflows int64 is an error, not an empty tensor */
+  reset();
+  Q.data = NULL;
+  Q.shape[0] = (int64_t)1 << 62;
+  FAIL1(lik_maxsim(&Q, &D, NULL, NULL, NULL, &S, NULL), LIK_ERR_SHAPE, "Q", "int64");
+  /* outputs with stride 0 would have several writers per element */
+  reset();
+  S.strides[1] = 0;
+  FAIL1(MAXSIM(), LIK_ERR_SHAPE, "scores", "stride 0");
+  reset();
+  A.strides[2] = 0;
+  FAIL1(MAXSIM(), LIK_ERR_SHAPE, "argmax", "stride 0");
   reset();
   Q = T(qbuf, LIK_F32, 2, 3, 17, 0, 0);
   D = T(dbuf, LIK_F32, 4, 2, 2, 6, 33);
