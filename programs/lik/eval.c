@@ -7,8 +7,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "emb_io.h" /* ERR_LEN */
+
+/* Opens a text file that must be a regular file (a directory opens but
+ * cannot be read); NULL with a message in err otherwise. */
+static FILE *open_regular(const char *path, const char *what, char *err) {
+  FILE *f = fopen(path, "r");
+  struct stat st;
+  if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) return f;
+  if (f) {
+    fclose(f);
+    snprintf(err, ERR_LEN, "%s: cannot open %s: not a regular file", path, what);
+  } else {
+    snprintf(err, ERR_LEN, "%s: cannot open %s: %s", path, what, strerror(errno));
+  }
+  return NULL;
+}
 
 static int cmp_qrel(const void *a, const void *b) {
   const qrel *x = a, *y = b;
@@ -20,11 +36,8 @@ static int cmp_qrel(const void *a, const void *b) {
 int qrels_load(qrels *r, const char *path, char *err) {
   r->v = NULL;
   r->n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(err, ERR_LEN, "%s: cannot open qrels: %s", path, strerror(errno));
-    return 1;
-  }
+  FILE *f = open_regular(path, "qrels", err);
+  if (!f) return 1;
   size_t cap = 0;
   char line[1024];
   long lineno = 0;
@@ -132,11 +145,8 @@ int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int 
 int pairs_load(qrels *r, const char *path, char *err) {
   r->v = NULL;
   r->n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(err, ERR_LEN, "%s: cannot open candidates: %s", path, strerror(errno));
-    return 1;
-  }
+  FILE *f = open_regular(path, "candidates", err);
+  if (!f) return 1;
   size_t cap = 0;
   char line[1024];
   long lineno = 0;

@@ -311,6 +311,7 @@ def retrieve(
     shape = (Q.shape[0], k) if Q.ndim == 3 else (k,)
     scores = _empty(shape, "float32", tm, Q)
     indices = _empty(shape, "int64", tm, Q)
+    top_k = min(top_k, 2**63 - 1)  # beyond int64 every document is returned anyway
     _lib.call_retrieve(Q, D, q_mask, d_mask, top_k, scores, indices, normalize=bool(normalize))
     return scores, indices
 

@@ -32,6 +32,7 @@ The C calls go through the package's private ctypes layer (:mod:`lik._lib`).
 from __future__ import annotations
 
 import ctypes
+import operator
 from typing import Optional
 
 import torch
@@ -411,6 +412,19 @@ def _max_len(cu: torch.Tensor) -> int:
     return max(int((cu[1:] - cu[:-1]).max()), 0)
 
 
+def _max_seqlen(value, cu: torch.Tensor) -> int:
+    """max_seqlen_q as given (a non-negative int), or read from cu_seqlens."""
+    if value is None:
+        return _max_len(cu)
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"max_seqlen_q: expected None or an int, got {type(value).__name__}") from None
+    if value < 0:
+        raise ValueError(f"max_seqlen_q: must be >= 0, got {value}")
+    return value
+
+
 def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
     for name, x, opt in (
         ("Q_packed", Q, False),
@@ -465,8 +479,7 @@ def maxsim_varlen(
     """
     backward = _check_backward(backward)
     _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
-    if max_seqlen_q is None:
-        max_seqlen_q = _max_len(cu_seqlens_q)
+    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
     scores, _ = torch.ops.lik.packed_fwd(
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, q_mask, d_mask,
         int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),
@@ -502,8 +515,7 @@ def score_pairs_packed(
     for name, x in (("pair_q_idx", pair_q_idx), ("pair_d_idx", pair_d_idx)):
         _check_torch(name, x)
         _lib.check_array(x, name)
-    if max_seqlen_q is None:
-        max_seqlen_q = _max_len(cu_seqlens_q)
+    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
     scores, _ = torch.ops.lik.packed_fwd(
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx, q_mask, d_mask,
         int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),

@@ -354,6 +354,11 @@ def test_error_missing_file(tmp_path):
     _fails(q, tmp_path / "nope.safetensors", expect="nope.safetensors: cannot open")
 
 
+def test_error_qrels_not_a_file(tmp_path):
+    q, d = _small_pair(tmp_path)
+    _fails(q, d, "--qrels", tmp_path, expect="cannot open qrels: not a regular file")
+
+
 def test_error_dim_mismatch(tmp_path):
     q, d = _small_pair(tmp_path, dq=8, dd=12)
     _fails(q, d, expect="dimension mismatch")

@@ -64,6 +64,20 @@ def test_mask_shape_kd_pairs_retrieve():
         lik.retrieve(z(2, 3, 8), z(4, 5, 8), 2, z(3, 2, dtype=bool))
 
 
+def test_d_zero_is_an_error():
+    with pytest.raises(ValueError, match="d=0"):
+        lik.maxsim(z(1, 1, 0), z(1, 1, 0))
+    with pytest.raises(ValueError, match="d=0"):
+        lik.retrieve(z(1, 1, 0), z(3, 1, 0), 2)
+
+
+def test_top_k_beyond_int64_returns_every_document():
+    Q, D = np.ones((2, 3, 4), np.float32), np.ones((3, 5, 4), np.float32)
+    for top_k in (2**63, 2**64 + 2):
+        scores, idx = lik.retrieve(Q, D, top_k)
+        assert idx.shape == (2, 3) and sorted(idx[0]) == [0, 1, 2]
+
+
 def test_dtype_mismatch():
     with pytest.raises(TypeError, match="D"):
         lik.maxsim(z(2, 3, 8), z(4, 5, 8, dtype=np.float16))

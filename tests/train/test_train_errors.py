@@ -17,6 +17,12 @@ CUQ = torch.tensor([0, 2, 5], dtype=torch.int32)
 CUD = torch.tensor([0, 3, 7], dtype=torch.int32)
 
 
+@pytest.mark.parametrize("bad, exc", [(-1, ValueError), ("5", TypeError), (2.5, TypeError)])
+def test_bad_max_seqlen_q(bad, exc):
+    with pytest.raises(exc, match="max_seqlen_q"):
+        lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_q=bad)
+
+
 @pytest.mark.parametrize(
     "cu, msg",
     [
