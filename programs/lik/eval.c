@@ -11,15 +11,15 @@
 
 #include "emb_io.h" /* ERR_LEN */
 
-/* Opens a text file that must be a regular file (a directory opens but
- * cannot be read); NULL with a message in err otherwise. */
-static FILE *open_regular(const char *path, const char *what, char *err) {
+/* Opens a text file for reading; a directory (which fopen accepts but which
+ * cannot be read) is an error.  NULL with a message in err on failure. */
+static FILE *open_text(const char *path, const char *what, char *err) {
   FILE *f = fopen(path, "r");
   struct stat st;
-  if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) return f;
+  if (f && fstat(fileno(f), &st) == 0 && !S_ISDIR(st.st_mode)) return f;
   if (f) {
     fclose(f);
-    snprintf(err, ERR_LEN, "%s: cannot open %s: not a regular file", path, what);
+    snprintf(err, ERR_LEN, "%s: cannot open %s: is a directory", path, what);
   } else {
     snprintf(err, ERR_LEN, "%s: cannot open %s: %s", path, what, strerror(errno));
   }
@@ -36,7 +36,7 @@ static int cmp_qrel(const void *a, const void *b) {
 int qrels_load(qrels *r, const char *path, char *err) {
   r->v = NULL;
   r->n = 0;
-  FILE *f = open_regular(path, "qrels", err);
+  FILE *f = open_text(path, "qrels", err);
   if (!f) return 1;
   size_t cap = 0;
   char line[1024];
@@ -145,7 +145,7 @@ int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int 
 int pairs_load(qrels *r, const char *path, char *err) {
   r->v = NULL;
   r->n = 0;
-  FILE *f = open_regular(path, "candidates", err);
+  FILE *f = open_text(path, "candidates", err);
   if (!f) return 1;
   size_t cap = 0;
   char line[1024];

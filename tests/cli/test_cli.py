@@ -354,9 +354,9 @@ def test_error_missing_file(tmp_path):
     _fails(q, tmp_path / "nope.safetensors", expect="nope.safetensors: cannot open")
 
 
-def test_error_qrels_not_a_file(tmp_path):
+def test_error_qrels_is_a_directory(tmp_path):
     q, d = _small_pair(tmp_path)
-    _fails(q, d, "--qrels", tmp_path, expect="cannot open qrels: not a regular file")
+    _fails(q, d, "--qrels", tmp_path, expect="cannot open qrels: is a directory")
 
 
 def test_error_dim_mismatch(tmp_path):
