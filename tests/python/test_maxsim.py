@@ -161,6 +161,19 @@ def test_nonfinite_in_masked_tokens(rng, bad, dtype):
     assert_scores(out, ref, sc, dtype=dtype if dtype != "float64" else "float32")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_nan_in_valid_document_token_is_skipped_like_a_masked_one(rng, dtype):
+    # lik.h: a NaN similarity never wins a max (documented; torch.max would propagate it)
+    Q = rand(rng, (3, 7, 17), dtype)
+    D = rand(rng, (4, 33, 17), dtype)
+    D[1, 5, 2] = np.nan
+    dm = np.ones((4, 33), bool)
+    dm[1, 5] = False
+    out = lik.maxsim(Q, D)
+    np.testing.assert_array_equal(out, lik.maxsim(Q, D, None, dm))
+    assert np.isfinite(out).all()
+
+
 def test_uint8_masks_equal_bool(rng):
     Q = rand(rng, (2, 7, 17))
     D = rand(rng, (3, 33, 17))
