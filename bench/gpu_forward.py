@@ -275,6 +275,9 @@ def main():
                 print(f"  {name} {m}: {row['err'][m]}", flush=True)
             torch.cuda.empty_cache()
         rows.append(row)
+        if args.out:  # written after every shape: a run cut short keeps what it measured
+            Path(args.out).write_text(json.dumps({"device": dev.name, "torch": torch.__version__,
+                                                  "command": " ".join(sys.argv), "rows": rows}, indent=1))
         u = row["us"]
         lk = u.get("lik")
         extra = " ".join(f"{m}={u[m]:.1f}" for m in u if m != "lik" and u[m])

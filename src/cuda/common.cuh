@@ -51,6 +51,9 @@ struct KParams {
   /* work decomposition (set by the launcher) */
   int64_t upr;    /* units (CTAs) per output row */
   int64_t dpc;    /* items (output columns) per unit */
+  int64_t nq;     /* queries (q.count) */
+  int qpc;        /* queries stacked in one CTA's rows (cross pairing), else 1 */
+  int qrows;      /* rows per query slot: BQ, or 32 / 64 when qpc > 1 */
   int nqb;        /* query blocks */
   int nkc;        /* k-chunks */
   int fast_q, fast_d; /* 16-byte vector loads are legal */
@@ -81,11 +84,11 @@ __device__ __forceinline__ int64_t mask_base(const KMask &m, const KSeq &s,
   return n * m.sn;
 }
 
-/* (row, column j) of the output -> query index and document index. */
+/* (row, column j) of the output -> (first) query index and document index. */
 __device__ __forceinline__ void item_of(const KParams &P, int64_t row,
                                         int64_t j, int64_t &qi, int64_t &dj) {
   if (P.pairing == 0) {
-    qi = row;
+    qi = row * P.qpc;
     dj = j;
   } else if (P.pairing == 1) {
     qi = row;

@@ -71,24 +71,37 @@ static int vec_ok(const lik_seqs &s) {
  *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
  *   half, d > 2048       CUDA-core kernel (query block would not fit smem)
  *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
- *   half, d <= 128       query block in registers; BQ = 32 / 64 / 128 rows
- *                        by Lq (long queries loop over 128-row blocks inside
- *                        the CTA), documents in 128 / 64 / 64-token tiles. */
-static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq) {
-  TileCfg c = {0, 1, 4, 64, 1, 4};
+ *   half, d <= 128       query block in registers:
+ *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
+ *     all): 8 warps x (32 x 64) stacking 8 queries of Lq <= 32 (4 of <= 64)
+ *     in 256 rows against 64-token document tiles, so each tile is read once
+ *     for all of them;
+ *     one query: Lq <= 32 -> 32 x 128 tiles, <= 64 -> 64 x 64, <= 128 ->
+ *     128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
+ *     (8 warps of 32 x 64) looped inside the CTA. */
+static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq) {
+  TileCfg c = {0, 1, 4, 64, 1, 1};
   if ((dt != LIK_BF16 && dt != LIK_F16) || d > 2048) {
     c.simt = 1;
     return c;
   }
   if (d > 128) {
-    c.wm = 1; c.wn = 4; c.kc = 64; c.qreg = 0; c.stages = 3;
+    c.qreg = 0;
     return c;
   }
   c.kc = d <= 64 ? 64 : 128;
-  c.stages = 3;
-  if (lq <= 32) { c.wm = 1; c.wn = 4; }
-  else if (lq <= 64) { c.wm = 2; c.wn = 2; }
-  else { c.wm = 4; c.wn = 2; }
+  const int64_t slot = lq <= 32 ? 32 : 64;
+  if (lq <= 64 && stack_nq * slot >= 128) {
+    c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
+  } else if (lq <= 32) {
+    c.wm = 1; c.wn = 4;
+  } else if (lq <= 64) {
+    c.wm = 2; c.wn = 2;
+  } else if (lq <= 128) {
+    c.wm = 4; c.wn = 2;
+  } else {
+    c.wm = 8; c.wn = 1;
+  }
   return c;
 }
 
@@ -153,6 +166,8 @@ static KParams make_params(const lik_problem *p) {
   P.pairing = (int)p->pairing;
   P.normalize = p->normalize ? 1 : 0;
   P.nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
+  P.nq = p->q.count;
+  P.qpc = 1;
   P.ncand = p->ncand;
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
@@ -169,12 +184,17 @@ static KParams make_params(const lik_problem *p) {
 /* Launches the forward for P (scores / argmax already set). */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
                               int dev) {
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len);
+  /* queries can share a CTA's rows: cross pairing, padded (equal-length) Q */
+  const int64_t stack_nq = P.pairing == 0 && !P.q.off.data ? P.nq : 1;
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq);
   int sms = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
   const int bq = c.simt ? 32 : 32 * c.wm;
-  int64_t nqb = (P.q.len + bq - 1) / bq;
+  P.qpc = c.qpc;
+  P.qrows = bq / c.qpc;
+  if (c.qpc > 1) P.nrows = (P.nq + c.qpc - 1) / c.qpc;
+  int64_t nqb = (P.q.len + P.qrows - 1) / P.qrows;
   if (nqb < 1) nqb = 1;
   if (nqb > INT_MAX)
     return lik_fail(LIK_ERR_UNSUPPORTED, "Q: Lq=%lld is too long for the CUDA backend",

@@ -15,7 +15,7 @@ struct TileCfg {
   int wm, wn; /* warps along queries / documents (tensor-core kernel) */
   int kc;     /* 64 or 128 features per k-chunk */
   int qreg;   /* query block held in registers (d <= kc) */
-  int stages; /* cp.async pipeline depth */
+  int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */
 };
 
 /* Fills P.upr / P.dpc for `slots` resident CTAs (launch.cu). */

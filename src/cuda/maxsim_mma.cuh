@@ -5,11 +5,14 @@
  * token tiles through a STAGES-deep cp.async pipeline (the pipeline runs on
  * across document boundaries, so it never drains between documents).
  *
- *   CTA tile   BQ = 32*WM query tokens  x  BD = 32*WN document tokens
- *   warp tile  32 x 32: 2 m16 tiles x 4 n8 tiles of mma.sync.m16n8k16,
- *              fp32 accumulators, operands from swizzled shared memory
- *              through ldmatrix.x4 (XOR-swizzled 16-byte chunks: no bank
- *              conflicts).
+ *   CTA tile   BQ = 32*WM query rows  x  BD = 8*NI*WN document tokens
+ *   warp tile  32 x 8*NI: 2 m16 tiles x NI n8 tiles of mma.sync.m16n8k16,
+ *              fp32 accumulators, operands from padded shared memory
+ *              through ldmatrix.x4 (no bank conflicts).
+ *   rows       the BQ query rows are BQ / P.qrows slots of P.qrows rows:
+ *              one slot (qrows = BQ) is one query block of one query; several
+ *              slots (cross pairing) stack P.qpc queries, so one D tile in
+ *              shared memory serves all of them.
  *   K          QREG (d <= KC, KC = 64 or 128): the whole query block lives in
  *              registers as A fragments; one D tile = all of d.
  *              otherwise d is streamed in KC = 64 chunks and A comes from
@@ -137,6 +140,9 @@ __device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
                                             int64_t row, int64_t j0) {
   item_of(P, row, j0 + c.it, c.qi, c.doc);
   c.len = seq_len(P.d, c.doc);
+  /* a query block wholly past a packed query's end (P.q.len only bounds it):
+   * one empty tile, no loads, no MMAs; it adds 0 and writes argmax -1 */
+  if (c.qb > 0 && (int64_t)c.qb * P.qrows >= seq_len(P.q, c.qi)) c.len = 0;
   c.ntiles = c.len > 0 ? (c.len + BD - 1) / BD : 1;
   c.base = seq_base(P.d, c.doc);
 }
@@ -144,14 +150,14 @@ __device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
 template <int BD>
 __device__ __forceinline__ void cursor_next(const KParams &P, Cursor &c,
                                             int64_t row, int64_t j0,
-                                            int64_t nitems, int nkc) {
+                                            int64_t nitems, int nkc, int nqb) {
   if (++c.kc < nkc) return;
   c.kc = 0;
   if (++c.tile < c.ntiles) return;
   c.tile = 0;
   if (++c.it == nitems) {
     c.it = 0;
-    if (++c.qb == P.nqb) {
+    if (++c.qb == nqb) {
       c.done = true;
       return;
     }
@@ -159,11 +165,12 @@ __device__ __forceinline__ void cursor_next(const KParams &P, Cursor &c,
   cursor_item<BD>(P, c, row, j0);
 }
 
-template <typename T, int WM, int WN, int KC, bool QREG>
+template <typename T, int WM, int WN, int NI, int KC, bool QREG>
 struct MmaCfg {
   static constexpr int NT = WM * WN * 32;
   static constexpr int BQ = 32 * WM;
-  static constexpr int BD = 32 * WN;
+  static constexpr int WC = 8 * NI; /* document tokens per warp */
+  static constexpr int BD = WC * WN;
   static constexpr int KS = KC / 16;
   static constexpr int CPR = KC / 8;
   static constexpr int RB = KC * 2;
@@ -181,12 +188,13 @@ struct MmaCfg {
   }
 };
 
-template <typename T, int WM, int WN, int KC, bool QREG, bool ARGMAX, int STAGES>
+template <typename T, int WM, int WN, int NI, int KC, bool QREG, bool ARGMAX, int STAGES>
 __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     maxsim_mma_kernel(const KParams P) {
-  using C = MmaCfg<T, WM, WN, KC, QREG>;
+  using C = MmaCfg<T, WM, WN, NI, KC, QREG>;
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
-                RB = C::RB;
+                RB = C::RB, WC = C::WC;
+  constexpr uint32_t ALLV = (1u << (2 * NI)) - 1u; /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
   float *qinv = reinterpret_cast<float *>(smem + C::OFF_QINV);
   float *dinv = reinterpret_cast<float *>(smem + C::OFF_DINV);
@@ -208,6 +216,13 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   int64_t nitems = P.ncand - j0;
   if (nitems > P.dpc) nitems = P.dpc;
   if (nitems <= 0) return;
+  /* one query per CTA (cross / KD), scores only: just the blocks its length
+   * needs (with an argmax, later blocks still write -1 up to its extent) */
+  int nqb = P.nqb;
+  if (!ARGMAX && P.pairing != 2 && P.qpc == 1) {
+    const int64_t need = (seq_len(P.q, row) + P.qrows - 1) / P.qrows;
+    if (need < nqb) nqb = need < 1 ? 1 : (int)need;
+  }
 
   const T *Dp = reinterpret_cast<const T *>(P.d.data);
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
@@ -266,14 +281,14 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   for (int s = 0; s < STAGES - 1; ++s) {
     if (!pc.done) {
       issue(pc, s);
-      cursor_next<BD>(P, pc, row, j0, nitems, nkc);
+      cursor_next<BD>(P, pc, row, j0, nitems, nkc, nqb);
     }
     cp_async_commit();
   }
   int pst = STAGES - 1, cst = 0;
 
   uint32_t afr[QREG ? 2 : 1][QREG ? KS : 1][4];
-  float acc[2][4][4];
+  float acc[2][NI][4];
   float rm[2][2];
   int ra[2][2];
 #pragma unroll
@@ -285,25 +300,23 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     }
   int64_t loaded_qi = -1;
   int loaded_qb = -1;
-  int64_t qlen = 0;
   float dss = 0.f;
-  uint32_t vbits = 0xFFu;
+  uint32_t vbits = ALLV;
 
   while (!cc.done) {
     /* ---- (re)load the query block: CTA-uniform condition ---- */
     if (cc.tile == 0 && cc.kc == 0 && (cc.qi != loaded_qi || cc.qb != loaded_qb)) {
       __syncthreads();
-      qlen = seq_len(P.q, cc.qi);
-      const int64_t qbase = seq_base(P.q, cc.qi);
       const int nkq = QREG ? 1 : nkc;
       for (int u = tid; u < nkq * BQ * CPR; u += NT) {
         const int kc = u / (BQ * CPR);
         const int r = (u / CPR) % BQ, ch = u % CPR;
-        const int64_t s = (int64_t)cc.qb * BQ + r;
+        const int64_t qi = cc.qi + r / P.qrows;
+        const int64_t s = (int64_t)cc.qb * P.qrows + r % P.qrows;
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (s < qlen)
-          v = load8<T>(Qp + qbase + s * P.q.sl, P.q.sk, (int64_t)kc * KC + ch * 8,
-                       P.q.dim, P.fast_q);
+        if (qi < P.nq && s < seq_len(P.q, qi))
+          v = load8<T>(Qp + seq_base(P.q, qi) + s * P.q.sl, P.q.sk,
+                       (int64_t)kc * KC + ch * 8, P.q.dim, P.fast_q);
         *reinterpret_cast<uint4 *>(qs + kc * BQ * C::RBP + swz<RB>(r, ch)) = v;
       }
       __syncthreads();
@@ -336,7 +349,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     __syncthreads();
     if (!pc.done) {
       issue(pc, pst);
-      cursor_next<BD>(P, pc, row, j0, nitems, nkc);
+      cursor_next<BD>(P, pc, row, j0, nitems, nkc, nqb);
     }
     cp_async_commit();
     pst = (pst + 1 == STAGES) ? 0 : pst + 1;
@@ -348,7 +361,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni)
+        for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
       dss = 0.f;
@@ -358,16 +371,16 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         vbits = 0;
         const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, cc.doc) : 0;
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni)
+        for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int cl = wn * 32 + ni * 8 + 2 * (lane & 3) + e;
+            const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
             bool ok = cl < rows;
             if (ok && P.dm.data) ok = P.dm.data[mb + (t0 + cl) * P.dm.sl] != 0;
             vbits |= (uint32_t)ok << (ni * 2 + e);
           }
       } else {
-        vbits = 0xFFu;
+        vbits = ALLV;
       }
     }
 
@@ -380,7 +393,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
 
     /* ---- tensor-core tile ---- */
     const int64_t kbase = (int64_t)cc.kc * KC;
-    const bool warp_live = (int64_t)(wn * 32) < cc.len - t0; /* warp-uniform */
+    const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
     auto kstep = [&](const int ks) {
         uint32_t a[2][4];
       if (QREG) {
@@ -398,10 +411,10 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
                   a[mi][2], a[mi][3]);
         }
       }
-      uint32_t b[4][2];
+      uint32_t b[NI][2];
 #pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        const int r = wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+      for (int np = 0; np < NI / 2; ++np) {
+        const int r = wn * WC + np * 16 + (lane & 7) + ((lane >> 4) << 3);
         const int ch = ks * 2 + ((lane >> 3) & 1);
         ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
                 b[2 * np + 1][1]);
@@ -409,7 +422,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
     };
     if (warp_live) {
       if (kbase + KC <= dim) {
@@ -428,24 +441,28 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
         __syncthreads();
       }
-      if (!ARGMAX && !P.normalize && vbits == 0xFFu) {
-        /* all 8 columns valid, no scaling: a max tree per row */
+      if (!ARGMAX && !P.normalize && vbits == ALLV) {
+        /* all 2*NI columns valid, no scaling: a max tree per row */
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const float m0 = fmaxf(acc[mi][0][h * 2], acc[mi][0][h * 2 + 1]);
-            const float m1 = fmaxf(acc[mi][1][h * 2], acc[mi][1][h * 2 + 1]);
-            const float m2 = fmaxf(acc[mi][2][h * 2], acc[mi][2][h * 2 + 1]);
-            const float m3 = fmaxf(acc[mi][3][h * 2], acc[mi][3][h * 2 + 1]);
-            rm[mi][h] = fmaxf(rm[mi][h], fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)));
+            float m[NI];
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+              m[ni] = fmaxf(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+#pragma unroll
+            for (int w = NI / 2; w > 0; w >>= 1)
+#pragma unroll
+              for (int ni = 0; ni < w; ++ni) m[ni] = fmaxf(m[ni], m[ni + w]);
+            rm[mi][h] = fmaxf(rm[mi][h], m[0]);
           }
       } else
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int cl = wn * 32 + ni * 8 + 2 * (lane & 3) + e;
+          const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
           const float sc = P.normalize ? dinv[cl] : 1.f;
           const bool ok = (vbits >> (ni * 2 + e)) & 1u;
           const int tg = (int)(t0 + cl);
@@ -511,33 +528,37 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
               v = fmaxf(v, ov);
             }
           }
-          const int64_t s = (int64_t)cc.qb * BQ + tid;
-          bool qv = s < qlen;
+          const int g = tid / P.qrows;
+          const int64_t qi = cc.qi + g;
+          const int64_t s = (int64_t)cc.qb * P.qrows + tid % P.qrows;
+          const bool qok = qi < P.nq;
+          bool qv = qok && s < seq_len(P.q, qi);
           if (qv && P.qm.data)
-            qv = P.qm.data[mask_base(P.qm, P.q, cc.qi) + s * P.qm.sl] != 0;
+            qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
           const bool live = qv && v > -INFINITY;
           float contrib = live ? (P.normalize ? v * qinv[tid] : v) : 0.f;
           const int64_t j = j0 + cc.it;
-          if (ARGMAX && s < qlen)
-            P.argmax[row * P.asi + j * P.asj + s * P.ass] = live ? ix : -1;
+          /* rows past a packed query's length up to the argmax extent get -1 */
+          if (ARGMAX && qok && s < P.q.len)
+            P.argmax[(row * P.qpc + g) * P.asi + j * P.asj + s * P.ass] = live ? ix : -1;
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1)
             contrib += __shfl_down_sync(0xffffffffu, contrib, o);
           if (lane == 0) wsum[warp] = contrib;
         }
         __syncthreads();
-        if (tid == 0) {
-          float tot = wsum[0];
-#pragma unroll
-          for (int w = 1; w < WM; ++w) tot += wsum[w];
-          float *out = P.scores + row * P.ssi + (j0 + cc.it) * P.ssj;
+        const int wps = P.qrows / 32; /* warps per slot */
+        if (tid < BQ / P.qrows && cc.qi + tid < P.nq) {
+          float tot = wsum[tid * wps];
+          for (int w = 1; w < wps; ++w) tot += wsum[tid * wps + w];
+          float *out = P.scores + (row * P.qpc + tid) * P.ssi + (j0 + cc.it) * P.ssj;
           *out = cc.qb == 0 ? tot : *out + tot;
         }
       }
     }
 
     cst = (cst + 1 == STAGES) ? 0 : cst + 1;
-    cursor_next<BD>(P, cc, row, j0, nitems, nkc);
+    cursor_next<BD>(P, cc, row, j0, nitems, nkc, nqb);
   }
   cp_async_wait<0>();
 }

@@ -41,7 +41,9 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
       int64_t qi, dj;
       item_of(P, row, j0 + it, qi, dj);
       const int64_t qlen = seq_len(P.q, qi), qbase = seq_base(P.q, qi);
-      const int64_t dlen = seq_len(P.d, dj), dbase = seq_base(P.d, dj);
+      /* a block wholly past a packed query's end sees an empty document */
+      const int64_t dlen = qb > 0 && (int64_t)qb * BQ >= qlen ? 0 : seq_len(P.d, dj);
+      const int64_t dbase = seq_base(P.d, dj);
       const int64_t s = (int64_t)qb * BQ + r;
       __syncthreads();
       if (tid < BQ) {
@@ -132,7 +134,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
           qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
         const bool live = qv && rmv > -INFINITY;
         redc[r] = live ? (P.normalize ? rmv * qinv[r] : rmv) : 0.f;
-        if (ARGMAX && s < qlen)
+        if (ARGMAX && s < P.q.len) /* -1 past a packed query's length */
           P.argmax[row * P.asi + (j0 + it) * P.asj + s * P.ass] = live ? rai : -1;
       }
       __syncthreads();

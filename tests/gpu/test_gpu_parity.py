@@ -102,7 +102,11 @@ CASES = [
     ("f32", 2, 3, 37, 65, 33),
     ("f64", 2, 3, 20, 40, 24),
     ("bf16", 1, 3, 1, 1, 16),
-    ("bf16", 2, 6, 300, 130, 128),  # long query: several 128-row blocks
+    ("bf16", 2, 6, 300, 130, 128),  # long query: two 256-row blocks
+    ("bf16", 9, 5, 32, 150, 128),  # 8 queries stacked per CTA, last group partial
+    ("f16", 13, 4, 20, 70, 64),  # stacked queries, d <= 64
+    ("bf16", 1, 4, 100, 260, 128),  # 128 x 128 tiles (4 x 2 warps of 32 x 64)
+    ("bf16", 1, 2, 24, 70, 2000),  # K-streamed, shallow pipeline (large query block)
 ]
 
 
@@ -263,3 +267,52 @@ def test_big_corpus_over_2_31(gen):
     sc, ix = api.retrieve(Q, D, 10, None, dm, normalize=False)
     top = torch.topk(scores[0].double(), 10)
     assert torch.equal(ix[0].cpu(), top.indices.cpu())
+
+
+def _packed_ref(Q, D, cq, cd, qm, dm):
+    """[Nq, Nd] float64 MaxSim of packed, normalised sequences."""
+    Qn = Q.double() / Q.double().norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    Dn = D.double() / D.double().norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    cq, cd = cq.tolist(), cd.tolist()
+    ref = torch.zeros(len(cq) - 1, len(cd) - 1, dtype=torch.float64, device="cuda")
+    for i in range(len(cq) - 1):
+        q, m = Qn[cq[i]:cq[i + 1]], qm[cq[i]:cq[i + 1]]
+        for j in range(len(cd) - 1):
+            S = q @ Dn[cd[j]:cd[j + 1]].T
+            S[:, ~dm[cd[j]:cd[j + 1]]] = -float("inf")
+            if S.shape[1] == 0 or S.shape[0] == 0:
+                continue
+            mx = S.max(1).values
+            ref[i, j] = torch.where(torch.isfinite(mx) & m, mx, torch.zeros_like(mx)).sum()
+    return ref
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40)])
+def test_packed_forwards(dt, d, grad, gen):
+    """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
+    query blocks past a query's end are skipped); the backward stays CPU-only."""
+    import itertools
+
+    import lik
+
+    lq, ld = [5, 32, 0, 300, 17], [10, 0, 70, 33, 300, 1]
+    Q = rand((sum(lq), d), DT[dt], gen)
+    D = rand((sum(ld), d), DT[dt], gen)
+    cq = torch.tensor([0, *itertools.accumulate(lq)], device="cuda", dtype=torch.int32)
+    cd = torch.tensor([0, *itertools.accumulate(ld)], device="cuda", dtype=torch.int64)
+    qm, dm = rmask((sum(lq),), gen), rmask((sum(ld),), gen, 0.7)
+    ref = _packed_ref(Q, D, cq, cd, qm, dm)
+    if grad:
+        Q.requires_grad_()  # the forward then also writes the argmax (extent 300)
+    s = lik.maxsim_varlen(Q, D, cq, cd, q_mask=qm, d_mask=dm, normalize=True)
+    torch.cuda.synchronize()
+    check_scores(s.detach().float(), ref, max(lq))
+    pq = torch.tensor([3, 0, 2, 3, 4, 1], device="cuda")
+    pd = torch.tensor([4, 5, 0, 1, 2, 4], device="cuda", dtype=torch.int32)
+    sp = lik.score_pairs_packed(Q, D, cq, cd, pq, pd, q_mask=qm, d_mask=dm, normalize=True)
+    torch.cuda.synchronize()
+    check_scores(sp.detach().float(), ref[pq, pd.long()], max(lq))
+    if grad:
+        with pytest.raises(Exception, match="CPU backend only"):
+            s.sum().backward()
