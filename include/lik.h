@@ -257,8 +257,12 @@ LIK_API const char *lik_cpu_isa(void);
  *   F32/F64, argmax not I32, a gradient's dtype differs from its input),
  *   LIK_ERR_SHAPE (argmax / grad_scores / gradient shapes, a gradient with a
  *   zero stride over a dimension of size > 1), LIK_ERR_VALUE (argmax entry
- *   out of range), LIK_ERR_ALLOC.  CUDA tensors: LIK_ERR_UNSUPPORTED (the
- *   training and packed calls have a CPU backend only).
+ *   out of range), LIK_ERR_ALLOC.
+ * - CUDA tensors: the packed forwards (lik_maxsim_varlen,
+ *   lik_score_pairs_packed) run on the GPU; there cu_seqlens and pair indices
+ *   are device data that the library does not read on the host (that would
+ *   synchronise), so the caller guarantees their values (the Python front
+ *   checks a host copy).  Every backward returns LIK_ERR_UNSUPPORTED on CUDA.
  */
 
 /* lik_maxsim_backward — gradients of lik_maxsim (cross or KD layout).

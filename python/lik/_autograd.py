@@ -439,6 +439,42 @@ def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
             _lib.check_array(x, name)
 
 
+def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
+    """Values of cu_seqlens and pair indices (lik.h's rules for packed calls).
+
+    The C library checks them itself for CPU tensors; for CUDA tensors it
+    cannot without a host sync, so the Python front checks a host copy here
+    (one sync; skipped under torch.compile, where the caller guarantees them).
+    Shapes and dtypes are left to the C library.
+    """
+    counts = {}
+    for name, cu, rows, what in (("cu_seqlens_q", cu_q, Q.shape[0], "Q rows"),
+                                 ("cu_seqlens_d", cu_d, D.shape[0], "D rows")):
+        c = cu.detach().cpu().long()
+        if c.dim() != 1 or c.numel() == 0:
+            return
+        if int(c[0]) != 0:
+            raise ValueError(f"{name}: must start at 0, got {int(c[0])}")
+        if c.numel() > 1 and bool((c[1:] < c[:-1]).any()):
+            raise ValueError(f"{name}: must be non-decreasing")
+        if int(c[-1]) != rows:
+            raise ValueError(f"{name}: last entry {int(c[-1])} does not equal {what}={rows}")
+        counts[name] = c.numel() - 1
+    for name, idx, n, what in (("pair_q_idx", pair_q, counts["cu_seqlens_q"], "Nq"),
+                               ("pair_d_idx", pair_d, counts["cu_seqlens_d"], "Nd")):
+        if idx is None or idx.dim() != 1:
+            continue
+        bad = ((idx < 0) | (idx >= n)).nonzero()
+        if bad.numel():
+            p = int(bad[0, 0])
+            raise ValueError(f"{name}: entry {p} = {int(idx[p])} is outside [0, {what}={n})")
+
+
+def _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
+    if Q.device.type == "cuda" and not torch.compiler.is_compiling():
+        _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d)
+
+
 def maxsim_varlen(
     Q_packed,
     D_packed,
@@ -479,6 +515,7 @@ def maxsim_varlen(
     """
     backward = _check_backward(backward)
     _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
+    _check_cuda_index_values(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d)
     max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
     scores, _ = torch.ops.lik.packed_fwd(
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, q_mask, d_mask,
@@ -515,6 +552,7 @@ def score_pairs_packed(
     for name, x in (("pair_q_idx", pair_q_idx), ("pair_d_idx", pair_d_idx)):
         _check_torch(name, x)
         _lib.check_array(x, name)
+    _check_cuda_index_values(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx)
     max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
     scores, _ = torch.ops.lik.packed_fwd(
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx, q_mask, d_mask,

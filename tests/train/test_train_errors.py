@@ -17,6 +17,25 @@ CUQ = torch.tensor([0, 2, 5], dtype=torch.int32)
 CUD = torch.tensor([0, 3, 7], dtype=torch.int32)
 
 
+@pytest.mark.parametrize(
+    "cu_q, pq, msg",
+    [
+        (torch.tensor([1, 2, 5]), None, "cu_seqlens_q: must start at 0"),
+        (torch.tensor([0, 4, 3, 5]), None, "cu_seqlens_q: must be non-decreasing"),
+        (torch.tensor([0, 2, 4]), None, "cu_seqlens_q: last entry 4 does not equal Q rows=5"),
+        (CUQ, torch.tensor([0, 2]), r"pair_q_idx: entry 1 = 2 is outside \[0, Nq=2\)"),
+        (CUQ, torch.tensor([-1]), "pair_q_idx: entry 0 = -1"),
+    ],
+)
+def test_index_values_checked_for_cuda_tensors(cu_q, pq, msg):
+    # the host-side check the Python front runs for CUDA tensors (the C
+    # library cannot read device indices without a sync); run here on CPU tensors
+    pd = torch.tensor([0]) if pq is not None else None
+    with pytest.raises(ValueError, match=msg):
+        _autograd._check_index_values(Q2, D2, cu_q, CUD, pq, pd)
+    _autograd._check_index_values(Q2, D2, CUQ, CUD, torch.tensor([0, 1]), torch.tensor([1, 0]))
+
+
 @pytest.mark.parametrize("bad, exc", [(-1, ValueError), ("5", TypeError), (2.5, TypeError)])
 def test_bad_max_seqlen_q(bad, exc):
     with pytest.raises(exc, match="max_seqlen_q"):
