@@ -28,8 +28,8 @@ lik_status lik_check_float(const lik_tensor *t, const char *name);
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape);
 
-/* An output view writes each element once: no stride 0 over a dimension of
- * size > 1. */
+/* An output view with elements writes each once: no stride 0 over a
+ * dimension of size > 1. */
 lik_status lik_check_no_overlap(const lik_tensor *t, const char *name);
 
 /* An output of the given dtype and exact shape. */
