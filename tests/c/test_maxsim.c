@@ -273,6 +273,15 @@ static const int64_t L_LIST[] = {0, 1, 5, 7, 13, 33, 65, 301};
 static const int64_t N_LIST[] = {0, 1, 3, 5};
 static const lik_dtype F_LIST[] = {LIK_F32, LIK_F16, LIK_BF16, LIK_F64};
 
+/* d from D_LIST; Lq, Ld, Nq, Nd uniform in [1, max]. */
+static void random_sizes(case_t *c, int max_lq, int max_ld, int max_nq, int max_nd) {
+  c->d = RNG_PICK(D_LIST);
+  c->Lq = rng_int(1, max_lq);
+  c->Ld = rng_int(1, max_ld);
+  c->Nq = rng_int(1, max_nq);
+  c->Nd = rng_int(1, max_nd);
+}
+
 static int64_t case_work(const case_t *c) {
   const int64_t nq = c->Nq ? c->Nq : 1, nd = c->Nd ? c->Nd : 1;
   return nq * nd * (c->Lq ? c->Lq : 1) * (c->Ld ? c->Ld : 1) * c->d;
@@ -388,11 +397,7 @@ static void group_dtypes(void) {
         c.dt = F_LIST[f];
         c.vals = vals;
         c.lay = (lay_t)rng_int(0, LAY_N - 1);
-        c.d = RNG_PICK(D_LIST);
-        c.Lq = rng_int(1, 40);
-        c.Ld = rng_int(1, 70);
-        c.Nq = rng_int(1, 5);
-        c.Nd = rng_int(1, 7);
+        random_sizes(&c, 40, 70, 5, 7);
         cap_work(&c, 800000);
         run_case(&c);
       }
@@ -409,11 +414,7 @@ static void group_fp16_range(void) {
       c.dt = dts[f];
       c.vals = VAL_BIG;
       c.lay = (lay_t)(r % LAY_N);
-      c.d = RNG_PICK(D_LIST);
-      c.Lq = rng_int(1, 20);
-      c.Ld = rng_int(1, 40);
-      c.Nq = rng_int(1, 4);
-      c.Nd = rng_int(1, 5);
+      random_sizes(&c, 20, 40, 4, 5);
       if (r & 1) random_masks(&c);
       cap_work(&c, 500000);
       run_case(&c);
@@ -431,11 +432,7 @@ static void group_half_values(void) {
       c.lay = (lay_t)lay;
       c.dt = F_LIST[r % 4];
       c.vals = r < 4 ? VAL_TINY : VAL_WIDE;
-      c.d = RNG_PICK(D_LIST);
-      c.Lq = rng_int(1, 20);
-      c.Ld = rng_int(1, 40);
-      c.Nq = rng_int(1, 4);
-      c.Nd = rng_int(1, 5);
+      random_sizes(&c, 20, 40, 4, 5);
       if (rng_chance(0.5)) random_strides(&c);
       c.normalize = r == 7;
       cap_work(&c, 300000);
@@ -485,11 +482,7 @@ static void group_masks(void) {
       c.q_allmasked = r >= 4 ? 0.3 : 0;
       c.d_allmasked = r >= 4 ? 0.35 : 0;
       c.garbage = r;
-      c.d = RNG_PICK(D_LIST);
-      c.Lq = rng_int(1, 34);
-      c.Ld = rng_int(1, 66);
-      c.Nq = rng_int(1, 5);
-      c.Nd = rng_int(1, 7);
+      random_sizes(&c, 34, 66, 5, 7);
       c.normalize = r == 7;
       cap_work(&c, 500000);
       run_case(&c);
@@ -514,11 +507,7 @@ static void group_strides(void) {
       case_t c = case_default();
       c.lay = (lay_t)lay;
       c.dt = F_LIST[r % 4];
-      c.d = RNG_PICK(D_LIST);
-      c.Lq = rng_int(1, 34);
-      c.Ld = rng_int(1, 66);
-      c.Nq = rng_int(1, 5);
-      c.Nd = rng_int(1, 6);
+      random_sizes(&c, 34, 66, 5, 6);
       if (r & 1) random_masks(&c);
       random_strides(&c);
       if (r == 0) { /* transposed d/L axes everywhere it applies */
@@ -612,11 +601,7 @@ static void group_normalize(void) {
       c.normalize = 1;
       c.special_tokens = 1;
       c.vals = r == 3 ? VAL_INT : VAL_RAND;
-      c.d = RNG_PICK(D_LIST);
-      c.Lq = rng_int(1, 20);
-      c.Ld = rng_int(1, 40);
-      c.Nq = rng_int(1, 4);
-      c.Nd = rng_int(1, 5);
+      random_sizes(&c, 20, 40, 4, 5);
       if (r & 1) random_masks(&c);
       cap_work(&c, 400000);
       run_case(&c);
