@@ -159,6 +159,18 @@ def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
     return scores, argmax
 
 
+def _grad_buffers(Q, D, need_q, need_d):
+    """Uninitialised gradients like Q / D (None where not needed: the C call skips them)."""
+    gQ = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device) if need_q else None
+    gD = torch.empty(D.shape, dtype=D.dtype, device=D.device) if need_d else None
+    return gQ, gD
+
+
+def _grads_or_empty(Q, D, gQ, gD):
+    """Custom ops return tensors: an empty one stands for a skipped gradient."""
+    return (gQ if gQ is not None else Q.new_empty(0)), (gD if gD is not None else D.new_empty(0))
+
+
 @torch.library.custom_op("lik::maxsim_bwd", mutates_args=())
 def _maxsim_bwd(
     grad: torch.Tensor,
@@ -173,11 +185,10 @@ def _maxsim_bwd(
     need_q: bool,
     need_d: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    gQ = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device) if need_q else None
-    gD = torch.empty(D.shape, dtype=D.dtype, device=D.device) if need_d else None
+    gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
     _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward), (gQ, gD))
-    return (gQ if need_q else Q.new_empty(0)), (gD if need_d else D.new_empty(0))
+    return _grads_or_empty(Q, D, gQ, gD)
 
 
 @_maxsim_bwd.register_fake
@@ -297,8 +308,7 @@ def _packed_bwd(
     need_q: bool,
     need_d: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    gQ = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device) if need_q else None
-    gD = torch.empty(D.shape, dtype=D.dtype, device=D.device) if need_d else None
+    gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     opts = _opts(normalize, backward)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen_backward, (Q, D, cu_q, cu_d, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
@@ -309,7 +319,7 @@ def _packed_bwd(
             opts,
             (gQ, gD),
         )
-    return (gQ if need_q else Q.new_empty(0)), (gD if need_d else D.new_empty(0))
+    return _grads_or_empty(Q, D, gQ, gD)
 
 
 @_packed_bwd.register_fake
