@@ -5,7 +5,8 @@
 # - defines LIK_WITH_CUDA for all of lik_objects (src/lik.c routes CUDA
 #   tensors to lik_cuda_maxsim / lik_cuda_retrieve)
 # - builds machine code ahead of time for sm_80 and sm_90a, plus compute_90
-#   PTX for newer GPUs (no run-time autotuning, no JIT on A100/H100/H200)
+#   PTX for newer GPUs (no run-time autotuning, no JIT on A100/H100/H200);
+#   the wgmma path (sm_90a) is used only when 90a is in the list
 # - links the CUDA runtime statically: lik_link_cuda(<target>)
 include_guard(GLOBAL)
 
@@ -19,6 +20,10 @@ endif()
 file(GLOB LIK_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
 target_sources(lik_objects PRIVATE ${LIK_CUDA_SOURCES})
 target_compile_definitions(lik_objects PRIVATE LIK_WITH_CUDA=1)
+if(LIK_CUDA_ARCHITECTURES MATCHES "90a")
+  # the wgmma kernels exist in the build (src/cuda/wgmma.cuh)
+  target_compile_definitions(lik_objects PRIVATE LIK_CUDA_SM90A=1)
+endif()
 set_target_properties(lik_objects PROPERTIES
   CUDA_ARCHITECTURES "${LIK_CUDA_ARCHITECTURES}"
   CUDA_STANDARD 17

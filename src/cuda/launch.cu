@@ -7,6 +7,7 @@
  * scratch with cudaMallocAsync / cudaFreeAsync on the same stream.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,20 +68,45 @@ static int vec_ok(const lik_seqs &s) {
   return 1;
 }
 
+/* The sm_90a wgmma kernel can run: built for sm_90a (cmake/cuda.cmake
+ * defines LIK_CUDA_SM90A), a compute capability 9.0 device, and not turned
+ * off with LIK_CUDA_WGMMA=0 (the parity suite runs both families on a
+ * Hopper GPU that way). */
+static bool wgmma_ok(int dev) {
+#ifdef LIK_CUDA_SM90A
+  const char *env = getenv("LIK_CUDA_WGMMA");
+  if (env && strcmp(env, "0") == 0) return false;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+#else
+  (void)dev;
+  return false;
+#endif
+}
+
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
  *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
  *   half, d > 2048       CUDA-core kernel (query block would not fit smem)
  *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
  *   half, d <= 128       query block in registers:
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
- *     all): 8 warps x (32 x 64) stacking 8 queries of Lq <= 32 (4 of <= 64)
- *     in 256 rows against 64-token document tiles, so each tile is read once
- *     for all of them;
- *     one query: Lq <= 32 -> 32 x 128 tiles, <= 64 -> 64 x 64, <= 128 ->
+ *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
+ *     128 / 256 rows), so each document tile is read once for all of them;
+ *     sm_90a, stacked queries or Lq > 64 -> wgmma (docs/cuda.md): one
+ *     warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for stacked
+ *     queries and Lq <= 128; two warpgroups, 256-row blocks x 128 tokens
+ *     beyond;
+ *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
+ *     query: Lq <= 32 -> 32 x 128 tiles, <= 64 -> 64 x 64, <= 128 ->
  *     128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
- *     (8 warps of 32 x 64) looped inside the CTA. */
-static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq) {
-  TileCfg c = {0, 1, 4, 64, 1, 1};
+ *     (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one query
+ *     stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row minimum
+ *     measured no faster there). */
+static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg) {
+  TileCfg c = {0, 1, 4, 64, 1, 1, 0};
   if ((dt != LIK_BF16 && dt != LIK_F16) || d > 2048) {
     c.simt = 1;
     return c;
@@ -91,7 +117,13 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   }
   c.kc = d <= 64 ? 64 : 128;
   const int64_t slot = lq <= 32 ? 32 : 64;
-  if (lq <= 64 && stack_nq * slot >= 128) {
+  const bool stack = lq <= 64 && stack_nq * slot >= 128;
+  if (wg && (stack || lq > 64)) {
+    c.wg = lq > 128 ? 2 : 1;
+    c.wm = 4 * c.wg;
+    c.wn = 1;
+    if (stack) c.qpc = (int)(32 * c.wm / slot);
+  } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
   } else if (lq <= 32) {
     c.wm = 1; c.wn = 4;
@@ -186,7 +218,7 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
                               int dev) {
   /* queries can share a CTA's rows: cross pairing, padded (equal-length) Q */
   const int64_t stack_nq = P.pairing == 0 && !P.q.off.data ? P.nq : 1;
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq);
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev));
   int sms = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");

@@ -16,6 +16,7 @@ struct TileCfg {
   int kc;     /* 64 or 128 features per k-chunk */
   int qreg;   /* query block held in registers (d <= kc) */
   int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */
+  int wg;     /* sm_90a wgmma kernel with wg warpgroups (wm = 4 wg), 0: mma.sync */
 };
 
 /* Fills P.upr / P.dpc for `slots` resident CTAs (launch.cu). */

@@ -1,14 +1,21 @@
 /*
- * maxsim_mma.cuh — the tensor-core MaxSim forward for bf16 / fp16 (sm_80+).
+ * maxsim_mma.cuh — the tensor-core MaxSim forward for bf16 / fp16: one
+ * kernel, two tile families (the config class C).
  *
  * One CTA owns one output row's range of items (documents) and streams their
  * token tiles through a STAGES-deep cp.async pipeline (the pipeline runs on
  * across document boundaries, so it never drains between documents).
  *
- *   CTA tile   BQ = 32*WM query rows  x  BD = 8*NI*WN document tokens
- *   warp tile  32 x 8*NI: 2 m16 tiles x NI n8 tiles of mma.sync.m16n8k16,
- *              fp32 accumulators, operands from padded shared memory
- *              through ldmatrix.x4 (no bank conflicts).
+ *   MmaCfg     (sm_80+) CTA tile BQ = 32*WM query rows x BD = 8*NI*WN
+ *              document tokens; warp tile 32 x 8*NI: 2 m16 tiles x NI n8
+ *              tiles of mma.sync.m16n8k16, fp32 accumulators, operands from
+ *              padded shared memory through ldmatrix.x4 (no bank conflicts).
+ *   WgCfg      (sm_90a) NWG warpgroups x MT m64 tiles of
+ *              wgmma.m64nBDk16: A = the query rows in registers (loaded once
+ *              per query block with ldmatrix, the mma.sync A layout), B = the
+ *              document tile in shared memory in the 128-byte swizzle
+ *              (wgmma.cuh), one commit group per m64 tile so the epilogue of
+ *              tile 0 overlaps the MMAs of tile 1.  d <= 128 only.
  *   rows       the BQ query rows are BQ / P.qrows slots of P.qrows rows:
  *              one slot (qrows = BQ) is one query block of one query; several
  *              slots (cross pairing) stack P.qpc queries, so one D tile in
@@ -29,6 +36,7 @@
  *              (deterministic, no atomics, no scratch).
  */
 #include "common.cuh"
+#include "wgmma.cuh"
 
 namespace lik_cuda {
 
@@ -165,36 +173,84 @@ __device__ __forceinline__ void cursor_next(const KParams &P, Cursor &c,
   cursor_item<BD>(P, c, row, j0);
 }
 
-template <typename T, int WM, int WN, int NI, int KC, bool QREG>
-struct MmaCfg {
+/* Shared-memory layout common to both tile families: small arrays first,
+ * then STAGES document tiles (aligned to ALIGN), then the query block. */
+template <int BQ, int BD, int NWN, int ALIGN>
+struct SmemSmall {
+  static constexpr int OFF_QINV = 0;
+  static constexpr int OFF_DINV = OFF_QINV + BQ * 4;
+  static constexpr int OFF_REDV = OFF_DINV + BD * 4;
+  static constexpr int OFF_REDI = OFF_REDV + NWN * BQ * 4;
+  static constexpr int OFF_WSUM = OFF_REDI + NWN * BQ * 4;
+  static constexpr int SMALL = ((OFF_WSUM + 32 * 4) + ALIGN - 1) / ALIGN * ALIGN;
+};
+
+/* mma.sync family (sm_80+): WM x WN warps of 32 x 8*NI warp tiles, document
+ * tiles in padded rows (conflict-free ldmatrix). */
+template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG>
+struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
+  using T = T_;
+  static constexpr bool WG = false, QR = QREG;
   static constexpr int NT = WM * WN * 32;
   static constexpr int BQ = 32 * WM;
+  static constexpr int NI = NI_, KC = KC_;
   static constexpr int WC = 8 * NI; /* document tokens per warp */
   static constexpr int BD = WC * WN;
+  static constexpr int NWN = WN;
+  static constexpr int MI = 2, MSTEP = 16; /* m16 tiles per warp, row step */
   static constexpr int KS = KC / 16;
   static constexpr int CPR = KC / 8;
   static constexpr int RB = KC * 2;
   static constexpr int RBP = RB + 16; /* padded row */
+  static constexpr int ROWB = RBP;    /* bytes between document rows */
   static constexpr int STAGE_BYTES = BD * RBP;
-  /* small arrays first */
-  static constexpr int OFF_QINV = 0;
-  static constexpr int OFF_DINV = OFF_QINV + BQ * 4;
-  static constexpr int OFF_REDV = OFF_DINV + BD * 4;
-  static constexpr int OFF_REDI = OFF_REDV + WN * BQ * 4;
-  static constexpr int OFF_WSUM = OFF_REDI + WN * BQ * 4;
-  static constexpr int SMALL = ((OFF_WSUM + 32 * 4) + 127) / 128 * 128;
+  static constexpr int MINB = NT >= 256 ? 1 : 2;
+  __device__ static int row0(int warp) { return (warp % WM) * 32; }
+  __device__ static int wn_of(int warp) { return warp / WM; }
+  __device__ static uint32_t doff(int r, int ch) { return swz<RB>(r, ch); }
   static int smem_bytes(int stages, int nkc) {
-    return SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RBP;
+    return MmaCfg::SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RBP;
   }
 };
 
-template <typename T, int WM, int WN, int NI, int KC, bool QREG, bool ARGMAX, int STAGES>
-__global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
+/* wgmma family (sm_90a): NWG warpgroups, each MT m64 tiles x BN tokens
+ * (wgmma.m64nBNk16, A = query rows in registers, B = document tile in the
+ * 128-byte swizzle); d <= KC = 64 or 128, query block in registers. */
+template <typename T_, int MT, int BN, int KC_, int NWG>
+struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
+  using T = T_;
+  static constexpr bool WG = true, QR = true;
+  static constexpr int NT = 128 * NWG;
+  static constexpr int BQ = 64 * MT * NWG;
+  static constexpr int NI = BN / 8, KC = KC_;
+  static constexpr int WC = BN, BD = BN, NWN = 1;
+  static constexpr int MI = MT, MSTEP = 64;
+  static constexpr int KS = KC / 16;
+  static constexpr int CPR = KC / 8;
+  static constexpr int RB = KC * 2;
+  static constexpr int RBP = RB + 16; /* query block rows (ldmatrix) */
+  static constexpr int ROWB = 128;    /* document rows inside a 64-feature atom */
+  static constexpr int STAGE_BYTES = BD * KC * 2;
+  static constexpr int MINB = NWG == 1 ? 2 : 1;
+  static_assert(BQ <= NT, "one thread per query row in the reductions");
+  __device__ static int row0(int warp) { return (warp >> 2) * 64 * MT + (warp & 3) * 16; }
+  __device__ static int wn_of(int) { return 0; }
+  __device__ static uint32_t doff(int r, int ch) {
+    return (uint32_t)((ch >> 3) * (BD * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+  }
+  static int smem_bytes(int stages, int) {
+    return WgCfg::SMALL + stages * STAGE_BYTES + BQ * RBP + 1024 /* alignment */;
+  }
+};
+
+template <class C, bool ARGMAX, int STAGES>
+__global__ void __launch_bounds__(C::NT, C::MINB)
     maxsim_mma_kernel(const KParams P) {
-  using C = MmaCfg<T, WM, WN, NI, KC, QREG>;
+  using T = typename C::T;
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
-                RB = C::RB, WC = C::WC;
-  constexpr uint32_t ALLV = (1u << (2 * NI)) - 1u; /* all 2*NI columns valid */
+                WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
+  constexpr bool QREG = C::QR;
+  constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
   float *qinv = reinterpret_cast<float *>(smem + C::OFF_QINV);
   float *dinv = reinterpret_cast<float *>(smem + C::OFF_DINV);
@@ -202,11 +258,13 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   int *redi = reinterpret_cast<int *>(smem + C::OFF_REDI);
   float *wsum = reinterpret_cast<float *>(smem + C::OFF_WSUM);
   unsigned char *stages = smem + C::SMALL;
+  if (C::WG) /* the 128-byte swizzle needs 1024-byte aligned tiles */
+    stages += (1024u - (smem_u32(stages) & 1023u)) & 1023u;
   unsigned char *qs = stages + STAGES * C::STAGE_BYTES;
   const uint32_t stages_u = smem_u32(stages), qs_u = smem_u32(qs);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp % WM, wn = warp / WM;
+  const int wn = C::wn_of(warp), wrow = C::row0(warp);
   const int nkc = QREG ? 1 : P.nkc;
   const int64_t dim = P.d.dim;
 
@@ -235,7 +293,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   constexpr int NIT = BD * CPR / NT;
   static_assert(RSTEP > 0 && (BD * CPR) % NT == 0, "tile / thread mismatch");
   const int my_ch = tid % CPR, my_r0 = tid / CPR;
-  const uint32_t my_swz = swz<RB>(my_r0, my_ch);
+  const uint32_t my_swz = C::doff(my_r0, my_ch);
   auto issue = [&](const Cursor &c, int st) {
     const uint32_t dst0 = stages_u + st * C::STAGE_BYTES;
     const int64_t t0 = c.tile * BD;
@@ -248,7 +306,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
       if (kok && rows >= BD) { /* full tile: no per-row checks */
 #pragma unroll
         for (int i = 0; i < NIT; ++i) {
-          cp_async16(dst0 + my_swz + i * RSTEP * C::RBP, src, 16);
+          cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, src, 16);
           src += step;
         }
         return;
@@ -256,7 +314,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
 #pragma unroll
       for (int i = 0; i < NIT; ++i) {
         const bool ok = kok && (my_r0 + i * RSTEP) < rows;
-        cp_async16(dst0 + my_swz + i * RSTEP * C::RBP, ok ? (const void *)src : (const void *)Dp,
+        cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, ok ? (const void *)src : (const void *)Dp,
                    ok ? 16 : 0);
         src += step;
       }
@@ -267,7 +325,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r < rows && k < dim)
           v = load8<T>(Dp + c.base + (t0 + r) * P.d.sl, P.d.sk, k, dim, false);
-        *reinterpret_cast<uint4 *>(stages + st * C::STAGE_BYTES + swz<RB>(r, ch)) = v;
+        *reinterpret_cast<uint4 *>(stages + st * C::STAGE_BYTES + C::doff(r, ch)) = v;
       }
     }
   };
@@ -287,12 +345,12 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   }
   int pst = STAGES - 1, cst = 0;
 
-  uint32_t afr[QREG ? 2 : 1][QREG ? KS : 1][4];
-  float acc[2][NI][4];
-  float rm[2][2];
-  int ra[2][2];
+  uint32_t afr[QREG ? MI : 1][QREG ? KS : 1][4];
+  float acc[MI][NI][4];
+  float rm[MI][2];
+  int ra[MI][2];
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       rm[mi][h] = -INFINITY;
@@ -302,6 +360,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
   int loaded_qb = -1;
   float dss = 0.f;
   uint32_t vbits = ALLV;
+  bool full = true; /* CTA-uniform: every column of the tile is valid */
 
   while (!cc.done) {
     /* ---- (re)load the query block: CTA-uniform condition ---- */
@@ -330,15 +389,13 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
       }
       if (QREG) {
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
           for (int ks = 0; ks < KS; ++ks) {
-            const int r = wm * 32 + mi * 16 + (lane & 15);
+            const int r = wrow + mi * C::MSTEP + (lane & 15);
             const int ch = ks * 2 + (lane >> 4);
-            ldsm_x4(qs_u + swz<RB>(r, ch), afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][0],
-                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][1],
-                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][2],
-                    afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][3]);
+            uint32_t *f = afr[QREG ? mi : 0][QREG ? ks : 0];
+            ldsm_x4(qs_u + swz<RB>(r, ch), f[0], f[1], f[2], f[3]);
           }
       }
       loaded_qi = cc.qi;
@@ -346,6 +403,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     }
 
     cp_async_wait<STAGES - 2>();
+    if (C::WG) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
     if (!pc.done) {
       issue(pc, pst);
@@ -358,16 +416,18 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
     const int64_t t0 = cc.tile * BD;
 
     if (cc.kc == 0) {
+      if (!C::WG) /* wgmma overwrites on its first k-step */
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
+          for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+            for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
       dss = 0.f;
       /* validity of this thread's 8 columns */
       const int64_t rows = cc.len - t0;
       if (P.dm.data || rows < BD) {
+        full = false;
         vbits = 0;
         const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, cc.doc) : 0;
 #pragma unroll
@@ -380,6 +440,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
             vbits |= (uint32_t)ok << (ni * 2 + e);
           }
       } else {
+        full = true;
         vbits = ALLV;
       }
     }
@@ -388,50 +449,69 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
       const unsigned char *rp = stages + cst * C::STAGE_BYTES;
 #pragma unroll 4
       for (int ch = 0; ch < CPR; ++ch)
-        dss += sumsq8<T>(*reinterpret_cast<const uint4 *>(rp + swz<RB>(tid, ch)));
+        dss += sumsq8<T>(*reinterpret_cast<const uint4 *>(rp + C::doff(tid, ch)));
     }
 
     /* ---- tensor-core tile ---- */
     const int64_t kbase = (int64_t)cc.kc * KC;
-    const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
-    auto kstep = [&](const int ks) {
-        uint32_t a[2][4];
-      if (QREG) {
+    /* all columns valid, no scaling: the max-chain epilogue (uniform across
+     * the CTA: the wgmma waits inside it are warpgroup-wide) */
+    const bool fast = !ARGMAX && !P.normalize && full;
+    if constexpr (C::WG) {
+      /* one warpgroup-wide wgmma per (m64 tile, k16 step), committed as one
+       * group per m64 tile; unconditional (an empty document's tile is
+       * zero-filled and masked), so the waits below stay in straight code */
+      wg_fence_regs<MI * NI * 4>(&acc[0][0][0]);
+      wg_fence();
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-          for (int x = 0; x < 4; ++x)
-            a[mi][x] = afr[mi % (QREG ? 2 : 1)][ks % (QREG ? KS : 1)][x];
-      } else {
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          const int r = wm * 32 + mi * 16 + (lane & 15);
-          const int ch = ks * 2 + (lane >> 4);
-          ldsm_x4(qs_u + cc.kc * BQ * C::RBP + swz<RB>(r, ch), a[mi][0], a[mi][1],
-                  a[mi][2], a[mi][3]);
+        for (int ks = 0; ks < KS; ++ks) { /* features past d are zero */
+          const uint64_t db = wg_desc(sb + (ks >> 2) * (BD * 128) + (ks & 3) * 32);
+          wgmma_rs<T, BD>(&acc[mi][0][0], afr[mi][ks], db, ks > 0);
         }
+        wg_commit();
       }
-      uint32_t b[NI][2];
+    } else {
+      const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
+      auto kstep = [&](const int ks) {
+        uint32_t a[MI][4];
+        if (QREG) {
 #pragma unroll
-      for (int np = 0; np < NI / 2; ++np) {
-        const int r = wn * WC + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int ch = ks * 2 + ((lane >> 3) & 1);
-        ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
-                b[2 * np + 1][1]);
-      }
+          for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+            for (int x = 0; x < 4; ++x) a[mi][x] = afr[QREG ? mi : 0][QREG ? ks : 0][x];
+        } else {
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
-    };
-    if (warp_live) {
-      if (kbase + KC <= dim) {
+          for (int mi = 0; mi < MI; ++mi) {
+            const int r = wrow + mi * C::MSTEP + (lane & 15);
+            const int ch = ks * 2 + (lane >> 4);
+            ldsm_x4(qs_u + cc.kc * BQ * C::RBP + swz<RB>(r, ch), a[mi][0], a[mi][1],
+                    a[mi][2], a[mi][3]);
+          }
+        }
+        uint32_t b[NI][2];
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) kstep(ks);
-      } else {
+        for (int np = 0; np < NI / 2; ++np) {
+          const int r = wn * WC + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int ch = ks * 2 + ((lane >> 3) & 1);
+          ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
+                  b[2 * np + 1][1]);
+        }
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
-          if (kbase + ks * 16 < dim) kstep(ks);
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], a[mi], b[ni]);
+      };
+      if (warp_live) {
+        if (kbase + KC <= dim) {
+#pragma unroll
+          for (int ks = 0; ks < KS; ++ks) kstep(ks);
+        } else {
+#pragma unroll
+          for (int ks = 0; ks < KS; ++ks)
+            if (kbase + ks * 16 < dim) kstep(ks);
+        }
       }
     }
 
@@ -441,51 +521,62 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
         if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
         __syncthreads();
       }
-      if (!ARGMAX && !P.normalize && vbits == ALLV) {
-        /* all 2*NI columns valid, no scaling: a max tree per row */
+      if (fast) {
+        /* two max chains per row (a nested tree with a variable bound went
+         * to local memory at NI = 16) */
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < MI; ++mi) {
+          if (C::WG) { /* reduce m64 tile 0 while tile 1 still computes */
+            static_assert(MI <= 2, "one wgmma group per m64 tile, at most 2");
+            if (mi == MI - 1) wg_wait<0>();
+            else wg_wait<1>();
+            wg_fence_regs<NI * 4>(&acc[mi][0][0]);
+          }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            float m[NI];
+            float m0 = rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni)
-              m[ni] = fmaxf(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
-#pragma unroll
-            for (int w = NI / 2; w > 0; w >>= 1)
-#pragma unroll
-              for (int ni = 0; ni < w; ++ni) m[ni] = fmaxf(m[ni], m[ni + w]);
-            rm[mi][h] = fmaxf(rm[mi][h], m[0]);
-          }
-      } else
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
-          const float sc = P.normalize ? dinv[cl] : 1.f;
-          const bool ok = (vbits >> (ni * 2 + e)) & 1u;
-          const int tg = (int)(t0 + cl);
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float v = ok ? acc[mi][ni][h * 2 + e] * sc : -INFINITY;
-              if (ARGMAX) {
-                if (v > rm[mi][h]) {
-                  rm[mi][h] = v;
-                  ra[mi][h] = tg;
-                }
-              } else {
-                rm[mi][h] = fmaxf(rm[mi][h], v);
-              }
+            for (int ni = 0; ni < NI; ++ni) {
+              m0 = fmaxf(m0, acc[mi][ni][h * 2]);
+              if (ni > 0) m1 = fmaxf(m1, acc[mi][ni][h * 2 + 1]);
             }
+            rm[mi][h] = fmaxf(m0, m1);
+          }
         }
+      } else {
+        if (C::WG) {
+          wg_wait<0>();
+          wg_fence_regs<MI * NI * 4>(&acc[0][0][0]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
+            const float sc = P.normalize ? dinv[cl] : 1.f;
+            const bool ok = (vbits >> (ni * 2 + e)) & 1u;
+            const int tg = (int)(t0 + cl);
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const float v = ok ? acc[mi][ni][h * 2 + e] * sc : -INFINITY;
+                if (ARGMAX) {
+                  if (v > rm[mi][h]) {
+                    rm[mi][h] = v;
+                    ra[mi][h] = tg;
+                  }
+                } else {
+                  rm[mi][h] = fmaxf(rm[mi][h], v);
+                }
+              }
+          }
+      }
 
       if (cc.tile == cc.ntiles - 1) {
         /* ---- end of a (document, query block): reduce and store ---- */
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             float v = rm[mi][h];
@@ -504,7 +595,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
               }
             }
             if ((lane & 3) == 0) {
-              const int r = wm * 32 + mi * 16 + h * 8 + (lane >> 2);
+              const int r = wrow + mi * C::MSTEP + h * 8 + (lane >> 2);
               redv[wn * BQ + r] = v;
               redi[wn * BQ + r] = ix;
             }
@@ -516,7 +607,7 @@ __global__ void __launch_bounds__(WM *WN * 32, (WM * WN * 32 >= 256) ? 1 : 2)
           float v = redv[tid];
           int ix = redi[tid];
 #pragma unroll
-          for (int w = 1; w < WN; ++w) {
+          for (int w = 1; w < C::NWN; ++w) {
             const float ov = redv[w * BQ + tid];
             if (ARGMAX) {
               const int oi = redi[w * BQ + tid];

@@ -4,19 +4,18 @@
 
 namespace lik_cuda {
 
-/* Pipeline depth: 4 for the 8-warp 32 x 64 warp-tile configurations (one CTA
- * per SM), else 3 (2-3 CTAs per SM; 6 stages for the K-streamed kernel were
- * measured slower: docs/cuda.md). */
-template <int NT, int NI>
+/* Pipeline depth: 4 for the 8-warp configurations (one or two CTAs per SM),
+ * else 3 (2-3 CTAs per SM; 6 stages for the K-streamed kernel were measured
+ * slower: docs/cuda.md). */
+template <class C>
 constexpr int stages_of() {
-  return NT >= 256 && NI == 8 ? 4 : 3;
+  return C::WG || (C::NT >= 256 && C::NI == 8) ? 4 : 3;
 }
 
-template <typename T, int WM, int WN, int NI, int KC, bool QREG, bool ARGMAX>
+template <class C, bool ARGMAX>
 static cudaError_t launch_one(KParams &P, cudaStream_t stream, int sms) {
-  using C = MmaCfg<T, WM, WN, NI, KC, QREG>;
-  constexpr int STAGES = stages_of<C::NT, NI>();
-  auto kern = maxsim_mma_kernel<T, WM, WN, NI, KC, QREG, ARGMAX, STAGES>;
+  constexpr int STAGES = stages_of<C>();
+  auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES>;
   const int smem = C::smem_bytes(STAGES, P.nkc);
   cudaError_t e = cudaFuncSetAttribute(
       kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -32,25 +31,26 @@ static cudaError_t launch_one(KParams &P, cudaStream_t stream, int sms) {
   return cudaGetLastError();
 }
 
-template <typename T, int WM, int WN, int NI, int KC, bool QREG>
+template <class C>
 static cudaError_t launch_am(KParams &P, bool argmax, cudaStream_t s, int sms) {
-  return argmax ? launch_one<T, WM, WN, NI, KC, QREG, true>(P, s, sms)
-                : launch_one<T, WM, WN, NI, KC, QREG, false>(P, s, sms);
+  return argmax ? launch_one<C, true>(P, s, sms) : launch_one<C, false>(P, s, sms);
 }
 
 template <typename T, int KC>
 static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
                                cudaStream_t s, int sms) {
-  if (c.wm == 1) return launch_am<T, 1, 4, 4, KC, true>(P, argmax, s, sms);
-  if (c.wm == 2) return launch_am<T, 2, 2, 4, KC, true>(P, argmax, s, sms);
-  if (c.wm == 4) return launch_am<T, 4, 2, 8, KC, true>(P, argmax, s, sms);
-  return launch_am<T, 8, 1, 8, KC, true>(P, argmax, s, sms);
+  if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, argmax, s, sms);
+  if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, argmax, s, sms);
+  if (c.wm == 1) return launch_am<MmaCfg<T, 1, 4, 4, KC, true>>(P, argmax, s, sms);
+  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, argmax, s, sms);
+  if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, argmax, s, sms);
+  return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, argmax, s, sms);
 }
 
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
-  if (!c.qreg) return launch_am<T, 1, 4, 4, 64, false>(P, argmax, s, sms);
+  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, 64, false>>(P, argmax, s, sms);
   if (c.kc == 64) return launch_qreg<T, 64>(P, c, argmax, s, sms);
   return launch_qreg<T, 128>(P, c, argmax, s, sms);
 }

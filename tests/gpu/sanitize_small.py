@@ -1,7 +1,8 @@
 """Small representative calls for compute-sanitizer (memcheck / racecheck):
     compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_small.py
 Covers: bf16 cross + masks + normalize + argmax (Q in registers), long query
-(150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100), d tails
+(150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
+last three on the wgmma kernel on a Hopper GPU —, d tails
 (48, 100 scalar loader, 520 / 2000 K-streamed, deep / shallow pipeline),
 fp16, fp32 / fp64 CUDA-core kernels, KD, pairs, retrieve."""
 import os

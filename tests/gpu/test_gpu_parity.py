@@ -107,13 +107,23 @@ CASES = [
     ("f16", 13, 4, 20, 70, 64),  # stacked queries, d <= 64
     ("bf16", 1, 4, 100, 260, 128),  # 128 x 128 tiles (4 x 2 warps of 32 x 64)
     ("bf16", 1, 2, 24, 70, 2000),  # K-streamed, shallow pipeline (large query block)
+    ("bf16", 1, 3, 65, 131, 17),  # one 128-row block, d tail < 64 (scalar loader)
+    ("f16", 5, 3, 64, 257, 80),  # 4 queries of 64 rows stacked, d tail in the second atom
+    ("bf16", 3, 2, 257, 129, 1),  # two 256-row blocks, d = 1
 ]
+
+# On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the
+# mma.sync family they replace there is checked too (LIK_CUDA_WGMMA=0).
+FAMILIES = ["default", "mma.sync"]
 
 
 @pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize("masks", [False, True])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-def test_cross(case, masks, normalize, gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cross(case, masks, normalize, family, gen, monkeypatch):
+    if family == "mma.sync":
+        monkeypatch.setenv("LIK_CUDA_WGMMA", "0")
     api = _lik()
     dt, Nq, Nd, Lq, Ld, d = case
     Q = rand((Nq, Lq, d), DT[dt], gen)
