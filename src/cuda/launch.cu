@@ -90,7 +90,9 @@ static bool wgmma_ok(int dev) {
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
  *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
  *   half, d > 2048       CUDA-core kernel (query block would not fit smem)
- *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
+ *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks,
+ *                        128-token tiles (4 warps); 256 (8 warps) for
+ *                        768 < d <= 1536
  *   half, d <= 128       query block in registers:
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
  *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
@@ -113,6 +115,9 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   }
   if (d > 128) {
     c.qreg = 0;
+    /* 8 warps where 4-warp CTAs would run one per SM (large query block)
+     * and the 8-warp tiles still fit (d <= 1536) */
+    c.wn = d > 768 && d <= 1536 ? 8 : 4;
     return c;
   }
   c.kc = d <= 64 ? 64 : 128;

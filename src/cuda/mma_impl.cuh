@@ -50,6 +50,7 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
+  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, 64, false>>(P, argmax, s, sms);
   if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, 64, false>>(P, argmax, s, sms);
   if (c.kc == 64) return launch_qreg<T, 64>(P, c, argmax, s, sms);
   return launch_qreg<T, 128>(P, c, argmax, s, sms);
