@@ -9,9 +9,16 @@
  *      candidates, deterministic;
  *   2. merges them with the running top-k (kept sorted, ping-pong buffers)
  *      by rank counting under the total order (score desc, index asc).
- * The [Nq, Nd] matrix is never held: scratch is Nq*B*4 + 3*Nq*k*12 bytes,
- * allocated with cudaMallocAsync on the call's stream (stream-ordered, no
- * host sync, graph capturable) and freed with cudaFreeAsync.
+ * Few queries against a large block (Nq below the SM count): the block is
+ * split into G slices and the same kernel runs twice — G CTAs per query
+ * select each slice's sorted top-k (from an empty running top-k), then one
+ * CTA per query selects from those G*k candidates and merges.  The top-k
+ * of the block is inside the union of the slices' top-k, and for equal
+ * scores the candidates' positions follow their indices, so the ordered tie
+ * scan still keeps the lowest indices: the result is the same.
+ * The [Nq, Nd] matrix is never held: scratch is Nq*B*4 + Nq*k*12*(2 + 2G)
+ * + k*12 bytes, allocated with cudaMallocAsync on the call's stream
+ * (stream-ordered, no host sync, graph capturable), freed with cudaFreeAsync.
  */
 
 namespace lik_cuda {
@@ -33,10 +40,16 @@ __global__ void topk_init_kernel(float *s, int64_t *ix, int64_t n) {
   }
 }
 
+/* CTA (query i, slice g) of a grid of Nq * G: selects from the scores
+ * sc[i * sq + g * slen + c], c < min(slen, nb - g * slen), whose index is
+ * sidx[same] (or jstart + g * slen + c without sidx), merges them with the
+ * running top-k st_*[i * pk ...] (pk = 0: one shared empty list) and writes
+ * the sorted top-k to nt_*[blockIdx.x * k ...]. */
 __global__ void __launch_bounds__(256)
-    topk_merge_kernel(const float *sc, int64_t B, int64_t nb, int64_t jstart,
+    topk_merge_kernel(const float *sc, const int64_t *sidx, int64_t sq,
+                      int64_t slen, int64_t nb, int64_t jstart, int64_t G,
                       int64_t k, const float *st_s, const int64_t *st_i,
-                      float *nt_s, int64_t *nt_i, float *cand_s,
+                      int64_t pk, float *nt_s, int64_t *nt_i, float *cand_s,
                       int64_t *cand_i) {
   __shared__ unsigned hist[256];
   __shared__ uint32_t s_pref;
@@ -44,14 +57,20 @@ __global__ void __launch_bounds__(256)
   __shared__ int64_t tie_base[256];
   __shared__ unsigned long long s_nc;
   const int tid = threadIdx.x;
-  const int64_t i = blockIdx.x;
-  const float *s = sc + i * B;
-  const float *ps = st_s + i * k;
-  const int64_t *pi = st_i + i * k;
-  float *qs = nt_s + i * k;
-  int64_t *qi = nt_i + i * k;
-  float *cs = cand_s + i * k;
-  int64_t *ci = cand_i + i * k;
+  const int64_t i = blockIdx.x / G, g = blockIdx.x % G;
+  const int64_t off = i * sq + g * slen;
+  const float *s = sc + off;
+  const int64_t *sx = sidx ? sidx + off : nullptr;
+  const int64_t base = jstart + g * slen;
+  nb -= g * slen;
+  if (nb > slen) nb = slen;
+  if (nb < 0) nb = 0;
+  const float *ps = st_s + i * pk;
+  const int64_t *pi = st_i + i * pk;
+  float *qs = nt_s + blockIdx.x * k;
+  int64_t *qi = nt_i + blockIdx.x * k;
+  float *cs = cand_s + blockIdx.x * k;
+  int64_t *ci = cand_i + blockIdx.x * k;
 
   int64_t need = nb < k ? nb : k;
   uint32_t pref = 0, pmask = 0;
@@ -107,7 +126,7 @@ __global__ void __launch_bounds__(256)
     if (take) {
       const unsigned long long slot = atomicAdd(&s_nc, 1ull);
       cs[slot] = s[c];
-      ci[slot] = jstart + c;
+      ci[slot] = sx ? sx[c] : base + c;
     }
   }
   for (int64_t r = tid; r < k; r += 256) {
@@ -143,6 +162,18 @@ __global__ void topk_out_kernel(const float *st_s, const int64_t *st_i,
   }
 }
 
+/* Slices per query for a block of nb scores: enough CTAs to fill the GPU
+ * when the queries alone do not (Nq < 2 SMs), each slice >= 4k and >= 4096
+ * scores, the candidates (Nq * G * k) at most 16 M. */
+static int64_t topk_slices(int64_t nq, int64_t nb, int64_t k, int sms) {
+  if (nq >= 2 * (int64_t)sms) return 1;
+  int64_t G = 2 * (int64_t)sms / nq;
+  const int64_t per = 4 * k > 4096 ? 4 * k : 4096;
+  if (G > nb / per) G = nb / per;
+  if (G > ((int64_t)16 << 20) / (nq * k)) G = ((int64_t)16 << 20) / (nq * k);
+  return G < 2 ? 1 : G;
+}
+
 static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
                            int64_t out_si, int64_t out_sr, int64_t *out_indices,
                            int64_t idx_si, int64_t idx_sr) {
@@ -161,27 +192,36 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
   int64_t B = ((int64_t)8 << 20) / nq;
   if (B < 1024) B = 1024;
   if (B > nd) B = nd;
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device_id);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  const int64_t gmax = topk_slices(nq, B, k, sms);
   const size_t sc_bytes = (size_t)(nq * B) * sizeof(float);
-  const size_t kb = (size_t)(nq * k);
-  const size_t total = sc_bytes + 3 * kb * (sizeof(float) + sizeof(int64_t)) + 256;
+  const size_t kb = (size_t)(nq * k), gkb = kb * (size_t)gmax;
+  const size_t total = sc_bytes + (2 * kb + 2 * gkb + (size_t)k) * (sizeof(float) + sizeof(int64_t)) + 256;
   void *buf = nullptr;
-  cudaError_t e = cudaMallocAsync(&buf, total, stream);
+  e = cudaMallocAsync(&buf, total, stream);
   if (e != cudaSuccess)
     return lik_fail(LIK_ERR_ALLOC, "retrieve: cudaMallocAsync of %zu bytes of scratch failed (%s)",
                     total, cudaGetErrorString(e));
   char *b = (char *)buf;
-  int64_t *st_i[2], *cand_i;
-  float *st_s[2], *cand_s;
+  int64_t *st_i[2], *cand_i, *sl_i, *empty_i;
+  float *st_s[2], *cand_s, *sl_s, *empty_s;
   st_i[0] = (int64_t *)b; b += kb * 8;
   st_i[1] = (int64_t *)b; b += kb * 8;
-  cand_i = (int64_t *)b; b += kb * 8;
+  cand_i = (int64_t *)b; b += gkb * 8;
+  sl_i = (int64_t *)b; b += gkb * 8;
+  empty_i = (int64_t *)b; b += k * 8;
   float *sc = (float *)b; b += sc_bytes;
   st_s[0] = (float *)b; b += kb * 4;
   st_s[1] = (float *)b; b += kb * 4;
-  cand_s = (float *)b;
+  cand_s = (float *)b; b += gkb * 4;
+  sl_s = (float *)b; b += gkb * 4;
+  empty_s = (float *)b;
 
   lik_status st = LIK_OK;
   topk_init_kernel<<<256, 256, 0, stream>>>(st_s[0], st_i[0], (int64_t)kb);
+  topk_init_kernel<<<1, 256, 0, stream>>>(empty_s, empty_i, k);
   e = cudaGetLastError();
   if (e != cudaSuccess) st = cuda_fail(e, "retrieve init");
   int cur = 0;
@@ -209,9 +249,19 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
     P.fast_d = vec_ok(dsh);
     st = run_forward(P, p->q.dtype, stream, p->device_id);
     if (st != LIK_OK) break;
-    topk_merge_kernel<<<(unsigned)nq, 256, 0, stream>>>(
-        sc, B, nb, j, k, st_s[cur], st_i[cur], st_s[cur ^ 1], st_i[cur ^ 1],
-        cand_s, cand_i);
+    const int64_t G = topk_slices(nq, nb, k, sms);
+    if (G > 1) { /* the slices' top-k, then their merge with the running top-k */
+      const int64_t slen = (nb + G - 1) / G;
+      topk_merge_kernel<<<(unsigned)(nq * G), 256, 0, stream>>>(
+          sc, nullptr, B, slen, nb, j, G, k, empty_s, empty_i, 0, sl_s, sl_i, cand_s, cand_i);
+      topk_merge_kernel<<<(unsigned)nq, 256, 0, stream>>>(
+          sl_s, sl_i, G * k, G * k, G * k, 0, 1, k, st_s[cur], st_i[cur], k, st_s[cur ^ 1],
+          st_i[cur ^ 1], cand_s, cand_i);
+    } else {
+      topk_merge_kernel<<<(unsigned)nq, 256, 0, stream>>>(
+          sc, nullptr, B, nb, nb, j, 1, k, st_s[cur], st_i[cur], k, st_s[cur ^ 1],
+          st_i[cur ^ 1], cand_s, cand_i);
+    }
     e = cudaGetLastError();
     if (e != cudaSuccess) st = cuda_fail(e, "retrieve top-k merge");
     cur ^= 1;

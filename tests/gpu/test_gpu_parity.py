@@ -254,6 +254,23 @@ def test_retrieve(k, gen):
         assert (ref[i, ix[i]] >= kth - 1e-3).all()
 
 
+@pytest.mark.parametrize("Nq,k", [(1, 1), (1, 100), (1, 1000), (1, 6000), (5, 37)])
+def test_retrieve_split_with_ties(Nq, k, gen):
+    """Few queries against a large corpus: the block is selected in slices.
+    Many documents are exact copies, so many scores tie: the result must be
+    the top-k under (score desc, index asc), exactly."""
+    api = _lik()
+    Nd, Lq, Ld, d = 70000, 8, 6, 16
+    Q = rand((Nq, Lq, d), torch.bfloat16, gen)
+    base = rand((300, Ld, d), torch.bfloat16, gen)
+    D = base[torch.randint(0, 300, (Nd,), device="cuda", generator=gen)]
+    sc, ix = api.retrieve(Q, D, k, normalize=False)
+    full = api.maxsim(Q, D)
+    srt, order = torch.sort(-full, dim=1, stable=True)
+    assert torch.equal(ix.cpu(), order[:, :k].cpu())
+    assert torch.equal(sc, -srt[:, :k])
+
+
 @pytest.mark.skipif(not os.environ.get("LIK_GPU_BIG"), reason="set LIK_GPU_BIG=1 (needs ~16 GB)")
 def test_big_corpus_over_2_31(gen):
     """1 x 100 000 x 32 x 300 x 128: 3.84e9 elements > 2^31, last docs checked."""
