@@ -68,14 +68,19 @@ static int vec_ok(const lik_seqs &s) {
   return 1;
 }
 
+static bool env_is(const char *name, const char *value) {
+  const char *env = getenv(name);
+  return env && strcmp(env, value) == 0;
+}
+
 /* The sm_90a wgmma kernel can run: built for sm_90a (cmake/cuda.cmake
- * defines LIK_CUDA_SM90A), a compute capability 9.0 device, and not turned
- * off with LIK_CUDA_WGMMA=0 (the parity suite runs both families on a
- * Hopper GPU that way). */
+ * defines LIK_CUDA_SM90A), a compute capability 9.0 device that runs that
+ * machine code (not the compute_90 PTX, where wgmma does not exist: so not
+ * under CUDA_FORCE_PTX_JIT=1), and not turned off with LIK_CUDA_WGMMA=0 (the
+ * parity suite runs both families on a Hopper GPU that way). */
 static bool wgmma_ok(int dev) {
 #ifdef LIK_CUDA_SM90A
-  const char *env = getenv("LIK_CUDA_WGMMA");
-  if (env && strcmp(env, "0") == 0) return false;
+  if (env_is("LIK_CUDA_WGMMA", "0") || env_is("CUDA_FORCE_PTX_JIT", "1")) return false;
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
@@ -87,12 +92,23 @@ static bool wgmma_ok(int dev) {
 #endif
 }
 
+/* Shared memory of the K-streamed mma.sync configuration with wn warps
+ * (MmaCfg<T, 1, wn, 4, 64, false>, 3 stages; maxsim_mma.cuh): small arrays,
+ * 3 tiles of 32 wn rows and the 32-row query block, rows of 64 features + 16
+ * bytes of padding. */
+static int64_t kstream_smem(int wn, int64_t d) {
+  const int64_t row = 64 * 2 + 16, bd = 32 * wn;
+  const int64_t small = (256 + bd * 4 + wn * 256 + 127) / 128 * 128;
+  return small + 3 * bd * row + (d + 63) / 64 * 32 * row;
+}
+
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
  *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
- *   half, d > 2048       CUDA-core kernel (query block would not fit smem)
- *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks,
- *                        128-token tiles (4 warps); 256 (8 warps) for
- *                        768 < d <= 1536
+ *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
+ *                        in shared memory: 128-token tiles (4 warps), 256
+ *                        (8 warps) for d > 768 where they fit; the CUDA-core
+ *                        kernel where neither fits (d > 2432 on an H100 /
+ *                        H200, > 1472 on an A100)
  *   half, d <= 128       query block in registers:
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
  *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
@@ -107,17 +123,17 @@ static bool wgmma_ok(int dev) {
  *     (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one query
  *     stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row minimum
  *     measured no faster there). */
-static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg) {
+static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg,
+                           int64_t smem_max) {
   TileCfg c = {0, 1, 4, 64, 1, 1, 0};
-  if ((dt != LIK_BF16 && dt != LIK_F16) || d > 2048) {
+  if ((dt != LIK_BF16 && dt != LIK_F16) || (d > 128 && kstream_smem(4, d) > smem_max)) {
     c.simt = 1;
     return c;
   }
   if (d > 128) {
     c.qreg = 0;
-    /* 8 warps where 4-warp CTAs would run one per SM (large query block)
-     * and the 8-warp tiles still fit (d <= 1536) */
-    c.wn = d > 768 && d <= 1536 ? 8 : 4;
+    /* 8 warps where 4-warp CTAs would run one per SM (large query block) */
+    if (d > 768 && kstream_smem(8, d) <= smem_max) c.wn = 8;
     return c;
   }
   c.kc = d <= 64 ? 64 : 128;
@@ -223,10 +239,12 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
                               int dev) {
   /* queries can share a CTA's rows: cross pairing, padded (equal-length) Q */
   const int64_t stack_nq = P.pairing == 0 && !P.q.off.data ? P.nq : 1;
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev));
-  int sms = 0;
+  int sms = 0, smem_max = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev), smem_max);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc;

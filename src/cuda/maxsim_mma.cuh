@@ -23,8 +23,8 @@
  *   K          QREG (d <= KC, KC = 64 or 128): the whole query block lives in
  *              registers as A fragments; one D tile = all of d.
  *              otherwise d is streamed in KC = 64 chunks and A comes from
- *              shared memory each k-step (the whole query block, d <= 2048,
- *              sits in shared memory).
+ *              shared memory each k-step (the whole query block sits in
+ *              shared memory: launch.cu checks that it fits).
  *   epilogue   per column: optional x 1/||d_t|| (fused normalize), -inf for
  *              masked / out-of-range tokens (select, so NaN in masked tokens
  *              never matters), running max (+ argmax, lowest index on ties)

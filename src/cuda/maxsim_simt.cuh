@@ -1,8 +1,8 @@
 /*
  * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp32 inputs in fp32 FFMA
  * (full fp32 accuracy, no TF32), fp64 inputs in fp64 DFMA, and the fallback
- * for half types when d > 2048.  Same work decomposition and semantics as the
- * tensor-core kernel; plain, not tuned.
+ * for half types whose query block does not fit in shared memory.  Same work
+ * decomposition and semantics as the tensor-core kernel; plain, not tuned.
  *
  * CTA: 256 threads = 32 query rows x 8 column groups; D tiles of 64 tokens,
  * K chunks of 32 features through shared memory.

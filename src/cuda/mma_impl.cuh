@@ -4,9 +4,9 @@
 
 namespace lik_cuda {
 
-/* Pipeline depth: 4 for the 8-warp configurations (one or two CTAs per SM),
- * else 3 (2-3 CTAs per SM; 6 stages for the K-streamed kernel were measured
- * slower: docs/cuda.md). */
+/* Pipeline depth: 4 for the wgmma configurations and the 8-warp 32 x 64
+ * mma.sync ones, else 3 (2-3 CTAs per SM; 6 stages for the K-streamed kernel
+ * were measured slower: docs/cuda.md). */
 template <class C>
 constexpr int stages_of() {
   return C::WG || (C::NT >= 256 && C::NI == 8) ? 4 : 3;

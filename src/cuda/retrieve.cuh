@@ -9,7 +9,7 @@
  *      candidates, deterministic;
  *   2. merges them with the running top-k (kept sorted, ping-pong buffers)
  *      by rank counting under the total order (score desc, index asc).
- * Few queries against a large block (Nq below the SM count): the block is
+ * Few queries against a large block (Nq below twice the SM count): the block is
  * split into G slices and the same kernel runs twice — G CTAs per query
  * select each slice's sorted top-k (from an empty running top-k), then one
  * CTA per query selects from those G*k candidates and merges.  The top-k
@@ -23,8 +23,11 @@
 
 namespace lik_cuda {
 
+/* Order-preserving key of a score; -0 and +0 share a key (they compare equal,
+ * so the index decides between them, as in rbetter). */
 __device__ __forceinline__ uint32_t fkey(float f) {
   uint32_t u = __float_as_uint(f);
+  if (u == 0x80000000u) u = 0;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

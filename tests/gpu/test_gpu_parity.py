@@ -97,7 +97,8 @@ CASES = [
     ("bf16", 2, 3, 45, 77, 100),   # d % 8 != 0: scalar loader
     ("bf16", 2, 3, 33, 100, 512),  # K-streamed
     ("f16", 1, 2, 40, 65, 1000),   # K-streamed, d tail
-    ("bf16", 1, 2, 20, 50, 2100),  # CUDA-core fallback
+    ("bf16", 1, 2, 20, 50, 2100),  # K-streamed, 4 warps (8 would not fit)
+    ("bf16", 1, 2, 20, 50, 2600),  # CUDA-core fallback: the query block does not fit
     ("f32", 2, 5, 32, 70, 128),
     ("f32", 2, 3, 37, 65, 33),
     ("f64", 2, 3, 20, 40, 24),
