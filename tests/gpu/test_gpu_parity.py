@@ -255,6 +255,33 @@ def test_retrieve(k, gen):
         assert (ref[i, ix[i]] >= kth - 1e-3).all()
 
 
+@pytest.mark.parametrize(
+    "cu_q, pq, msg",
+    [
+        ([1, 2, 5], None, "cu_seqlens_q: must start at 0"),
+        ([0, 4, 3, 5], None, "cu_seqlens_q: must be non-decreasing"),
+        ([0, 2, 4], None, "cu_seqlens_q: last entry 4 does not equal Q rows=5"),
+        ([0, 2, 5], [0, 2], r"pair_q_idx: entry 1 = 2 is outside \[0, Nq=2\)"),
+        ([0, 2, 5], [-1], "pair_q_idx: entry 0 = -1"),
+    ],
+)
+def test_packed_index_values_checked_on_cuda(cu_q, pq, msg):
+    """On CUDA the C library does not read cu_seqlens / pair indices (that
+    would need a sync); the Python front checks a host copy and raises."""
+    import lik
+
+    Q = torch.randn(5, 8, device="cuda")
+    D = torch.randn(7, 8, device="cuda")
+    cq = torch.tensor(cu_q, device="cuda", dtype=torch.int32)
+    cd = torch.tensor([0, 3, 7], device="cuda", dtype=torch.int32)
+    with pytest.raises(ValueError, match=msg):
+        if pq is None:
+            lik.maxsim_varlen(Q, D, cq, cd)
+        else:
+            pq_t = torch.tensor(pq, device="cuda")
+            lik.score_pairs_packed(Q, D, cq, cd, pq_t, torch.zeros_like(pq_t))
+
+
 @pytest.mark.parametrize("Nq,k", [(1, 1), (1, 100), (1, 1000), (1, 6000), (5, 37)])
 def test_retrieve_split_with_ties(Nq, k, gen):
     """Few queries against a large corpus: the block is selected in slices.
