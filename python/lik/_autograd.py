@@ -485,6 +485,25 @@ def _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
         _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d)
 
 
+def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, q_mask, d_mask, normalize,
+                   backward):
+    """Checks and runs the packed forward op: maxsim_varlen (no pairs) or
+    score_pairs_packed."""
+    backward = _check_backward(backward)
+    _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask)
+    if pair_q is not None:
+        for name, x in (("pair_q_idx", pair_q), ("pair_d_idx", pair_d)):
+            _check_torch(name, x)
+            _lib.check_array(x, name)
+    _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q, pair_d)
+    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_q)
+    scores, _ = torch.ops.lik.packed_fwd(
+        Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask,
+        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q, D),
+    )
+    return scores
+
+
 def maxsim_varlen(
     Q_packed,
     D_packed,
@@ -523,15 +542,8 @@ def maxsim_varlen(
         masked sequences score 0 and take no gradient.  Differentiable in
         ``Q_packed`` and ``D_packed``.
     """
-    backward = _check_backward(backward)
-    _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
-    _check_cuda_index_values(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d)
-    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
-    scores, _ = torch.ops.lik.packed_fwd(
-        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, q_mask, d_mask,
-        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),
-    )
-    return scores
+    return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, max_seqlen_q,
+                          q_mask, d_mask, normalize, backward)
 
 
 def score_pairs_packed(
@@ -557,18 +569,8 @@ def score_pairs_packed(
     ``[0, Nq)`` / ``[0, Nd)`` (checked: ValueError naming the entry); pairs
     may repeat.  Other arguments and the result as :func:`maxsim_varlen`.
     """
-    backward = _check_backward(backward)
-    _packed_args(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask)
-    for name, x in (("pair_q_idx", pair_q_idx), ("pair_d_idx", pair_d_idx)):
-        _check_torch(name, x)
-        _lib.check_array(x, name)
-    _check_cuda_index_values(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx)
-    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_seqlens_q)
-    scores, _ = torch.ops.lik.packed_fwd(
-        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx, q_mask, d_mask,
-        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q_packed, D_packed),
-    )
-    return scores
+    return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
+                          max_seqlen_q, q_mask, d_mask, normalize, backward)
 
 
 def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: bool = False,
