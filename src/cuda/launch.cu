@@ -118,7 +118,8 @@ static int64_t kstream_smem(int wn, int64_t d) {
  *     queries and Lq <= 128; two warpgroups, 256-row blocks x 128 tokens
  *     beyond;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
- *     query: Lq <= 32 -> 32 x 128 tiles, <= 64 -> 64 x 64, <= 128 ->
+ *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
+ *     SM; 2 warps of 32 x 32, six per SM, for d <= 64), <= 64 -> 64 x 64, <= 128 ->
  *     128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
  *     (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one query
  *     stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row minimum
@@ -147,7 +148,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
   } else if (lq <= 32) {
-    c.wm = 1; c.wn = 4;
+    c.wm = 1; c.wn = d <= 64 ? 2 : 4;
   } else if (lq <= 64) {
     c.wm = 2; c.wn = 2;
   } else if (lq <= 128) {

@@ -116,21 +116,16 @@ template <> __device__ __forceinline__ __half from_f(float x) {
   return __float2half_rn(x);
 }
 
-/* Loads 8 features [k0, k0+8) of one token into a 16-byte vector, zero
- * outside [0, dim); element k at p[k * sk]. */
+/* Loads 8 features [k0, k0+8) of one token element by element (any stride
+ * sk: the path for views without 16-byte vectors), zero outside [0, dim). */
 template <typename T>
-__device__ __forceinline__ uint4 load8(const T *tok, int64_t sk, int64_t k0,
-                                       int64_t dim, bool fast) {
+__device__ __forceinline__ uint4 load8(const T *tok, int64_t sk, int64_t k0, int64_t dim) {
   uint4 v = make_uint4(0, 0, 0, 0);
-  if (fast) {
-    if (k0 < dim) v = __ldg(reinterpret_cast<const uint4 *>(tok + k0));
-  } else {
-    T *e = reinterpret_cast<T *>(&v);
+  T *e = reinterpret_cast<T *>(&v);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      int64_t k = k0 + i;
-      e[i] = k < dim ? tok[k * sk] : from_f<T>(0.f);
-    }
+  for (int i = 0; i < 8; ++i) {
+    const int64_t k = k0 + i;
+    e[i] = k < dim ? tok[k * sk] : from_f<T>(0.f);
   }
   return v;
 }
@@ -186,8 +181,9 @@ struct SmemSmall {
 };
 
 /* mma.sync family (sm_80+): WM x WN warps of 32 x 8*NI warp tiles, document
- * tiles in padded rows (conflict-free ldmatrix). */
-template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG>
+ * tiles in padded rows (conflict-free ldmatrix); MINB_ CTAs per SM for the
+ * register budget (0: 2, or 1 for 256 threads and more). */
+template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG, int MINB_ = 0>
 struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   using T = T_;
   static constexpr bool WG = false, QR = QREG;
@@ -204,7 +200,7 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   static constexpr int RBP = RB + 16; /* padded row */
   static constexpr int ROWB = RBP;    /* bytes between document rows */
   static constexpr int STAGE_BYTES = BD * RBP;
-  static constexpr int MINB = NT >= 256 ? 1 : 2;
+  static constexpr int MINB = MINB_ ? MINB_ : NT >= 256 ? 1 : 2;
   __device__ static int row0(int warp) { return (warp % WM) * 32; }
   __device__ static int wn_of(int warp) { return warp / WM; }
   __device__ static uint32_t doff(int r, int ch) { return swz<RB>(r, ch); }
@@ -324,7 +320,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         const int64_t k = k0 + ch * 8;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r < rows && k < dim)
-          v = load8<T>(Dp + c.base + (t0 + r) * P.d.sl, P.d.sk, k, dim, false);
+          v = load8<T>(Dp + c.base + (t0 + r) * P.d.sl, P.d.sk, k, dim);
         *reinterpret_cast<uint4 *>(stages + st * C::STAGE_BYTES + C::doff(r, ch)) = v;
       }
     }
@@ -372,12 +368,21 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         const int r = (u / CPR) % BQ, ch = u % CPR;
         const int64_t qi = cc.qi + r / P.qrows;
         const int64_t s = (int64_t)cc.qb * P.qrows + r % P.qrows;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (qi < P.nq && s < seq_len(P.q, qi))
-          v = load8<T>(Qp + seq_base(P.q, qi) + s * P.q.sl, P.q.sk,
-                       (int64_t)kc * KC + ch * 8, P.q.dim, P.fast_q);
-        *reinterpret_cast<uint4 *>(qs + kc * BQ * C::RBP + swz<RB>(r, ch)) = v;
+        const int64_t k = (int64_t)kc * KC + ch * 8;
+        const bool ok = qi < P.nq && s < seq_len(P.q, qi);
+        const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
+        if (P.fast_q) { /* asynchronous: all of the block's loads in flight at once */
+          const bool v = ok && k < P.q.dim;
+          cp_async16(qs_u + off, v ? (const void *)(Qp + seq_base(P.q, qi) + s * P.q.sl + k) : Qp,
+                     v ? 16 : 0);
+        } else {
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (ok) v = load8<T>(Qp + seq_base(P.q, qi) + s * P.q.sl, P.q.sk, k, P.q.dim);
+          *reinterpret_cast<uint4 *>(qs + off) = v;
+        }
       }
+      cp_async_commit();
+      cp_async_wait<0>();
       __syncthreads();
       if (P.normalize && tid < BQ) {
         float ss = 0.f;

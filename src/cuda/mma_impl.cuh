@@ -41,7 +41,10 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
                                cudaStream_t s, int sms) {
   if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, argmax, s, sms);
   if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, argmax, s, sms);
-  if (c.wm == 1) return launch_am<MmaCfg<T, 1, 4, 4, KC, true>>(P, argmax, s, sms);
+  if (c.wm == 1) { /* 32 x 64 tiles, three (KC 128) or six (KC 64) CTAs per SM */
+    if constexpr (KC == 128) return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, argmax, s, sms);
+    else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, argmax, s, sms);
+  }
   if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, argmax, s, sms);
   if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, argmax, s, sms);
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, argmax, s, sms);
