@@ -136,10 +136,12 @@ typedef struct lik_options {
   int num_threads;       /* CPU threads; 0 = $LIK_NUM_THREADS or all cores  */
   void *stream;          /* cudaStream_t for CUDA tensors; NULL = default   */
   lik_backward backward; /* backward strategy (training calls only)         */
+  int64_t max_seqlen_q;  /* packed calls: >= every query's length, 0 = unknown
+                            (FlashAttention's max_seqlen_q; lik_maxsim_varlen) */
 } lik_options;
 
 /* Zero-initialised options are the defaults; NULL options means defaults. */
-#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO}
+#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO, 0}
 
 /* ---- forward ---------------------------------------------------------------
  *
@@ -311,6 +313,12 @@ LIK_API lik_status lik_maxsim_pairs_backward(const lik_tensor *Q,
  *                 the document's first row (0 .. Ld_j-1); -1 for s beyond
  *                 query i's length, masked query tokens, and documents
  *                 without a valid token; lowest index on ties.
+ *   opts          as lik_maxsim, plus max_seqlen_q: 0, or a bound >= the
+ *                 longest query (LIK_ERR_VALUE if negative, or shorter than
+ *                 the longest query where cu_seqlens_q is read on the host).
+ *                 On CUDA, where the lengths stay on the device, it sizes the
+ *                 kernel's query blocks for a call without argmax (else they
+ *                 are sized by Q's rows: correct, slower for short queries).
  */
 LIK_API lik_status lik_maxsim_varlen(const lik_tensor *Q, const lik_tensor *D,
                                      const lik_tensor *cu_seqlens_q,

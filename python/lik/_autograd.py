@@ -70,8 +70,8 @@ def _call(fn, tensors, opts, outs):
     del keep
 
 
-def _opts(normalize: bool, backward: str = "auto"):
-    return _lib.make_options(normalize=normalize, backward=backward)
+def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0):
+    return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q)
 
 
 def _score_dtype(x: torch.Tensor) -> torch.dtype:
@@ -271,7 +271,7 @@ def _packed_fwd(
     f64 = Q.dtype == torch.float64
     scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
     argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
-    opts = _opts(normalize)
+    opts = _opts(normalize, max_seqlen_q=max_lq)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen, (Q, D, cu_q, cu_d, q_mask, d_mask), opts, (scores, argmax))
     else:

@@ -102,6 +102,7 @@ class LikOptions(ctypes.Structure):
         ("num_threads", ctypes.c_int),
         ("stream", ctypes.c_void_p),
         ("backward", ctypes.c_int),
+        ("max_seqlen_q", ctypes.c_int64),
     ]
 
 
@@ -237,12 +238,14 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None) -> LikOptions:
+def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None,
+                 max_seqlen_q: int = 0) -> LikOptions:
     o = LikOptions()
     o.normalize = 1 if normalize else 0
     o.num_threads = _num_threads
     o.stream = stream
     o.backward = BACKWARD_CODES[backward]
+    o.max_seqlen_q = max_seqlen_q
     return o
 
 

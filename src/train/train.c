@@ -240,6 +240,15 @@ static lik_status packed_problem(lik_problem *p, packed_dims *pd, const lik_tens
       (st = check_cu(cu_d, "cu_seqlens_d", D->shape[0], "D rows", host, &id, &pd->nd,
                      &pd->ld_max)))
     return st;
+  const int64_t mq = opts ? opts->max_seqlen_q : 0;
+  if (mq < 0)
+    return lik_fail(LIK_ERR_VALUE, "opts.max_seqlen_q: %lld, must be >= 0 (0: unknown)",
+                    (long long)mq);
+  if (host && mq > 0 && mq < pd->lq_max)
+    return lik_fail(LIK_ERR_VALUE,
+                    "opts.max_seqlen_q: %lld is shorter than the longest query (%lld tokens in "
+                    "cu_seqlens_q)",
+                    (long long)mq, (long long)pd->lq_max);
   if (q_mask && (st = lik_check_mask(q_mask, "q_mask", 1, Q->shape))) return st;
   if (d_mask && (st = lik_check_mask(d_mask, "d_mask", 1, D->shape))) return st;
   p->pairing = LIK_PAIRING_CROSS;
@@ -327,9 +336,10 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   if (p.device == LIK_CUDA) {
 #ifdef LIK_WITH_CUDA
     /* lengths stay on the device: Lq is bounded by the argmax extent, else by
-     * Q's rows; the kernel skips query blocks past each query's end and
-     * writes argmax -1 up to the extent */
-    p.q.len = argmax ? argmax->shape[ndim] : Q->shape[0];
+     * opts.max_seqlen_q or Q's rows; the kernel skips query blocks past each
+     * query's end and writes argmax -1 up to the extent */
+    const int64_t mq = opts ? opts->max_seqlen_q : 0;
+    p.q.len = argmax ? argmax->shape[ndim] : mq > 0 && mq < Q->shape[0] ? mq : Q->shape[0];
     p.d.len = D->shape[0];
     return lik_cuda_maxsim(&p);
 #else

@@ -225,6 +225,24 @@ static void test_packed_equals_padded(void) {
     CHECK(lik_score_pairs_packed(&tq, &td, &tcq, &tcd, &tpq, &tpd, NULL, NULL, &o, &ts2, NULL) == LIK_OK,
           "%s", lik_last_error());
     CHECK(s2[0] == Sp[0 * ND + 0] && s2[1] == Sp[4 * ND + 1], "pair scores differ from varlen");
+    /* opts.max_seqlen_q: a bound >= the longest query (7) changes nothing */
+    float S7[NQ * ND];
+    lik_tensor ts7 = view(S7, LIK_F32, 2, sg);
+    o.max_seqlen_q = 7;
+    CHECK(lik_maxsim_varlen(&tq, &td, &tcq, &tcd, NULL, NULL, &o, &ts7, NULL) == LIK_OK, "%s",
+          lik_last_error());
+    CHECK(memcmp(S7, Sp, sizeof S7) == 0, "scores differ with max_seqlen_q = 7");
+    o.max_seqlen_q = 6;
+    CHECK(lik_maxsim_varlen(&tq, &td, &tcq, &tcd, NULL, NULL, &o, &ts7, NULL) == LIK_ERR_VALUE,
+          "max_seqlen_q shorter than the longest query accepted");
+    CHECK(strstr(lik_last_error(), "max_seqlen_q: 6 is shorter than the longest query (7 tokens") != NULL,
+          "message: %s", lik_last_error());
+    o.max_seqlen_q = -1;
+    CHECK(lik_score_pairs_packed(&tq, &td, &tcq, &tcd, &tpq, &tpd, NULL, NULL, &o, &ts2, NULL) ==
+              LIK_ERR_VALUE,
+          "negative max_seqlen_q accepted");
+    CHECK(strstr(lik_last_error(), "opts.max_seqlen_q: -1") != NULL, "message: %s", lik_last_error());
+    o.max_seqlen_q = 0;
   }
   printf("packed == padded + mask, errors: done\n");
 }

@@ -4,7 +4,8 @@ Covers: bf16 cross + masks + normalize + argmax (Q in registers), long query
 (150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
 last three on the wgmma kernel on a Hopper GPU —, d tails
 (48, 100 scalar loader, 520 / 2000 K-streamed, deep / shallow pipeline),
-fp16, fp32 / fp64 CUDA-core kernels, KD, pairs, retrieve."""
+fp16, fp32 / fp64 CUDA-core kernels, KD, pairs, retrieve, a packed
+(cu_seqlens) scores-only call with short queries."""
 import os
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 import torch  # noqa: E402
+import lik  # noqa: E402
 from lik import _api  # noqa: E402
 
 g = torch.Generator(device="cuda")
@@ -38,5 +40,7 @@ Q, D = r((2, 32, 128), bf), r((2, 3, 50, 128), bf)
 _api._forward(Q, D, m((2, 32)), m((2, 3, 50)), with_argmax=True)
 _api._forward(r((3, 32, 64), bf), r((3, 40, 64), bf), pairs=True, with_argmax=True)
 _api.retrieve(r((2, 32, 64), bf), r((700, 30, 64), bf), 5, normalize=True)
+cq = torch.tensor([0, 5, 37, 38], device="cuda", dtype=torch.int32)
+lik.maxsim_varlen(r((38, 64), bf), r((80, 64), bf), cq, torch.tensor([0, 10, 80], device="cuda"))
 torch.cuda.synchronize()
 print("sanitize_small: ok")

@@ -342,16 +342,19 @@ def _packed_ref(Q, D, cq, cd, qm, dm):
     return ref
 
 
+@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17]])
 @pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40)])
-def test_packed_forwards(dt, d, grad, gen):
+def test_packed_forwards(dt, d, grad, lq, gen):
     """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
-    query blocks past a query's end are skipped); the backward stays CPU-only."""
+    query blocks past a query's end are skipped; max_seqlen_q sizes the tiles of
+    a scores-only call, 32-row tiles for the short queries); the backward stays
+    CPU-only."""
     import itertools
 
     import lik
 
-    lq, ld = [5, 32, 0, 300, 17], [10, 0, 70, 33, 300, 1]
+    ld = [10, 0, 70, 33, 300, 1]
     Q = rand((sum(lq), d), DT[dt], gen)
     D = rand((sum(ld), d), DT[dt], gen)
     cq = torch.tensor([0, *itertools.accumulate(lq)], device="cuda", dtype=torch.int32)
@@ -359,7 +362,7 @@ def test_packed_forwards(dt, d, grad, gen):
     qm, dm = rmask((sum(lq),), gen), rmask((sum(ld),), gen, 0.7)
     ref = _packed_ref(Q, D, cq, cd, qm, dm)
     if grad:
-        Q.requires_grad_()  # the forward then also writes the argmax (extent 300)
+        Q.requires_grad_()  # the forward then also writes the argmax (extent max(lq))
     s = lik.maxsim_varlen(Q, D, cq, cd, q_mask=qm, d_mask=dm, normalize=True)
     torch.cuda.synchronize()
     check_scores(s.detach().float(), ref, max(lq))

@@ -79,8 +79,10 @@ def test_bad_packed_embeddings():
         lik.maxsim_varlen(Q2, D2.double(), CUQ, CUD)
     with pytest.raises(ValueError, match="q_mask"):
         lik.maxsim_varlen(Q2, D2, CUQ, CUD, q_mask=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="argmax: last dimension 1 is shorter"):
+    with pytest.raises(ValueError, match=r"opts.max_seqlen_q: 1 is shorter than the longest query \(3 tokens"):
         lik.maxsim_varlen(Q2.clone().requires_grad_(True), D2, CUQ, CUD, max_seqlen_q=1)
+    with pytest.raises(ValueError, match="max_seqlen_q: 2 is shorter"):
+        lik.score_pairs_packed(Q2, D2, CUQ, CUD, torch.tensor([0]), torch.tensor([0]), max_seqlen_q=2)
 
 
 @pytest.mark.parametrize(
