@@ -422,10 +422,10 @@ def _max_len(cu: torch.Tensor) -> int:
     return max(int((cu[1:] - cu[:-1]).max()), 0)
 
 
-def _max_seqlen(value, cu: torch.Tensor) -> int:
-    """max_seqlen_q as given (a non-negative int), or read from cu_seqlens."""
+def _check_max_seqlen(value):
+    """max_seqlen_q as given: None or a non-negative int."""
     if value is None:
-        return _max_len(cu)
+        return None
     try:
         value = operator.index(value)
     except TypeError:
@@ -449,8 +449,9 @@ def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
             _lib.check_array(x, name)
 
 
-def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
-    """Values of cu_seqlens and pair indices (lik.h's rules for packed calls).
+def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None):
+    """Values of cu_seqlens, pair indices and a given max_seqlen_q > 0 (lik.h's
+    rules for packed calls).
 
     The C library checks them itself for CPU tensors; for CUDA tensors it
     cannot without a host sync, so the Python front checks a host copy here
@@ -470,6 +471,10 @@ def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
         if int(c[-1]) != rows:
             raise ValueError(f"{name}: last entry {int(c[-1])} does not equal {what}={rows}")
         counts[name] = c.numel() - 1
+        longest = int((c[1:] - c[:-1]).max()) if c.numel() > 1 else 0
+        if name == "cu_seqlens_q" and max_seqlen_q and max_seqlen_q < longest:
+            raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
+                             f"({longest} tokens in cu_seqlens_q)")
     for name, idx, n, what in (("pair_q_idx", pair_q, counts["cu_seqlens_q"], "Nq"),
                                ("pair_d_idx", pair_d, counts["cu_seqlens_d"], "Nd")):
         if idx is None or idx.dim() != 1:
@@ -480,9 +485,9 @@ def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
             raise ValueError(f"{name}: entry {p} = {int(idx[p])} is outside [0, {what}={n})")
 
 
-def _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None):
+def _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None):
     if Q.device.type == "cuda" and not torch.compiler.is_compiling():
-        _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d)
+        _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
 
 
 def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, q_mask, d_mask, normalize,
@@ -495,8 +500,10 @@ def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, q_mask, d_mas
         for name, x in (("pair_q_idx", pair_q), ("pair_d_idx", pair_d)):
             _check_torch(name, x)
             _lib.check_array(x, name)
-    _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q, pair_d)
-    max_seqlen_q = _max_seqlen(max_seqlen_q, cu_q)
+    max_seqlen_q = _check_max_seqlen(max_seqlen_q)
+    _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
+    if max_seqlen_q is None:
+        max_seqlen_q = _max_len(cu_q)
     scores, _ = torch.ops.lik.packed_fwd(
         Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask,
         int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q, D),
@@ -528,9 +535,13 @@ def maxsim_varlen(
         cu_seqlens_q: ``[Nq + 1]`` int32 or int64: starts at 0,
             non-decreasing, last entry ``total_q`` (checked: ValueError).
         cu_seqlens_d: ``[Nd + 1]`` likewise.
-        max_seqlen_q: longest query (sizes the saved argmax).  Computed from
-            ``cu_seqlens_q`` when omitted (a host read; pass it under
-            ``torch.compile(fullgraph=True)``).  Must be >= the longest query.
+        max_seqlen_q: a bound >= the longest query (FlashAttention's
+            ``max_seqlen_q``): sizes the saved argmax and, on CUDA, the
+            kernel's query tiles.  Computed from ``cu_seqlens_q`` when omitted
+            (a host read; pass it under ``torch.compile(fullgraph=True)``).
+            Shorter than the longest query: ValueError (checked everywhere
+            except on CUDA under torch.compile, where the caller guarantees
+            it); 0 means unknown (tiles sized by Q's rows).
         max_seqlen_d: accepted for seed compatibility; not needed.
         q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
             token masks (beyond the seed).

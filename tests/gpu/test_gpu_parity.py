@@ -282,6 +282,18 @@ def test_packed_index_values_checked_on_cuda(cu_q, pq, msg):
             lik.score_pairs_packed(Q, D, cq, cd, pq_t, torch.zeros_like(pq_t))
 
 
+def test_packed_max_seqlen_q_checked_on_cuda():
+    """A given max_seqlen_q sizes the CUDA kernel's query tiles: one shorter
+    than the longest query is caught by the same host check."""
+    import lik
+
+    Q, D = torch.randn(5, 8, device="cuda"), torch.randn(7, 8, device="cuda")
+    cq = torch.tensor([0, 2, 5], device="cuda", dtype=torch.int32)
+    cd = torch.tensor([0, 3, 7], device="cuda", dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"max_seqlen_q: 2 is shorter than the longest query \(3 tokens"):
+        lik.maxsim_varlen(Q, D, cq, cd, max_seqlen_q=2)
+
+
 @pytest.mark.parametrize("Nq,k", [(1, 1), (1, 100), (1, 1000), (1, 6000), (5, 37)])
 def test_retrieve_split_with_ties(Nq, k, gen):
     """Few queries against a large corpus: the block is selected in slices.

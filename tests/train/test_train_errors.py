@@ -36,6 +36,14 @@ def test_index_values_checked_for_cuda_tensors(cu_q, pq, msg):
     _autograd._check_index_values(Q2, D2, CUQ, CUD, torch.tensor([0, 1]), torch.tensor([1, 0]))
 
 
+def test_max_seqlen_q_checked_for_cuda_tensors():
+    # the same host-side check covers a given max_seqlen_q (longest query: 3)
+    with pytest.raises(ValueError, match=r"max_seqlen_q: 2 is shorter than the longest query \(3 tokens"):
+        _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=2)
+    _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=3)
+    _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=0)  # 0: unknown
+
+
 @pytest.mark.parametrize("bad, exc", [(-1, ValueError), ("5", TypeError), (2.5, TypeError)])
 def test_bad_max_seqlen_q(bad, exc):
     with pytest.raises(exc, match="max_seqlen_q"):
