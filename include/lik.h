@@ -342,7 +342,7 @@ LIK_API lik_status lik_maxsim_varlen_backward(
  * packed batches (the seed's score_pairs_packed): scores[p] = MaxSim(query
  * pair_q[p], document pair_d[p]).
  *
- *   Q, D, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask  as lik_maxsim_varlen.
+ *   Q, D, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask, opts  as lik_maxsim_varlen.
  *   pair_q, pair_d  [P] I32 or I64, any stride; 0 <= pair_q[p] < Nq and
  *                   0 <= pair_d[p] < Nd (else LIK_ERR_VALUE naming p).
  *                   Pairs may repeat and come in any order.

@@ -471,10 +471,11 @@ def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q
         if int(c[-1]) != rows:
             raise ValueError(f"{name}: last entry {int(c[-1])} does not equal {what}={rows}")
         counts[name] = c.numel() - 1
-        longest = int((c[1:] - c[:-1]).max()) if c.numel() > 1 else 0
-        if name == "cu_seqlens_q" and max_seqlen_q and max_seqlen_q < longest:
-            raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
-                             f"({longest} tokens in cu_seqlens_q)")
+        if name == "cu_seqlens_q" and max_seqlen_q and c.numel() > 1:
+            longest = int((c[1:] - c[:-1]).max())
+            if max_seqlen_q < longest:
+                raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
+                                 f"({longest} tokens in cu_seqlens_q)")
     for name, idx, n, what in (("pair_q_idx", pair_q, counts["cu_seqlens_q"], "Nq"),
                                ("pair_d_idx", pair_d, counts["cu_seqlens_d"], "Nd")):
         if idx is None or idx.dim() != 1:

@@ -119,8 +119,8 @@ static int64_t kstream_smem(int wn, int64_t d) {
  *     beyond;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
- *     SM; 2 warps of 32 x 32, six per SM, for d <= 64), <= 64 -> 64 x 64, <= 128 ->
- *     128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
+ *     SM; 2 warps of 32 x 32, six per SM, for d <= 64), <= 64 -> 64 x 64,
+ *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
  *     (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one query
  *     stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row minimum
  *     measured no faster there). */
