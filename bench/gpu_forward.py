@@ -2,7 +2,7 @@
 """GPU forward benchmark of lik on the H200: builds, checks, times.
 
     python3 bench/gpu_forward.py [--build] [--peers eager,bf16mm,compile,flash,lik045]
-                                 [--shapes name,...] [--out results.json]
+                                 [--shapes name,...] [--dtype bf16|f16|f32] [--out results.json]
 
 * builds liblik.so with CMake (build/) if --build or it is missing, and
   points the Python package at it (LIK_LIBRARY);
@@ -13,7 +13,10 @@
   streams its documents from HBM), median of the replays / R; random
   normal data, never zeros;
 * floor = max(bytes / 4.27 TB/s, FLOPs / 702 TFLOP/s) (ceilings measured on
-  the lent H200), bytes = Q + D (+ masks) + scores, FLOPs = 2 Nq Nd Lq Ld d;
+  the lent H200, the FLOP one for bf16 tensor cores), bytes = Q + D (+ masks)
+  + scores, FLOPs = 2 Nq Nd Lq Ld d;
+* --dtype runs every shape in one dtype instead of its own (f32: what fp32
+  embeddings cost; the Triton peers compute them in TF32);
 * peak memory = torch.cuda.max_memory_allocated during one call, above the
   inputs;
 * first-call latency: a fresh process per method (text-short), wall time of
@@ -207,6 +210,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--compile-shapes", default="text-short,colpali,train-batch-128,rerank-100k")
     ap.add_argument("--no-first-call", action="store_true")
+    ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default=None,
+                    help="every shape in this dtype (default: the shape's own)")
     args = ap.parse_args()
     build(args.build)
     import torch
@@ -220,8 +225,9 @@ def main():
     g.manual_seed(0)
     for name in args.shapes.split(","):
         Nq, Nd, Lq, Ld, d, dt = SHAPES[name]
-        tdt = torch.bfloat16 if dt == "bf16" else torch.float16
-        fl, byts, flops = floor_us(Nq, Nd, Lq, Ld, d, 2)
+        dt = args.dtype or dt
+        tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dt]
+        fl, byts, flops = floor_us(Nq, Nd, Lq, Ld, d, 4 if dt == "f32" else 2)
         nsets = max(1, min(8, int(-(-256e6 // byts))))
         sets = []
         for _ in range(nsets):
