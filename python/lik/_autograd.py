@@ -422,16 +422,20 @@ def _max_len(cu: torch.Tensor) -> int:
     return max(int((cu[1:] - cu[:-1]).max()), 0)
 
 
-def _check_max_seqlen(value):
-    """max_seqlen_q as given: None or a non-negative int."""
+def _check_max_seqlen(value, name: str = "max_seqlen_q"):
+    """A max_seqlen argument as given: None or an int in [0, 2**62]."""
     if value is None:
         return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected None or an int, got bool")
     try:
         value = operator.index(value)
     except TypeError:
-        raise TypeError(f"max_seqlen_q: expected None or an int, got {type(value).__name__}") from None
+        raise TypeError(f"{name}: expected None or an int, got {type(value).__name__}") from None
     if value < 0:
-        raise ValueError(f"max_seqlen_q: must be >= 0, got {value}")
+        raise ValueError(f"{name}: must be >= 0, got {value}")
+    if value > 2**62:
+        raise ValueError(f"{name}: {value} is too large (at most 2**62)")
     return value
 
 
@@ -449,50 +453,65 @@ def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
             _lib.check_array(x, name)
 
 
-def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None):
-    """Values of cu_seqlens, pair indices and a given max_seqlen_q > 0 (lik.h's
-    rules for packed calls).
-
-    The C library checks them itself for CPU tensors; for CUDA tensors it
-    cannot without a host sync, so the Python front checks a host copy here
-    (one sync; skipped under torch.compile, where the caller guarantees them).
-    Shapes and dtypes are left to the C library.
-    """
-    counts = {}
+def _cu_values(Q, D, cu_q, cu_d, max_seqlen_q=None):
+    """Values of cu_seqlens (lik.h's rules) and a given max_seqlen_q > 0, on a
+    host copy: (Nq, Nd, longest query), or None where a dtype or shape is
+    wrong (left to the C library's error)."""
+    if Q.dim() != 2 or D.dim() != 2:
+        return None
+    out = []
     for name, cu, rows, what in (("cu_seqlens_q", cu_q, Q.shape[0], "Q rows"),
                                  ("cu_seqlens_d", cu_d, D.shape[0], "D rows")):
+        if cu.dtype not in (torch.int32, torch.int64) or cu.dim() != 1 or cu.numel() == 0:
+            return None
         c = cu.detach().cpu().long()
-        if c.dim() != 1 or c.numel() == 0:
-            return
         if int(c[0]) != 0:
             raise ValueError(f"{name}: must start at 0, got {int(c[0])}")
         if c.numel() > 1 and bool((c[1:] < c[:-1]).any()):
             raise ValueError(f"{name}: must be non-decreasing")
         if int(c[-1]) != rows:
             raise ValueError(f"{name}: last entry {int(c[-1])} does not equal {what}={rows}")
-        counts[name] = c.numel() - 1
-        if name == "cu_seqlens_q" and max_seqlen_q and c.numel() > 1:
-            longest = int((c[1:] - c[:-1]).max())
-            if max_seqlen_q < longest:
-                raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
-                                 f"({longest} tokens in cu_seqlens_q)")
-    for name, idx, n, what in (("pair_q_idx", pair_q, counts["cu_seqlens_q"], "Nq"),
-                               ("pair_d_idx", pair_d, counts["cu_seqlens_d"], "Nd")):
+        out.append(c)
+    longest = _max_len(out[0])
+    if max_seqlen_q and max_seqlen_q < longest:
+        raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
+                         f"({longest} tokens in cu_seqlens_q)")
+    return out[0].numel() - 1, out[1].numel() - 1, longest
+
+
+def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None) -> int:
+    """The host check of a packed call on CUDA tensors, where the C library
+    cannot read cu_seqlens and pair indices without a sync: _cu_values, then
+    the pair indices.  Returns the longest query (0 where left to C)."""
+    r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q)
+    if r is None:
+        return 0
+    nq, nd, longest = r
+    for name, idx, n, what in (("pair_q_idx", pair_q, nq, "Nq"), ("pair_d_idx", pair_d, nd, "Nd")):
         if idx is None or idx.dim() != 1:
             continue
         bad = ((idx < 0) | (idx >= n)).nonzero()
         if bad.numel():
             p = int(bad[0, 0])
             raise ValueError(f"{name}: entry {p} = {int(idx[p])} is outside [0, {what}={n})")
+    return longest
 
 
-def _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None):
-    if Q.device.type == "cuda" and not torch.compiler.is_compiling():
-        _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
+def _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q) -> int:
+    """Lq bound of a packed call: sizes the saved argmax and the CUDA kernel's
+    query tiles.  The exact longest query, from checked values (CPU: the C
+    library checks the pairs; CUDA: one host copy, one sync); under
+    torch.compile, where nothing is read, max_seqlen_q as given."""
+    if torch.compiler.is_compiling():
+        return max_seqlen_q if max_seqlen_q is not None else _max_len(cu_q)
+    if Q.device.type == "cuda":
+        return _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
+    r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q)
+    return r[2] if r else 0
 
 
-def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, q_mask, d_mask, normalize,
-                   backward):
+def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d, q_mask, d_mask,
+                   normalize, backward):
     """Checks and runs the packed forward op: maxsim_varlen (no pairs) or
     score_pairs_packed."""
     backward = _check_backward(backward)
@@ -501,13 +520,11 @@ def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, q_mask, d_mas
         for name, x in (("pair_q_idx", pair_q), ("pair_d_idx", pair_d)):
             _check_torch(name, x)
             _lib.check_array(x, name)
-    max_seqlen_q = _check_max_seqlen(max_seqlen_q)
-    _check_cuda_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
-    if max_seqlen_q is None:
-        max_seqlen_q = _max_len(cu_q)
+    _check_max_seqlen(max_seqlen_d, "max_seqlen_d")
+    width = _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, _check_max_seqlen(max_seqlen_q))
     scores, _ = torch.ops.lik.packed_fwd(
         Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask,
-        int(max_seqlen_q), bool(normalize), backward, _needs_grad(Q, D),
+        int(width), bool(normalize), backward, _needs_grad(Q, D),
     )
     return scores
 
@@ -536,14 +553,15 @@ def maxsim_varlen(
         cu_seqlens_q: ``[Nq + 1]`` int32 or int64: starts at 0,
             non-decreasing, last entry ``total_q`` (checked: ValueError).
         cu_seqlens_d: ``[Nd + 1]`` likewise.
-        max_seqlen_q: a bound >= the longest query (FlashAttention's
-            ``max_seqlen_q``): sizes the saved argmax and, on CUDA, the
-            kernel's query tiles.  Computed from ``cu_seqlens_q`` when omitted
-            (a host read; pass it under ``torch.compile(fullgraph=True)``).
-            Shorter than the longest query: ValueError (checked everywhere
-            except on CUDA under torch.compile, where the caller guarantees
-            it); 0 means unknown (tiles sized by Q's rows).
-        max_seqlen_d: accepted for seed compatibility; not needed.
+        max_seqlen_q: None or a bound >= the longest query (FlashAttention's
+            ``max_seqlen_q``).  Outside ``torch.compile`` lik reads
+            ``cu_seqlens_q`` (on CUDA: one host copy, one sync) and uses the
+            exact longest query; a given value shorter than it raises
+            ValueError.  Under ``torch.compile(fullgraph=True)`` pass it: it
+            then sizes the saved argmax and the CUDA kernel's query tiles
+            unchecked (the caller guarantees it).
+        max_seqlen_d: None or an int >= 0; accepted for seed compatibility,
+            not needed.
         q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
             token masks (beyond the seed).
         normalize: per-token L2 normalisation in the kernel (beyond the seed).
@@ -555,7 +573,7 @@ def maxsim_varlen(
         ``Q_packed`` and ``D_packed``.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, max_seqlen_q,
-                          q_mask, d_mask, normalize, backward)
+                          max_seqlen_d, q_mask, d_mask, normalize, backward)
 
 
 def score_pairs_packed(
@@ -582,7 +600,7 @@ def score_pairs_packed(
     may repeat.  Other arguments and the result as :func:`maxsim_varlen`.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
-                          max_seqlen_q, q_mask, d_mask, normalize, backward)
+                          max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward)
 
 
 def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: bool = False,

@@ -40,14 +40,40 @@ def test_max_seqlen_q_checked_for_cuda_tensors():
     # the same host-side check covers a given max_seqlen_q (longest query: 3)
     with pytest.raises(ValueError, match=r"max_seqlen_q: 2 is shorter than the longest query \(3 tokens"):
         _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=2)
-    _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=3)
-    _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=0)  # 0: unknown
+    assert _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=3) == 3
+    assert _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_q=0) == 3  # 0: unknown
 
 
-@pytest.mark.parametrize("bad, exc", [(-1, ValueError), ("5", TypeError), (2.5, TypeError)])
+@pytest.mark.parametrize("bad, exc", [(-1, ValueError), ("5", TypeError), (2.5, TypeError), (True, TypeError),
+                                      (2**62 + 1, ValueError)])
 def test_bad_max_seqlen_q(bad, exc):
     with pytest.raises(exc, match="max_seqlen_q"):
         lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_q=bad)
+    with pytest.raises(exc, match="max_seqlen_d"):
+        lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_d=bad)
+
+
+@pytest.mark.parametrize("mq", [None, 0, 3, 2**40, 2**62])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_max_seqlen_q_bounds_only(mq, dtype):
+    """Outside torch.compile the saved argmax is sized by the longest query
+    (3 tokens), whatever bound >= it (or 0: unknown) is given: no huge
+    allocation, the same scores and gradients."""
+    Q, D = Q2.to(dtype).requires_grad_(True), D2.to(dtype)
+    s = lik.maxsim_varlen(Q, D, CUQ, CUD, max_seqlen_q=mq)
+    (g,) = torch.autograd.grad(s.sum(), Q)
+    Qr = Q.detach().clone().requires_grad_(True)
+    ref = lik.maxsim_varlen(Qr, D, CUQ, CUD)
+    (gr,) = torch.autograd.grad(ref.sum(), Qr)
+    assert torch.equal(s.detach(), ref.detach()) and torch.equal(g, gr)
+
+
+def test_bad_cu_seqlens_with_grad_is_checked_before_sizing():
+    # the argmax a training call saves is sized from checked values only
+    with pytest.raises(ValueError, match="cu_seqlens_q: must be non-decreasing"):
+        lik.maxsim_varlen(Q2.clone().requires_grad_(True), D2, torch.tensor([0, 2**40, 5]), CUD)
+    with pytest.raises(TypeError, match="cu_seqlens_q: dtype float32"):
+        lik.maxsim_varlen(Q2.clone().requires_grad_(True), D2, CUQ.float() * 1e12, CUD)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +113,7 @@ def test_bad_packed_embeddings():
         lik.maxsim_varlen(Q2, D2.double(), CUQ, CUD)
     with pytest.raises(ValueError, match="q_mask"):
         lik.maxsim_varlen(Q2, D2, CUQ, CUD, q_mask=torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"opts.max_seqlen_q: 1 is shorter than the longest query \(3 tokens"):
+    with pytest.raises(ValueError, match=r"max_seqlen_q: 1 is shorter than the longest query \(3 tokens"):
         lik.maxsim_varlen(Q2.clone().requires_grad_(True), D2, CUQ, CUD, max_seqlen_q=1)
     with pytest.raises(ValueError, match="max_seqlen_q: 2 is shorter"):
         lik.score_pairs_packed(Q2, D2, CUQ, CUD, torch.tensor([0]), torch.tensor([0]), max_seqlen_q=2)
