@@ -10,8 +10,9 @@
  *
  *   MmaCfg     (sm_80+) CTA tile BQ = 32*WM query rows x BD = 8*NI*WN
  *              document tokens; warp tile 32 x 8*NI: 2 m16 tiles x NI n8
- *              tiles of mma.sync.m16n8k16, fp32 accumulators, operands from
- *              padded shared memory through ldmatrix.x4 (no bank conflicts).
+ *              tiles of mma.sync.m16n8k16 (m16n8k8.tf32 x 3 for fp32), fp32
+ *              accumulators, operands from padded shared memory through
+ *              ldmatrix.x4 (no bank conflicts).
  *   WgCfg      (sm_90a) NWG warpgroups x MT m64 tiles of
  *              wgmma.m64nBDk16: A = the query rows in registers (loaded once
  *              per query block with ldmatrix, the mma.sync A layout), B = the
@@ -22,11 +23,12 @@
  *              one slot (qrows = BQ) is one query block of one query; several
  *              slots (cross pairing) stack P.qpc queries, so one D tile in
  *              shared memory serves all of them.
- *   K          QREG (d <= KC, KC = 64 or 128): the whole query block lives in
- *              registers as A fragments; one D tile = all of d.
- *              otherwise d is streamed in KC = 64 chunks and A comes from
- *              shared memory each k-step (the whole query block sits in
- *              shared memory: launch.cu checks that it fits).
+ *   K          QREG (a row's d fits one k-chunk of KC features = 128 or 256
+ *              bytes): the whole query block lives in registers as A
+ *              fragments; one D tile = all of d.  Otherwise d is streamed in
+ *              128-byte chunks and A comes from shared memory each k-step
+ *              (the whole query block sits in shared memory: launch.cu
+ *              checks that it fits).
  *   epilogue   per column: optional x 1/||d_t|| (fused normalize), -inf for
  *              masked / out-of-range tokens (select, so NaN in masked tokens
  *              never matters), running max (+ argmax, lowest index on ties)
@@ -91,9 +93,12 @@ __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
 }
 
 /* fp32 inputs: one 32-byte k-step is k8 of mma.m16n8k8.tf32, three times
- * (3xTF32): x = big + small with big = tf32(x), small = tf32(x - big), and
- * big*big + big*small + small*big accumulate in fp32 (small*small, below
- * 2^-22 relative, dropped) -- fp32 accuracy on the tensor cores.  The A / B
+ * (3xTF32): x = big + small with big = x truncated to tf32 (never rounds up
+ * to Inf), small = tf32(x - big) (an exact difference), and small*big +
+ * big*small + big*big accumulate in fp32 (small*small, below 2^-20
+ * relative, dropped) -- fp32 accuracy on the tensor cores.  An Inf in an
+ * unmasked token makes its products NaN (Inf - Inf, Inf * 0), which the max
+ * skips, where the CUDA-core kernel and the CPU give +-Inf.  The A / B
  * fragments hold the fp32 bits in the registers ldmatrix fills for k16 of
  * half types (same byte layout). */
 __device__ __forceinline__ uint32_t tf32_rna(float x) {
@@ -102,7 +107,7 @@ __device__ __forceinline__ uint32_t tf32_rna(float x) {
   return r;
 }
 __device__ __forceinline__ void tf32_split(uint32_t x, uint32_t &big, uint32_t &small) {
-  big = tf32_rna(__uint_as_float(x));
+  big = x & 0xffffe000u;
   small = tf32_rna(__uint_as_float(x) - __uint_as_float(big));
 }
 __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
