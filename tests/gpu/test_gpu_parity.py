@@ -260,11 +260,11 @@ def test_fp32_extreme_magnitudes(d):
     """fp32 on the tensor cores (3xTF32): values near FLT_MAX split without
     overflow (big = truncation), tiny values keep their relative accuracy."""
     api = _lik()
-    Q = torch.zeros(1, 2, d, device="cuda")
+    Q = torch.zeros(2, 1, d, device="cuda")
     D = torch.zeros(2, 3, d, device="cuda")
-    Q[0, 0, 0], Q[0, 1, -1] = 3.4e38, -1.5e-30
+    Q[0, 0, 0], Q[1, 0, -1] = 3.4e38, -1.5e-30
     D[0, :, 0] = torch.tensor([1e-3, 2e-3, -4e-3])
-    D[1, :, -1] = torch.tensor([-2.0, 3.0, 1e-5])
+    D[1, :, -1] = torch.tensor([-2e-3, 3e-3, 1e-8])
     S = torch.einsum("ild,jtd->ijlt", Q.double(), D.double()).amax(-1).sum(-1)
     got = api.maxsim(Q, D).double()
     assert torch.isfinite(got).all()
