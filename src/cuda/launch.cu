@@ -246,8 +246,10 @@ static KParams make_params(const lik_problem *p) {
 /* Launches the forward for P (scores / argmax already set). */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
                               int dev) {
-  /* queries can share a CTA's rows: cross pairing, padded (equal-length) Q */
-  const int64_t stack_nq = P.pairing == 0 && !P.q.off.data ? P.nq : 1;
+  /* queries can share a CTA's rows in the cross pairing, padded or packed
+   * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
+   * kernel masks each slot's rows past its query's own length) */
+  const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
   int sms = 0, smem_max = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e == cudaSuccess)

@@ -370,14 +370,14 @@ def _packed_ref(Q, D, cq, cd, qm, dm):
     return ref
 
 
-@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17]])
+@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17], [3, 64, 0, 33, 7, 1, 60, 2, 9]])
 @pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40)])
 def test_packed_forwards(dt, d, grad, lq, gen):
     """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
     query blocks past a query's end are skipped; max_seqlen_q sizes the tiles of
-    a scores-only call, 32-row tiles for the short queries); the backward stays
-    CPU-only."""
+    a scores-only call: short queries are stacked in 32- / 64-row slots, with
+    a partial last group); the backward stays CPU-only."""
     import itertools
 
     import lik
