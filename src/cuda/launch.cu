@@ -55,15 +55,17 @@ static int elt_size(lik_dtype t) {
   }
 }
 
-/* 16-byte vector loads of 8 features are legal for every token of s. */
+/* 16-byte vector loads (8 half / 4 fp32 features) are legal for every token
+ * of s. */
 static int vec_ok(const lik_seqs &s) {
-  if (s.dtype != LIK_BF16 && s.dtype != LIK_F16) return 0;
-  if (s.sk != 1 || s.dim % 8 != 0) return 0;
+  if (s.dtype != LIK_BF16 && s.dtype != LIK_F16 && s.dtype != LIK_F32) return 0;
+  const int64_t e = 16 / elt_size(s.dtype); /* elements per 16 bytes */
+  if (s.sk != 1 || s.dim % e != 0) return 0;
   if (((uintptr_t)s.data) % 16 != 0) return 0;
-  if (s.sl % 8 != 0) return 0;
+  if (s.sl % e != 0) return 0;
   if (!s.offsets.data) {
-    if (s.sn % 8 != 0) return 0;
-    if (s.group > 0 && s.sg % 8 != 0) return 0;
+    if (s.sn % e != 0) return 0;
+    if (s.group > 0 && s.sg % e != 0) return 0;
   }
   return 1;
 }
@@ -93,51 +95,57 @@ static bool wgmma_ok(int dev) {
 }
 
 /* Shared memory of the K-streamed mma.sync configuration with wn warps
- * (MmaCfg<T, 1, wn, 4, 64, false>, 3 stages; maxsim_mma.cuh): small arrays,
- * 3 tiles of 32 wn rows and the 32-row query block, rows of 64 features + 16
- * bytes of padding. */
-static int64_t kstream_smem(int wn, int64_t d) {
-  const int64_t row = 64 * 2 + 16, bd = 32 * wn;
+ * (MmaCfg<T, 1, wn, 4, 128 bytes, false>, 3 stages; maxsim_mma.cuh): small
+ * arrays, 3 tiles of 32 wn rows and the 32-row query block, rows of 128-byte
+ * k-chunks + 16 bytes of padding; row_bytes = d * element size. */
+static int64_t kstream_smem(int wn, int64_t row_bytes) {
+  const int64_t row = 128 + 16, bd = 32 * wn;
   const int64_t small = (256 + bd * 4 + wn * 256 + 127) / 128 * 128;
-  return small + 3 * bd * row + (d + 63) / 64 * 32 * row;
+  return small + 3 * bd * row + (row_bytes + 127) / 128 * 32 * row;
 }
 
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
- *   fp32 / fp64          CUDA-core FFMA / DFMA kernel (fp32 accuracy kept)
- *   half, 128 < d        K-streamed tensor-core kernel, 32-row query blocks
- *                        in shared memory: 128-token tiles (4 warps), 256
- *                        (8 warps) for d > 768 where they fit; the CUDA-core
- *                        kernel where neither fits (d > 2432 on an H100 /
- *                        H200, > 1472 on an A100)
- *   half, d <= 128       query block in registers:
+ * Sizes are in bytes of a token's row, rb = d * element size (a half d of
+ * 128 is 256 bytes, as an fp32 d of 64).
+ *   fp64                 CUDA-core DFMA kernel
+ *   bf16 / fp16 / fp32   tensor cores (fp32: 3xTF32 mma.sync, fp32 accuracy;
+ *                        docs/cuda.md):
+ *   256 < rb             K-streamed, 32-row query blocks in shared memory:
+ *                        128-token tiles (4 warps), 256 (8 warps) for
+ *                        rb > 1536 where they fit; the CUDA-core kernel where
+ *                        neither fits (half d > 2432 on an H100 / H200, > 1472
+ *                        on an A100; half that for fp32)
+ *   rb <= 256            query block in registers:
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
  *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
  *     128 / 256 rows), so each document tile is read once for all of them;
- *     sm_90a, stacked queries or Lq > 64 -> wgmma (docs/cuda.md): one
- *     warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for stacked
- *     queries and Lq <= 128; two warpgroups, 256-row blocks x 128 tokens
- *     beyond;
+ *     sm_90a, half types, stacked queries or Lq > 64 -> wgmma (docs/cuda.md):
+ *     one warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for
+ *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
+ *     tokens beyond;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
- *     SM; 2 warps of 32 x 32, six per SM, for d <= 64), <= 64 -> 64 x 64,
- *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query blocks
- *     (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one query
- *     stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row minimum
- *     measured no faster there). */
+ *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128), <= 64 -> 64 x 64,
+ *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query
+ *     blocks (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one
+ *     query stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row
+ *     minimum measured no faster there). */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg,
                            int64_t smem_max) {
-  TileCfg c = {0, 1, 4, 64, 1, 1, 0};
-  if ((dt != LIK_BF16 && dt != LIK_F16) || (d > 128 && kstream_smem(4, d) > smem_max)) {
+  TileCfg c = {0, 1, 4, 128, 1, 1, 0};
+  const int64_t rb = d * elt_size(dt);
+  if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, rb) > smem_max)) {
     c.simt = 1;
     return c;
   }
-  if (d > 128) {
+  if (rb > 256) {
     c.qreg = 0;
     /* 8 warps where 4-warp CTAs would run one per SM (large query block) */
-    if (d > 768 && kstream_smem(8, d) <= smem_max) c.wn = 8;
+    if (rb > 1536 && kstream_smem(8, rb) <= smem_max) c.wn = 8;
     return c;
   }
-  c.kc = d <= 64 ? 64 : 128;
+  c.kc = rb <= 128 ? 128 : 256;
+  wg = wg && dt != LIK_F32;
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
   if (wg && (stack || lq > 64)) {
@@ -148,7 +156,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
   } else if (lq <= 32) {
-    c.wm = 1; c.wn = d <= 64 ? 2 : 4;
+    c.wm = 1; c.wn = rb <= 128 ? 2 : 4;
   } else if (lq <= 64) {
     c.wm = 2; c.wn = 2;
   } else if (lq <= 128) {
@@ -238,8 +246,10 @@ static KParams make_params(const lik_problem *p) {
 /* Launches the forward for P (scores / argmax already set). */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
                               int dev) {
-  /* queries can share a CTA's rows: cross pairing, padded (equal-length) Q */
-  const int64_t stack_nq = P.pairing == 0 && !P.q.off.data ? P.nq : 1;
+  /* queries can share a CTA's rows in the cross pairing, padded or packed
+   * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
+   * kernel masks each slot's rows past its query's own length) */
+  const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
   int sms = 0, smem_max = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e == cudaSuccess)
@@ -256,15 +266,17 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
     return lik_fail(LIK_ERR_UNSUPPORTED, "Q: Lq=%lld is too long for the CUDA backend",
                     (long long)P.q.len);
   P.nqb = (int)nqb;
-  P.nkc = c.simt ? 1 : (int)((P.d.dim + c.kc - 1) / c.kc);
+  P.nkc = c.simt ? 1 : (int)((P.d.dim * elt_size(dt) + c.kc - 1) / c.kc);
   if (P.nkc < 1) P.nkc = 1;
   const bool am = P.argmax != nullptr;
   if (c.simt) {
     e = launch_simt(P, dt, am, stream, sms);
   } else if (dt == LIK_BF16) {
     e = launch_mma_bf16(P, c, am, stream, sms);
-  } else {
+  } else if (dt == LIK_F16) {
     e = launch_mma_f16(P, c, am, stream, sms);
+  } else {
+    e = launch_mma_f32(P, c, am, stream, sms);
   }
   if (e != cudaSuccess) return cuda_fail(e, "the MaxSim kernel launch");
   return LIK_OK;

@@ -13,8 +13,8 @@ namespace lik_cuda {
 struct TileCfg {
   int simt;   /* 1: CUDA-core kernel */
   int wm, wn; /* warps along queries / documents (tensor-core kernel) */
-  int kc;     /* 64 or 128 features per k-chunk */
-  int qreg;   /* query block held in registers (d <= kc) */
+  int kc;     /* 128 or 256 bytes of a row per k-chunk (64 / 128 half, 32 / 64 fp32 features) */
+  int qreg;   /* query block held in registers (a row's d fits kc bytes) */
   int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */
   int wg;     /* sm_90a wgmma kernel with wg warpgroups (wm = 4 wg), 0: mma.sync */
 };
@@ -22,12 +22,14 @@ struct TileCfg {
 /* Fills P.upr / P.dpc for `slots` resident CTAs (launch.cu). */
 void decompose(KParams &P, int64_t slots);
 
-/* Launchers per dtype (mma_bf16.cu, mma_f16.cu, simt.cu).  Each sets the
+/* Launchers per dtype (mma_bf16.cu, mma_f16.cu, mma_f32.cu, simt.cu).  Each sets the
  * decomposition through decompose() from the occupancy it reads, then
  * launches on `stream`; returns the CUDA error of the launch. */
 cudaError_t launch_mma_bf16(KParams &P, const TileCfg &c, bool argmax,
                             cudaStream_t stream, int sms);
 cudaError_t launch_mma_f16(KParams &P, const TileCfg &c, bool argmax,
+                           cudaStream_t stream, int sms);
+cudaError_t launch_mma_f32(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, int sms);
 cudaError_t launch_simt(KParams &P, lik_dtype dt, bool argmax,
                         cudaStream_t stream, int sms);

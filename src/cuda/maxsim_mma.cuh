@@ -1,6 +1,8 @@
 /*
- * maxsim_mma.cuh — the tensor-core MaxSim forward for bf16 / fp16: one
- * kernel, two tile families (the config class C).
+ * maxsim_mma.cuh — the tensor-core MaxSim forward for bf16 / fp16 and fp32
+ * (3xTF32, fp32 accuracy): one kernel, two tile families (the config class
+ * C).  Tiles are laid out in bytes: a 32-byte k-step is k16 of a half type
+ * or k8 of tf32, with the same ldmatrix fragments.
  *
  * One CTA owns one output row's range of items (documents) and streams their
  * token tiles through a STAGES-deep cp.async pipeline (the pipeline runs on
@@ -8,8 +10,9 @@
  *
  *   MmaCfg     (sm_80+) CTA tile BQ = 32*WM query rows x BD = 8*NI*WN
  *              document tokens; warp tile 32 x 8*NI: 2 m16 tiles x NI n8
- *              tiles of mma.sync.m16n8k16, fp32 accumulators, operands from
- *              padded shared memory through ldmatrix.x4 (no bank conflicts).
+ *              tiles of mma.sync.m16n8k16 (m16n8k8.tf32 x 3 for fp32), fp32
+ *              accumulators, operands from padded shared memory through
+ *              ldmatrix.x4 (no bank conflicts).
  *   WgCfg      (sm_90a) NWG warpgroups x MT m64 tiles of
  *              wgmma.m64nBDk16: A = the query rows in registers (loaded once
  *              per query block with ldmatrix, the mma.sync A layout), B = the
@@ -20,11 +23,12 @@
  *              one slot (qrows = BQ) is one query block of one query; several
  *              slots (cross pairing) stack P.qpc queries, so one D tile in
  *              shared memory serves all of them.
- *   K          QREG (d <= KC, KC = 64 or 128): the whole query block lives in
- *              registers as A fragments; one D tile = all of d.
- *              otherwise d is streamed in KC = 64 chunks and A comes from
- *              shared memory each k-step (the whole query block sits in
- *              shared memory: launch.cu checks that it fits).
+ *   K          QREG (a row's d fits one k-chunk of KC features = 128 or 256
+ *              bytes): the whole query block lives in registers as A
+ *              fragments; one D tile = all of d.  Otherwise d is streamed in
+ *              128-byte chunks and A comes from shared memory each k-step
+ *              (the whole query block sits in shared memory: launch.cu
+ *              checks that it fits).
  *   epilogue   per column: optional x 1/||d_t|| (fused normalize), -inf for
  *              masked / out-of-range tokens (select, so NaN in masked tokens
  *              never matters), running max (+ argmax, lowest index on ties)
@@ -88,6 +92,44 @@ __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* fp32 inputs: one 32-byte k-step is k8 of mma.m16n8k8.tf32, three times
+ * (3xTF32): x = big + small with big = x truncated to tf32 (never rounds up
+ * to Inf), small = tf32(x - big) (an exact difference), and small*big +
+ * big*small + big*big accumulate in fp32 (small*small, below 2^-20
+ * relative, dropped) -- fp32 accuracy on the tensor cores.  An Inf in an
+ * unmasked token makes its products NaN (Inf - Inf, Inf * 0), which the max
+ * skips, where the CUDA-core kernel and the CPU give +-Inf.  The A / B
+ * fragments hold the fp32 bits in the registers ldmatrix fills for k16 of
+ * half types (same byte layout). */
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void tf32_split(uint32_t x, uint32_t &big, uint32_t &small) {
+  big = x & 0xffffe000u;
+  small = tf32_rna(__uint_as_float(x) - __uint_as_float(big));
+}
+__device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <>
+__device__ __forceinline__ void mma16816<float>(float *c, const uint32_t *a,
+                                                const uint32_t *b) {
+  uint32_t ab[4], as[4], bb[2], bs[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) tf32_split(a[i], ab[i], as[i]);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) tf32_split(b[i], bb[i], bs[i]);
+  mma_tf32(c, as, bb);
+  mma_tf32(c, ab, bs);
+  mma_tf32(c, ab, bb);
+}
+
 /* Byte offset of 16-byte chunk ch of row r in a tile with RB-byte rows,
  * each row padded by 16 bytes: the 8 row addresses of an ldmatrix 8x8 are
  * 4 banks apart (conflict-free) and the k-step offset is an immediate. */
@@ -96,12 +138,15 @@ __device__ __forceinline__ uint32_t swz(int r, int ch) {
   return (uint32_t)(r * (RB + 16) + (ch << 4));
 }
 
+/* Elements of T in one 16-byte chunk (8 half, 4 fp32). */
+template <typename T> constexpr int epc() { return 16 / (int)sizeof(T); }
+
 template <typename T>
 __device__ __forceinline__ float sumsq8(uint4 v) {
   const T *e = reinterpret_cast<const T *>(&v);
   float s = 0.f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < epc<T>(); ++i) {
     float x = to_f<T>(e[i]);
     s = fmaf(x, x, s);
   }
@@ -109,6 +154,7 @@ __device__ __forceinline__ float sumsq8(uint4 v) {
 }
 
 template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f(float x) {
   return __float2bfloat16_rn(x);
 }
@@ -116,14 +162,15 @@ template <> __device__ __forceinline__ __half from_f(float x) {
   return __float2half_rn(x);
 }
 
-/* Loads 8 features [k0, k0+8) of one token element by element (any stride
- * sk: the path for views without 16-byte vectors), zero outside [0, dim). */
+/* Loads the 16-byte chunk of features [k0, k0 + epc) of one token element
+ * by element (any stride sk: the path for views without 16-byte vectors),
+ * zero outside [0, dim). */
 template <typename T>
 __device__ __forceinline__ uint4 load8(const T *tok, int64_t sk, int64_t k0, int64_t dim) {
   uint4 v = make_uint4(0, 0, 0, 0);
   T *e = reinterpret_cast<T *>(&v);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < epc<T>(); ++i) {
     const int64_t k = k0 + i;
     e[i] = k < dim ? tok[k * sk] : from_f<T>(0.f);
   }
@@ -194,9 +241,9 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   static constexpr int BD = WC * WN;
   static constexpr int NWN = WN;
   static constexpr int MI = 2, MSTEP = 16; /* m16 tiles per warp, row step */
-  static constexpr int KS = KC / 16;
-  static constexpr int CPR = KC / 8;
-  static constexpr int RB = KC * 2;
+  static constexpr int RB = KC * (int)sizeof(T); /* bytes of a row's k-chunk */
+  static constexpr int KS = RB / 32;             /* 32-byte k-steps */
+  static constexpr int CPR = RB / 16;
   static constexpr int RBP = RB + 16; /* padded row */
   static constexpr int ROWB = RBP;    /* bytes between document rows */
   static constexpr int STAGE_BYTES = BD * RBP;
@@ -246,6 +293,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
                 WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
   constexpr bool QREG = C::QR;
+  constexpr int EPC = epc<T>(); /* features per 16-byte chunk */
   constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
   float *qinv = reinterpret_cast<float *>(smem + C::OFF_QINV);
@@ -296,9 +344,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     const int64_t rows = c.len - t0; /* valid rows in this tile */
     const int64_t k0 = (int64_t)c.kc * KC;
     if (P.fast_d) {
-      const bool kok = k0 + my_ch * 8 < dim;
+      const bool kok = k0 + my_ch * EPC < dim;
       const int64_t step = (int64_t)RSTEP * P.d.sl;
-      const T *src = Dp + c.base + (t0 + my_r0) * P.d.sl + k0 + my_ch * 8;
+      const T *src = Dp + c.base + (t0 + my_r0) * P.d.sl + k0 + my_ch * EPC;
       if (kok && rows >= BD) { /* full tile: no per-row checks */
 #pragma unroll
         for (int i = 0; i < NIT; ++i) {
@@ -317,7 +365,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     } else {
       for (int u = tid; u < BD * CPR; u += NT) {
         const int r = u / CPR, ch = u % CPR;
-        const int64_t k = k0 + ch * 8;
+        const int64_t k = k0 + ch * EPC;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r < rows && k < dim)
           v = load8<T>(Dp + c.base + (t0 + r) * P.d.sl, P.d.sk, k, dim);
@@ -368,7 +416,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         const int r = (u / CPR) % BQ, ch = u % CPR;
         const int64_t qi = cc.qi + r / P.qrows;
         const int64_t s = (int64_t)cc.qb * P.qrows + r % P.qrows;
-        const int64_t k = (int64_t)kc * KC + ch * 8;
+        const int64_t k = (int64_t)kc * KC + ch * EPC;
         const bool ok = qi < P.nq && s < seq_len(P.q, qi);
         const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
         if (P.fast_q) { /* asynchronous: all of the block's loads in flight at once */
@@ -515,7 +563,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         } else {
 #pragma unroll
           for (int ks = 0; ks < KS; ++ks)
-            if (kbase + ks * 16 < dim) kstep(ks);
+            if (kbase + ks * (32 / (int)sizeof(T)) < dim) kstep(ks);
         }
       }
     }

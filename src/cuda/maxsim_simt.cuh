@@ -1,7 +1,7 @@
 /*
- * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp32 inputs in fp32 FFMA
- * (full fp32 accuracy, no TF32), fp64 inputs in fp64 DFMA, and the fallback
- * for half types whose query block does not fit in shared memory.  Same work
+ * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp64 inputs in fp64 DFMA,
+ * and the fallback for half / fp32 inputs whose query block does not fit in
+ * shared memory (fp32 then in FFMA, full fp32 accuracy).  Same work
  * decomposition and semantics as the tensor-core kernel; plain, not tuned.
  *
  * CTA: 256 threads = 32 query rows x 8 column groups; D tiles of 64 tokens,

@@ -39,10 +39,13 @@ static cudaError_t launch_am(KParams &P, bool argmax, cudaStream_t s, int sms) {
 template <typename T, int KC>
 static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
                                cudaStream_t s, int sms) {
-  if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, argmax, s, sms);
-  if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, argmax, s, sms);
-  if (c.wm == 1) { /* 32 x 64 tiles, three (KC 128) or six (KC 64) CTAs per SM */
-    if constexpr (KC == 128) return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, argmax, s, sms);
+  if constexpr (sizeof(T) == 2) { /* wgmma: half types only */
+    if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, argmax, s, sms);
+    if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, argmax, s, sms);
+  }
+  if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
+    if constexpr (KC * sizeof(T) == 256)
+      return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, argmax, s, sms);
     else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, argmax, s, sms);
   }
   if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, argmax, s, sms);
@@ -50,13 +53,15 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, argmax, s, sms);
 }
 
+/* c.kc is the bytes of a row's k-chunk (128 or 256); KC counts elements. */
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
-  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, 64, false>>(P, argmax, s, sms);
-  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, 64, false>>(P, argmax, s, sms);
-  if (c.kc == 64) return launch_qreg<T, 64>(P, c, argmax, s, sms);
-  return launch_qreg<T, 128>(P, c, argmax, s, sms);
+  constexpr int K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
+  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, argmax, s, sms);
+  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, argmax, s, sms);
+  if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
+  return launch_qreg<T, K256>(P, c, argmax, s, sms);
 }
 
 } // namespace lik_cuda

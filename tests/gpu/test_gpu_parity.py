@@ -255,6 +255,22 @@ def test_retrieve(k, gen):
         assert (ref[i, ix[i]] >= kth - 1e-3).all()
 
 
+@pytest.mark.parametrize("d", [1, 40, 200])
+def test_fp32_extreme_magnitudes(d):
+    """fp32 on the tensor cores (3xTF32): values near FLT_MAX split without
+    overflow (big = truncation), tiny values keep their relative accuracy."""
+    api = _lik()
+    Q = torch.zeros(2, 1, d, device="cuda")
+    D = torch.zeros(2, 3, d, device="cuda")
+    Q[0, 0, 0], Q[1, 0, -1] = 3.4e38, -1.5e-30
+    D[0, :, 0] = torch.tensor([1e-3, 2e-3, -4e-3])
+    D[1, :, -1] = torch.tensor([-2e-3, 3e-3, 1e-8])
+    S = torch.einsum("ild,jtd->ijlt", Q.double(), D.double()).amax(-1).sum(-1)
+    got = api.maxsim(Q, D).double()
+    assert torch.isfinite(got).all()
+    assert torch.allclose(got, S.float().double(), rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize(
     "cu_q, pq, msg",
     [
@@ -354,14 +370,14 @@ def _packed_ref(Q, D, cq, cd, qm, dm):
     return ref
 
 
-@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17]])
+@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17], [3, 64, 0, 33, 7, 1, 60, 2, 9]])
 @pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40)])
 def test_packed_forwards(dt, d, grad, lq, gen):
     """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
     query blocks past a query's end are skipped; max_seqlen_q sizes the tiles of
-    a scores-only call, 32-row tiles for the short queries); the backward stays
-    CPU-only."""
+    a scores-only call: short queries are stacked in 32- / 64-row slots, with
+    a partial last group); the backward stays CPU-only."""
     import itertools
 
     import lik
