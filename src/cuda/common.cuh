@@ -56,6 +56,8 @@ struct KParams {
   int qrows;      /* rows per query slot: BQ, or 32 / 64 when qpc > 1 */
   int nqb;        /* query blocks */
   int nkc;        /* k-chunks */
+  int split;      /* CTAs of a thread-block cluster sharing each item's document
+                     tiles (tile t to rank t % split; sm_90+), 1: none */
   int fast_q, fast_d; /* 16-byte vector loads are legal */
 };
 

@@ -75,6 +75,16 @@ static bool env_is(const char *name, const char *value) {
   return env && strcmp(env, value) == 0;
 }
 
+/* Thread-block clusters (the Ld split): compute capability 9.0 or newer,
+ * not turned off with LIK_CUDA_SPLIT=0. */
+static bool clusters_ok(int dev) {
+  if (env_is("LIK_CUDA_SPLIT", "0")) return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major >= 9;
+}
+
 /* The sm_90a wgmma kernel can run: built for sm_90a (cmake/cuda.cmake
  * defines LIK_CUDA_SM90A), a compute capability 9.0 device that runs that
  * machine code (not the compute_90 PTX, where wgmma does not exist: so not
@@ -129,15 +139,19 @@ static int64_t kstream_smem(int wn, int64_t row_bytes) {
  *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query
  *     blocks (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one
  *     query stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row
- *     minimum measured no faster there). */
+ *     minimum measured no faster there).
+ * Tensor-core kernels on sm_90+ may split each document's tiles over the
+ * CTAs of a cluster (up to 8; decompose() decides, LIK_CUDA_SPLIT=0 turns
+ * it off): few long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg,
-                           int64_t smem_max) {
-  TileCfg c = {0, 1, 4, 128, 1, 1, 0};
+                           bool clusters, int64_t smem_max) {
+  TileCfg c = {0, 1, 4, 128, 1, 1, 0, 1};
   const int64_t rb = d * elt_size(dt);
   if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, rb) > smem_max)) {
     c.simt = 1;
     return c;
   }
+  if (clusters) c.split_max = 8; /* the portable cluster size */
   if (rb > 256) {
     c.qreg = 0;
     /* 8 warps where 4-warp CTAs would run one per SM (large query block) */
@@ -167,36 +181,50 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   return c;
 }
 
-/* Split each output row's items over `upr` CTAs of `dpc` items, minimising
- * waves x (items per CTA + a ramp-up cost of about one item). */
-void decompose(KParams &P, int64_t slots) {
-  if (slots < 1) slots = 1;
+/* Split each output row's items over `upr` units of `dpc` items and each
+ * item's document tiles over the `split` CTAs of a cluster, minimising
+ * waves x (work per CTA + a ramp-up cost of about one item); slots[s] CTAs
+ * are resident in clusters of s (slots[1]: without clusters; 0: that size
+ * cannot run).  An item is `tiles` tiles of bd tokens (the padded Ld, or the
+ * mean packed length); a rank of a split does ceil(tiles / split) of them,
+ * plus about half a tile (of nkc k-steps) for the cluster barrier at the
+ * item's end. */
+void decompose(KParams &P, const int64_t *slots, int bd, int max_split) {
   const int64_t nrows = P.nrows, ncand = P.ncand;
-  if (nrows <= 0 || ncand <= 0) {
-    P.upr = 1;
-    P.dpc = 1;
-    return;
+  P.upr = 1;
+  P.dpc = 1;
+  P.split = 1;
+  if (nrows <= 0 || ncand <= 0) return;
+  int64_t ld = P.d.len;
+  if (P.d.off.data) { /* packed: the lengths are on the device */
+    const int64_t ndocs = P.pairing == 1 ? nrows * ncand : ncand;
+    ld = (ld + ndocs - 1) / ndocs;
   }
-  int64_t maxu = (8 * slots + nrows - 1) / nrows;
-  if (maxu > ncand) maxu = ncand;
-  if (maxu < 1) maxu = 1;
-  while (maxu > 1 && nrows * maxu > (int64_t)INT_MAX) maxu /= 2;
+  const int64_t tiles = ld > bd ? (ld + bd - 1) / bd : 1;
+  const double nkc = P.nkc > 0 ? P.nkc : 1;
   double best = 1e300;
-  int64_t bu = 1, bd = ncand;
-  for (int64_t u = 1; u <= maxu; ++u) {
-    const int64_t dpc = (ncand + u - 1) / u;
-    const int64_t ueff = (ncand + dpc - 1) / dpc;
-    const int64_t ctas = nrows * ueff;
-    const int64_t waves = (ctas + slots - 1) / slots;
-    const double cost = (double)waves * ((double)dpc + 1.0);
-    if (cost < best - 1e-9) {
-      best = cost;
-      bu = ueff;
-      bd = dpc;
+  for (int s = 1; s <= max_split && s <= tiles; ++s) {
+    const int64_t sl = slots[s] > 0 ? slots[s] : s == 1 ? 1 : 0;
+    if (sl == 0) continue;
+    const double w = s == 1 ? 1.0 : ((double)((tiles + s - 1) / s) * nkc + 0.5) / ((double)tiles * nkc);
+    int64_t maxu = (8 * sl + nrows * s - 1) / (nrows * s);
+    if (maxu > ncand) maxu = ncand;
+    if (maxu < 1) maxu = 1;
+    while (maxu > 1 && nrows * maxu * s > (int64_t)INT_MAX) maxu /= 2;
+    if (nrows * maxu * s > (int64_t)INT_MAX) break;
+    for (int64_t u = 1; u <= maxu; ++u) {
+      const int64_t dpc = (ncand + u - 1) / u;
+      const int64_t ueff = (ncand + dpc - 1) / dpc;
+      const int64_t waves = (nrows * ueff * s + sl - 1) / sl;
+      const double cost = (double)waves * ((double)dpc * w + 1.0);
+      if (cost < best - 1e-9) {
+        best = cost;
+        P.upr = ueff;
+        P.dpc = dpc;
+        P.split = s;
+      }
     }
   }
-  P.upr = bu;
-  P.dpc = bd;
 }
 
 static lik_status cuda_fail(cudaError_t e, const char *what) {
@@ -230,6 +258,7 @@ static KParams make_params(const lik_problem *p) {
   P.nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
   P.nq = p->q.count;
   P.qpc = 1;
+  P.split = 1;
   P.ncand = p->ncand;
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
@@ -255,7 +284,8 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   if (e == cudaSuccess)
     e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev), smem_max);
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev), clusters_ok(dev),
+                                smem_max);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc;

@@ -17,10 +17,13 @@ struct TileCfg {
   int qreg;   /* query block held in registers (a row's d fits kc bytes) */
   int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */
   int wg;     /* sm_90a wgmma kernel with wg warpgroups (wm = 4 wg), 0: mma.sync */
+  int split_max; /* largest cluster that may share a document's tiles (P.split), 1: none */
 };
 
-/* Fills P.upr / P.dpc for `slots` resident CTAs (launch.cu). */
-void decompose(KParams &P, int64_t slots);
+/* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and
+ * clusters of at most max_split CTAs, slots[s] of which are resident in
+ * clusters of s (slots[1]: no cluster) (launch.cu). */
+void decompose(KParams &P, const int64_t *slots, int bd, int max_split);
 
 /* Launchers per dtype (mma_bf16.cu, mma_f16.cu, mma_f32.cu, simt.cu).  Each sets the
  * decomposition through decompose() from the occupancy it reads, then

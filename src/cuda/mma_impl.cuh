@@ -12,45 +12,91 @@ constexpr int stages_of() {
   return C::WG || (C::NT >= 256 && C::NI == 8) ? 4 : 3;
 }
 
+/* Bytes of the Ld split's exchange buffers: [2][split - 1][BQ] (max, argmax). */
+template <class C>
+constexpr int xch_bytes(int split) {
+  return 2 * (split - 1) * C::BQ * 8;
+}
+
 template <class C, bool ARGMAX>
-static cudaError_t launch_one(KParams &P, cudaStream_t stream, int sms) {
+static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, int sms) {
   constexpr int STAGES = stages_of<C>();
   auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES>;
-  const int smem = C::smem_bytes(STAGES, P.nkc);
-  cudaError_t e = cudaFuncSetAttribute(
-      kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const int base = C::smem_bytes(STAGES, P.nkc);
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, base);
   if (e != cudaSuccess) return e;
   int occ = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::NT, smem);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::NT, base);
   if (e != cudaSuccess) return e;
-  if (occ < 1) occ = 1;
-  decompose(P, (int64_t)sms * occ);
-  const int64_t grid = P.nrows * P.upr;
-  if (grid <= 0) return cudaSuccess;
-  kern<<<(unsigned)grid, C::NT, smem, stream>>>(P);
+  int64_t slots[9] = {0, (int64_t)sms * (occ > 0 ? occ : 1)};
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    split_max = 1;
+  while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(C::NT);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  /* The Ld split only where the items alone leave CTA slots empty (few,
+   * long documents); resident clusters per size from the runtime (a
+   * cluster's CTAs share a GPC, so fewer may be resident than CTAs alone). */
+  if (split_max > 1 && P.nrows * P.ncand < slots[1] &&
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           base + xch_bytes<C>(split_max)) == cudaSuccess) {
+    cfg.numAttrs = 1;
+    for (int s = 2; s <= split_max; ++s) {
+      int nclusters = 0;
+      attr[0].val.clusterDim.x = (unsigned)s;
+      cfg.gridDim = dim3((unsigned)s);
+      cfg.dynamicSmemBytes = base + xch_bytes<C>(s);
+      if (cudaOccupancyMaxActiveClusters(&nclusters, kern, &cfg) == cudaSuccess)
+        slots[s] = (int64_t)nclusters * s;
+    }
+  } else {
+    split_max = 1;
+  }
+  (void)cudaGetLastError();
+  decompose(P, slots, C::BD, split_max);
+  cfg.gridDim = dim3((unsigned)(P.nrows * P.upr * P.split));
+  cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
+  cfg.numAttrs = P.split > 1 ? 1 : 0;
+  attr[0].val.clusterDim.x = (unsigned)P.split;
+  if (P.split == 1 && split_max > 1) { /* back to the base size */
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, base);
+    if (e != cudaSuccess) return e;
+  }
+  if (cfg.gridDim.x == 0) return cudaSuccess;
+  e = cudaLaunchKernelEx(&cfg, kern, P);
+  if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
 template <class C>
-static cudaError_t launch_am(KParams &P, bool argmax, cudaStream_t s, int sms) {
-  return argmax ? launch_one<C, true>(P, s, sms) : launch_one<C, false>(P, s, sms);
+static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s, int sms) {
+  return argmax ? launch_one<C, true>(P, c.split_max, s, sms)
+                : launch_one<C, false>(P, c.split_max, s, sms);
 }
 
 template <typename T, int KC>
 static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
                                cudaStream_t s, int sms) {
   if constexpr (sizeof(T) == 2) { /* wgmma: half types only */
-    if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, argmax, s, sms);
-    if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, argmax, s, sms);
+    if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, sms);
+    if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, sms);
   }
   if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
     if constexpr (KC * sizeof(T) == 256)
-      return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, argmax, s, sms);
-    else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, argmax, s, sms);
+      return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, c, argmax, s, sms);
+    else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, c, argmax, s, sms);
   }
-  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, argmax, s, sms);
-  if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, argmax, s, sms);
-  return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, argmax, s, sms);
+  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, sms);
+  if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, c, argmax, s, sms);
+  return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, sms);
 }
 
 /* c.kc is the bytes of a row's k-chunk (128 or 256); KC counts elements. */
@@ -58,8 +104,8 @@ template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
   constexpr int K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
-  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, argmax, s, sms);
-  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, argmax, s, sms);
+  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, sms);
+  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
   if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
   return launch_qreg<T, K256>(P, c, argmax, s, sms);
 }

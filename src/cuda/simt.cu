@@ -10,7 +10,8 @@ static cudaError_t launch_simt_t(KParams &P, cudaStream_t stream, int sms) {
   cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, 256, 0);
   if (e != cudaSuccess) return e;
   if (occ < 1) occ = 1;
-  decompose(P, (int64_t)sms * occ);
+  const int64_t slots[2] = {0, (int64_t)sms * occ};
+  decompose(P, slots, 64, 1);
   const int64_t grid = P.nrows * P.upr;
   if (grid <= 0) return cudaSuccess;
   kern<<<(unsigned)grid, 256, 0, stream>>>(P);
