@@ -38,12 +38,13 @@
  *   long Lq    query blocks are the outermost loop of a CTA; the score of a
  *              later block is added to the one the same thread stored before
  *              (deterministic, no atomics, no scratch).
- *   Ld split   (P.split > 1, sm_90+) the P.split CTAs of a cluster share
- *              each item: rank r takes the document tiles t = r mod split;
- *              at the end of an item the ranks > 0 write their per-row
- *              (max, argmax) into rank 0's shared memory (distributed shared
+ *   Ld split   (SPLIT, scores only, sm_90+) the P.split CTAs of a cluster
+ *              share each item: rank r takes the document tiles t = r mod
+ *              split; at the end of an item the ranks > 0 write their
+ *              per-row maxima into rank 0's shared memory (distributed shared
  *              memory, double-buffered), one cluster barrier, and rank 0
- *              merges them in rank order and stores (deterministic).
+ *              merges them and stores (deterministic: max is exact).  A
+ *              separate instantiation: the kernels without it are unchanged.
  */
 #include <cooperative_groups.h>
 
@@ -204,7 +205,7 @@ __device__ __forceinline__ uint4 load8(const T *tok, int64_t sk, int64_t k0, int
 struct Cursor {
   int qb;
   int kc;
-  int rank; /* of the CTA in its cluster: this cursor's tiles are rank, rank + split, ... */
+  int rank, split; /* this cursor's tiles: rank, rank + split, ... (1 CTA: 0, 1) */
   int64_t it, tile;
   int64_t qi, doc, len, ntiles, base;
   bool done;
@@ -219,15 +220,16 @@ __device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
    * one empty tile, no loads, no MMAs; it adds 0 and writes argmax -1 */
   if (c.qb > 0 && (int64_t)c.qb * P.qrows >= seq_len(P.q, c.qi)) c.len = 0;
   /* this rank's tiles; none (a rank past a short document): one empty tile */
-  const int64_t mine = ((c.len + BD - 1) / BD - c.rank + P.split - 1) / P.split;
+  const int64_t all = (c.len + BD - 1) / BD;
+  const int64_t mine = c.split == 1 ? all : (all - c.rank + c.split - 1) / c.split;
   c.ntiles = mine > 0 ? mine : 1;
   c.base = seq_base(P.d, c.doc);
 }
 
 /* First token of the cursor's current tile. */
 template <int BD>
-__device__ __forceinline__ int64_t tile_t0(const KParams &P, const Cursor &c) {
-  return (c.tile * P.split + c.rank) * BD;
+__device__ __forceinline__ int64_t tile_t0(const Cursor &c) {
+  return (c.tile * c.split + c.rank) * BD;
 }
 
 template <int BD>
@@ -319,9 +321,10 @@ struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
   }
 };
 
-template <class C, bool ARGMAX, int STAGES>
+template <class C, bool ARGMAX, int STAGES, bool SPLIT>
 __global__ void __launch_bounds__(C::NT, C::MINB)
     maxsim_mma_kernel(const KParams P) {
+  static_assert(!(ARGMAX && SPLIT), "the Ld split is scores-only");
   using T = typename C::T;
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
                 WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
@@ -339,9 +342,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     stages += (1024u - (smem_u32(stages) & 1023u)) & 1023u;
   unsigned char *qs = stages + STAGES * C::STAGE_BYTES;
   const uint32_t stages_u = smem_u32(stages), qs_u = smem_u32(qs);
-  /* Ld split: [2][split - 1][BQ] (max, argmax) of ranks 1.. (rank 0's copy is read) */
+  /* Ld split: [2][split - 1][BQ] row maxima of ranks 1.. (rank 0's copy is read) */
   float *xv = reinterpret_cast<float *>(qs + (QREG ? 1 : P.nkc) * BQ * C::RBP);
-  int *xi = reinterpret_cast<int *>(xv + 2 * (P.split - 1) * BQ);
   int xpar = 0;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -349,8 +351,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const int nkc = QREG ? 1 : P.nkc;
   const int64_t dim = P.d.dim;
 
-  const int rank = (int)(blockIdx.x % P.split); /* in the cluster */
-  const int64_t cta = (int64_t)blockIdx.x / P.split;
+  const int split = SPLIT ? P.split : 1;
+  const int rank = SPLIT ? (int)(blockIdx.x % split) : 0; /* in the cluster */
+  const int64_t cta = SPLIT ? (int64_t)blockIdx.x / split : (int64_t)blockIdx.x;
   const int64_t row = cta / P.upr;
   const int64_t unit = cta % P.upr;
   const int64_t j0 = unit * P.dpc;
@@ -359,7 +362,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   if (nitems <= 0) return;
   /* the Ld split writes into rank 0's shared memory: every CTA of the
    * cluster must have started (CUDA's rule for distributed shared memory) */
-  if (P.split > 1) cluster_sync();
+  if (SPLIT) cluster_sync();
   /* one query per CTA (cross / KD), scores only: just the blocks its length
    * needs (with an argmax, later blocks still write -1 up to its extent) */
   int nqb = P.nqb;
@@ -382,7 +385,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const uint32_t my_swz = C::doff(my_r0, my_ch);
   auto issue = [&](const Cursor &c, int st) {
     const uint32_t dst0 = stages_u + st * C::STAGE_BYTES;
-    const int64_t t0 = tile_t0<BD>(P, c);
+    const int64_t t0 = tile_t0<BD>(c);
     const int64_t rows = c.len - t0; /* valid rows in this tile */
     const int64_t k0 = (int64_t)c.kc * KC;
     if (P.fast_d) {
@@ -417,7 +420,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   };
 
   Cursor pc, cc;
-  pc.qb = 0; pc.kc = 0; pc.rank = rank; pc.it = 0; pc.tile = 0; pc.done = false;
+  pc.qb = 0; pc.kc = 0; pc.rank = rank; pc.split = split; pc.it = 0; pc.tile = 0; pc.done = false;
   cursor_item<BD>(P, pc, row, j0);
   cc = pc;
 
@@ -508,7 +511,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     pst = (pst + 1 == STAGES) ? 0 : pst + 1;
 
     const uint32_t sb = stages_u + cst * C::STAGE_BYTES;
-    const int64_t t0 = tile_t0<BD>(P, cc);
+    const int64_t t0 = tile_t0<BD>(cc);
 
     if (cc.kc == 0) {
       if (!C::WG) /* wgmma overwrites on its first k-step */
@@ -716,26 +719,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
               v = fmaxf(v, ov);
             }
           }
-          if (rank > 0) {
-            const int64_t x = ((int64_t)xpar * (P.split - 1) + rank - 1) * BQ + tid;
-            *cluster_map(xv + x, 0) = v;
-            if (ARGMAX) *cluster_map(xi + x, 0) = ix;
-          }
+          if (SPLIT && rank > 0)
+            *cluster_map(xv + (xpar * (split - 1) + rank - 1) * BQ + tid, 0) = v;
         }
-        if (P.split > 1) {
+        if constexpr (SPLIT) {
           cluster_sync(); /* ranks > 0 wrote; rank 0 reads (the other buffer next item) */
           if (rank == 0 && tid < BQ)
-            for (int r = 1; r < P.split; ++r) {
-              const int64_t x = ((int64_t)xpar * (P.split - 1) + r - 1) * BQ + tid;
-              if (ARGMAX) {
-                if (better(xv[x], xi[x], v, ix)) {
-                  v = xv[x];
-                  ix = xi[x];
-                }
-              } else {
-                v = fmaxf(v, xv[x]);
-              }
-            }
+            for (int r = 1; r < split; ++r) v = fmaxf(v, xv[(xpar * (split - 1) + r - 1) * BQ + tid]);
           xpar ^= 1;
         }
         if (tid < BQ) {
@@ -750,7 +740,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           float contrib = live ? (P.normalize ? v * qinv[tid] : v) : 0.f;
           const int64_t j = j0 + cc.it;
           /* rows past a packed query's length up to the argmax extent get -1 */
-          if (ARGMAX && rank == 0 && qok && s < P.q.len)
+          if (ARGMAX && qok && s < P.q.len)
             P.argmax[(row * P.qpc + g) * P.asi + j * P.asj + s * P.ass] = live ? ix : -1;
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1)

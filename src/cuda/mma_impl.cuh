@@ -12,16 +12,26 @@ constexpr int stages_of() {
   return C::WG || (C::NT >= 256 && C::NI == 8) ? 4 : 3;
 }
 
-/* Bytes of the Ld split's exchange buffers: [2][split - 1][BQ] (max, argmax). */
+/* Bytes of the Ld split's exchange buffers: [2][split - 1][BQ] row maxima. */
 template <class C>
 constexpr int xch_bytes(int split) {
-  return 2 * (split - 1) * C::BQ * 8;
+  return 2 * (split - 1) * C::BQ * 4;
+}
+
+/* The Ld split is instantiated for the scores-only one-query tiles with the
+ * query block in registers (Lq <= 64: reranking a few long documents); every
+ * other kernel is built without it. */
+template <class C, bool ARGMAX>
+constexpr bool can_split() {
+  return !ARGMAX && !C::WG && C::QR && C::BQ <= 64;
 }
 
 template <class C, bool ARGMAX>
 static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, int sms) {
   constexpr int STAGES = stages_of<C>();
-  auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES>;
+  constexpr bool CAN = can_split<C, ARGMAX>();
+  auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES, false>;
+  auto kern_split = maxsim_mma_kernel<C, ARGMAX, STAGES, CAN>;
   const int base = C::smem_bytes(STAGES, P.nkc);
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, base);
   if (e != cudaSuccess) return e;
@@ -30,7 +40,7 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
   if (e != cudaSuccess) return e;
   int64_t slots[9] = {0, (int64_t)sms * (occ > 0 ? occ : 1)};
   int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
+  if (!CAN || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     split_max = 1;
   while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
@@ -46,7 +56,7 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
    * long documents); resident clusters per size from the runtime (a
    * cluster's CTAs share a GPC, so fewer may be resident than CTAs alone). */
   if (split_max > 1 && P.nrows * P.ncand < slots[1] &&
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(kern_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            base + xch_bytes<C>(split_max)) == cudaSuccess) {
     cfg.numAttrs = 1;
     for (int s = 2; s <= split_max; ++s) {
@@ -54,24 +64,26 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
       attr[0].val.clusterDim.x = (unsigned)s;
       cfg.gridDim = dim3((unsigned)s);
       cfg.dynamicSmemBytes = base + xch_bytes<C>(s);
-      if (cudaOccupancyMaxActiveClusters(&nclusters, kern, &cfg) == cudaSuccess)
+      if (cudaOccupancyMaxActiveClusters(&nclusters, kern_split, &cfg) == cudaSuccess)
         slots[s] = (int64_t)nclusters * s;
     }
+    (void)cudaGetLastError();
   } else {
     split_max = 1;
   }
-  (void)cudaGetLastError();
   decompose(P, slots, C::BD, split_max);
   cfg.gridDim = dim3((unsigned)(P.nrows * P.upr * P.split));
-  cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
-  cfg.numAttrs = P.split > 1 ? 1 : 0;
-  attr[0].val.clusterDim.x = (unsigned)P.split;
-  if (P.split == 1 && split_max > 1) { /* back to the base size */
-    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, base);
-    if (e != cudaSuccess) return e;
-  }
   if (cfg.gridDim.x == 0) return cudaSuccess;
-  e = cudaLaunchKernelEx(&cfg, kern, P);
+  if (P.split > 1) {
+    cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
+    cfg.numAttrs = 1;
+    attr[0].val.clusterDim.x = (unsigned)P.split;
+    e = cudaLaunchKernelEx(&cfg, kern_split, P);
+  } else {
+    cfg.dynamicSmemBytes = base;
+    cfg.numAttrs = 0;
+    e = cudaLaunchKernelEx(&cfg, kern, P);
+  }
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
