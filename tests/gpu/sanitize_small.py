@@ -6,7 +6,8 @@ last three on the wgmma kernel on a Hopper GPU —, d tails
 (48, 100 scalar loader, 520 / 2000 K-streamed, deep / shallow pipeline),
 fp16, fp32 on tensor cores (3xTF32: d 40, 17, 300 K-streamed), fp64
 CUDA-core kernel, KD, pairs, retrieve, a packed
-(cu_seqlens) scores-only call with short queries."""
+(cu_seqlens) scores-only call with short queries; on sm_90+ the scores-only
+calls of the few-document one-query cases run the Ld split (clusters)."""
 import os
 import sys
 from pathlib import Path
