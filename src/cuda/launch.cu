@@ -140,9 +140,10 @@ static int64_t kstream_smem(int wn, int64_t row_bytes) {
  *     blocks (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one
  *     query stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row
  *     minimum measured no faster there).
- * Tensor-core kernels on sm_90+ may split each document's tiles over the
- * CTAs of a cluster (up to 8; decompose() decides, LIK_CUDA_SPLIT=0 turns
- * it off): few long documents then fill the GPU. */
+ * On sm_90+ the scores-only one-query tiles (Lq <= 64, query in registers)
+ * may split each document's tiles over the CTAs of a cluster (up to 8;
+ * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
+ * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg,
                            bool clusters, int64_t smem_max) {
   TileCfg c = {0, 1, 4, 128, 1, 1, 0, 1};
@@ -192,11 +193,11 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
 void decompose(KParams &P, const int64_t *slots, int bd, int max_split) {
   const int64_t nrows = P.nrows, ncand = P.ncand;
   P.upr = 1;
-  P.dpc = 1;
+  P.dpc = ncand > 0 ? ncand : 1;
   P.split = 1;
   if (nrows <= 0 || ncand <= 0) return;
   int64_t ld = P.d.len;
-  if (P.d.off.data) { /* packed: the lengths are on the device */
+  if (P.d.off.data) { /* packed: the lengths are on the device (a pair list: per pair) */
     const int64_t ndocs = P.pairing == 1 ? nrows * ncand : ncand;
     ld = (ld + ndocs - 1) / ndocs;
   }

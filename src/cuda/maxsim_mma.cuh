@@ -53,10 +53,13 @@
 
 namespace lik_cuda {
 
-/* Thread-block clusters (sm_90+; the launcher sets P.split > 1 only there). */
+/* Thread-block clusters (sm_90+; the launcher splits only with code built
+ * for compute capability 9.0 or newer, and traps below otherwise). */
 __device__ __forceinline__ void cluster_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();
+#else
+  __trap();
 #endif
 }
 template <typename X>
@@ -65,6 +68,7 @@ __device__ __forceinline__ X *cluster_map(X *p, int rank) {
   return cooperative_groups::this_cluster().map_shared_rank(p, rank);
 #else
   (void)rank;
+  __trap();
   return p;
 #endif
 }

@@ -39,9 +39,14 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::NT, base);
   if (e != cudaSuccess) return e;
   int64_t slots[9] = {0, (int64_t)sms * (occ > 0 ? occ : 1)};
+  /* the split needs the cluster code: a binary for compute capability 9.0+
+   * (a build for sm_80 only, JIT-compiled on a Hopper GPU, has none) */
   int dev = 0, optin = 0;
+  cudaFuncAttributes fa;
   if (!CAN || cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.ptxVersion < 90 ||
+      fa.binaryVersion < 90)
     split_max = 1;
   while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
   cudaLaunchConfig_t cfg = {};
@@ -67,10 +72,10 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
       if (cudaOccupancyMaxActiveClusters(&nclusters, kern_split, &cfg) == cudaSuccess)
         slots[s] = (int64_t)nclusters * s;
     }
-    (void)cudaGetLastError();
   } else {
     split_max = 1;
   }
+  (void)cudaGetLastError(); /* a failed query above only means: no split */
   decompose(P, slots, C::BD, split_max);
   cfg.gridDim = dim3((unsigned)(P.nrows * P.upr * P.split));
   if (cfg.gridDim.x == 0) return cudaSuccess;
