@@ -45,8 +45,8 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
   cudaFuncAttributes fa;
   if (!CAN || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.ptxVersion < 90 ||
-      fa.binaryVersion < 90)
+      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.binaryVersion < 90 ||
+      (fa.ptxVersion != 0 && fa.ptxVersion < 90))
     split_max = 1;
   while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
   cudaLaunchConfig_t cfg = {};
