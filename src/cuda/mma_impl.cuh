@@ -26,6 +26,44 @@ constexpr bool can_split() {
   return !ARGMAX && !C::WG && C::QR && C::BQ <= 64;
 }
 
+/* Resident CTAs of the split kernel in clusters of s = 2 .. split_max
+ * (slots[s]); returns the largest usable size, 1 where the split cannot run:
+ * no cluster code in the binary (a build for sm_80 only, JIT-compiled on a
+ * Hopper GPU), too little shared memory, a failed query.  Errors of the
+ * queries are cleared (they only mean: no split). */
+template <class C, class K>
+static int split_slots(K kern_split, int base, int split_max, int64_t *slots) {
+  int dev = 0, optin = 0;
+  cudaFuncAttributes fa;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.binaryVersion < 90 ||
+      (fa.ptxVersion != 0 && fa.ptxVersion < 90))
+    split_max = 1;
+  while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
+  if (split_max > 1 && cudaFuncSetAttribute(kern_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            base + xch_bytes<C>(split_max)) != cudaSuccess)
+    split_max = 1;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(C::NT);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  for (int s = 2; s <= split_max; ++s) {
+    int nclusters = 0;
+    attr[0].val.clusterDim.x = (unsigned)s;
+    cfg.gridDim = dim3((unsigned)s);
+    cfg.dynamicSmemBytes = base + xch_bytes<C>(s);
+    if (cudaOccupancyMaxActiveClusters(&nclusters, kern_split, &cfg) == cudaSuccess)
+      slots[s] = (int64_t)nclusters * s;
+  }
+  (void)cudaGetLastError();
+  return split_max;
+}
+
 template <class C, bool ARGMAX>
 static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, int sms) {
   constexpr int STAGES = stages_of<C>();
@@ -39,54 +77,29 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::NT, base);
   if (e != cudaSuccess) return e;
   int64_t slots[9] = {0, (int64_t)sms * (occ > 0 ? occ : 1)};
-  /* the split needs the cluster code: a binary for compute capability 9.0+
-   * (a build for sm_80 only, JIT-compiled on a Hopper GPU, has none) */
-  int dev = 0, optin = 0;
-  cudaFuncAttributes fa;
-  if (!CAN || cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.binaryVersion < 90 ||
-      (fa.ptxVersion != 0 && fa.ptxVersion < 90))
-    split_max = 1;
-  while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(C::NT);
-  cfg.stream = stream;
-  cfg.attrs = attr;
   /* The Ld split only where the items alone leave CTA slots empty (few,
    * long documents); resident clusters per size from the runtime (a
    * cluster's CTAs share a GPC, so fewer may be resident than CTAs alone). */
-  if (split_max > 1 && P.nrows * P.ncand < slots[1] &&
-      cudaFuncSetAttribute(kern_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           base + xch_bytes<C>(split_max)) == cudaSuccess) {
-    cfg.numAttrs = 1;
-    for (int s = 2; s <= split_max; ++s) {
-      int nclusters = 0;
-      attr[0].val.clusterDim.x = (unsigned)s;
-      cfg.gridDim = dim3((unsigned)s);
-      cfg.dynamicSmemBytes = base + xch_bytes<C>(s);
-      if (cudaOccupancyMaxActiveClusters(&nclusters, kern_split, &cfg) == cudaSuccess)
-        slots[s] = (int64_t)nclusters * s;
-    }
-  } else {
-    split_max = 1;
-  }
-  (void)cudaGetLastError(); /* a failed query above only means: no split */
+  if (!CAN || split_max < 2 || P.nrows * P.ncand >= slots[1]) split_max = 1;
+  else split_max = split_slots<C>(kern_split, base, split_max, slots);
   decompose(P, slots, C::BD, split_max);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
   cfg.gridDim = dim3((unsigned)(P.nrows * P.upr * P.split));
+  cfg.blockDim = dim3(C::NT);
+  cfg.stream = stream;
   if (cfg.gridDim.x == 0) return cudaSuccess;
   if (P.split > 1) {
-    cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
-    cfg.numAttrs = 1;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)P.split;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
     e = cudaLaunchKernelEx(&cfg, kern_split, P);
   } else {
     cfg.dynamicSmemBytes = base;
-    cfg.numAttrs = 0;
     e = cudaLaunchKernelEx(&cfg, kern, P);
   }
   if (e != cudaSuccess) return e;
