@@ -98,6 +98,15 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
       : "r"(addr));
 }
 
+/* One warp-wide mma.sync with fp32 accumulators c[4], A fragment a[4], B
+ * fragment b[2] (the m16n8 register layouts); SHAPE names shape and types. */
+#define LIK_MMA_SYNC(SHAPE)                                                    \
+  asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5,%6,%7}, "     \
+               "{%8,%9}, {%0,%1,%2,%3};\n"                                    \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),        \
+                 "r"(b[1]))
+
 template <typename T>
 __device__ __forceinline__ void mma16816(float *c, const uint32_t *a,
                                          const uint32_t *b);
@@ -105,20 +114,12 @@ template <>
 __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c,
                                                         const uint32_t *a,
                                                         const uint32_t *b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  LIK_MMA_SYNC("m16n8k16.row.col.f32.bf16.bf16.f32");
 }
 template <>
 __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
                                                  const uint32_t *b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  LIK_MMA_SYNC("m16n8k16.row.col.f32.f16.f16.f32");
 }
 
 /* fp32 inputs: one 32-byte k-step is k8 of mma.m16n8k8.tf32, three times
@@ -140,11 +141,7 @@ __device__ __forceinline__ void tf32_split(uint32_t x, uint32_t &big, uint32_t &
   small = tf32_rna(__uint_as_float(x) - __uint_as_float(big));
 }
 __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  LIK_MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32");
 }
 template <>
 __device__ __forceinline__ void mma16816<float>(float *c, const uint32_t *a,
