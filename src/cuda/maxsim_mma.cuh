@@ -560,10 +560,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       /* one warpgroup-wide wgmma per (m64 tile, k16 step), committed as one
        * group per m64 tile; unconditional (an empty document's tile is
        * zero-filled and masked), so the waits below stay in straight code */
-      wg_fence_regs<MI * NI * 4>(&acc[0][0][0]);
-      wg_fence();
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
+        wg_fence_regs<NI * 4>(&acc[mi][0][0]);
+        wg_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) { /* features past d are zero */
           const uint64_t db = wg_desc(sb + (ks >> 2) * (BD * 128) + (ks & 3) * 32);
