@@ -504,12 +504,21 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     cp_async_wait<STAGES - 2>();
     if (C::WG) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
-    if (!pc.done) {
-      issue(pc, pst);
-      cursor_next<BD>(P, pc, row, j0, nitems, nkc, nqb);
-    }
-    cp_async_commit();
-    pst = (pst + 1 == STAGES) ? 0 : pst + 1;
+    /* the next pipeline step's loads (into the slot every thread finished
+     * reading before the barrier).  The one-warpgroup wgmma kernel issues
+     * its MMAs first (train-batch-128 -8 %, colpali -4.5 %); the
+     * two-warpgroup one has no registers to spare for the loads while its
+     * 128 accumulators are in flight (it spilled and was 2.5 % slower). */
+    constexpr bool LATE = C::WG && C::NT == 128;
+    auto prefetch = [&]() {
+      if (!pc.done) {
+        issue(pc, pst);
+        cursor_next<BD>(P, pc, row, j0, nitems, nkc, nqb);
+      }
+      cp_async_commit();
+      pst = (pst + 1 == STAGES) ? 0 : pst + 1;
+    };
+    if (!LATE) prefetch();
 
     const uint32_t sb = stages_u + cst * C::STAGE_BYTES;
     const int64_t t0 = tile_t0<BD>(cc);
@@ -571,6 +580,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         }
         wg_commit();
       }
+      if (LATE) prefetch();
     } else {
       const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
       auto kstep = [&](const int ks) {
