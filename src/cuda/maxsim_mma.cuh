@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
      * reading before the barrier).  The one-warpgroup wgmma kernel issues
      * its MMAs first (train-batch-128 -8 %, colpali -4.5 %); the
      * two-warpgroup one has no registers to spare for the loads while its
-     * 128 accumulators are in flight (it spilled and was 2.5 % slower). */
+     * 128 accumulators are in flight (it spilled and was 3 % slower). */
     constexpr bool LATE = C::WG && C::NT == 128;
     auto prefetch = [&]() {
       if (!pc.done) {
