@@ -505,11 +505,11 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     if (C::WG) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
     /* the next pipeline step's loads (into the slot every thread finished
-     * reading before the barrier).  The one-warpgroup wgmma kernel issues
-     * its MMAs first (train-batch-128 -8 %, colpali -4.5 %); the
-     * two-warpgroup one has no registers to spare for the loads while its
-     * 128 accumulators are in flight (it spilled and was 3 % slower). */
-    constexpr bool LATE = C::WG && C::NT == 128;
+     * reading before the barrier).  The wgmma kernel issues MMAs first: the
+     * one-warpgroup form all of the tile's (train-batch-128 -8 %, colpali
+     * -4.5 %), the two-warpgroup form m64 tile 0's (longq -5 ... -8 %;
+     * after both it had no registers to spare for the loads while 128
+     * accumulators are in flight: it spilled and was 2.5 % slower). */
     auto prefetch = [&]() {
       if (!pc.done) {
         issue(pc, pst);
@@ -518,7 +518,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       cp_async_commit();
       pst = (pst + 1 == STAGES) ? 0 : pst + 1;
     };
-    if (!LATE) prefetch();
+    if (!C::WG) prefetch();
 
     const uint32_t sb = stages_u + cst * C::STAGE_BYTES;
     const int64_t t0 = tile_t0<BD>(cc);
@@ -579,8 +579,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           wgmma_rs<T, BD>(&acc[mi][0][0], afr[mi][ks], db, ks > 0);
         }
         wg_commit();
+        if (mi == (C::NT == 128 ? MI - 1 : 0)) prefetch();
       }
-      if (LATE) prefetch();
     } else {
       const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
       auto kstep = [&](const int ks) {
