@@ -135,7 +135,8 @@ static int64_t kstream_smem(int wn, int64_t row_bytes) {
  *     tokens beyond;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
- *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128), <= 64 -> 64 x 64,
+ *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128, eight in rows of
+ *     96 bytes for rb <= 96: half d <= 48), <= 64 -> 64 x 64,
  *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query
  *     blocks (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one
  *     query stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row
@@ -172,6 +173,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
   } else if (lq <= 32) {
     c.wm = 1; c.wn = rb <= 128 ? 2 : 4;
+    if (rb <= 96) c.kc = 96; /* 96-byte rows: eight CTAs per SM */
   } else if (lq <= 64) {
     c.wm = 2; c.wn = 2;
   } else if (lq <= 128) {

@@ -377,12 +377,19 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 
   /* ---- producer: issue the loads of one pipeline step ---- */
   /* Fast path: thread tid always copies 16-byte chunk ch = tid % CPR of rows
-   * r0 + i * RSTEP (RSTEP is a multiple of 8, so the swizzle term is constant
-   * per thread and the shared address advances by an immediate). */
+   * r0 + i * RSTEP, so the shared address advances by an immediate (for the
+   * wgmma swizzle RSTEP is a multiple of 8: the swizzle term is constant per
+   * thread).  Where CPR does not divide NT (96-byte rows: 6 chunks, 64
+   * threads) the last RSTEP * CPR .. NT - 1 threads copy nothing and the
+   * last pass covers the tile's remaining rows only. */
   constexpr int RSTEP = NT / CPR;
-  constexpr int NIT = BD * CPR / NT;
-  static_assert(RSTEP > 0 && (BD * CPR) % NT == 0, "tile / thread mismatch");
+  constexpr int NIT = (BD + RSTEP - 1) / RSTEP;
+  constexpr bool RAGGED = RSTEP * CPR != NT || BD % RSTEP != 0;
+  static_assert(RSTEP > 0 && (!C::WG || (RSTEP % 8 == 0 && !RAGGED)), "tile / thread mismatch");
   const int my_ch = tid % CPR, my_r0 = tid / CPR;
+  const bool my_on = tid < RSTEP * CPR;
+  /* pass i of this thread copies a row of the tile */
+  auto my_row = [&](const int i) { return !RAGGED || (my_on && my_r0 + i * RSTEP < BD); };
   const uint32_t my_swz = C::doff(my_r0, my_ch);
   auto issue = [&](const Cursor &c, int st) {
     const uint32_t dst0 = stages_u + st * C::STAGE_BYTES;
@@ -396,7 +403,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       if (kok && rows >= BD) { /* full tile: no per-row checks */
 #pragma unroll
         for (int i = 0; i < NIT; ++i) {
-          cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, src, 16);
+          if (my_row(i)) cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, src, 16);
           src += step;
         }
         return;
@@ -404,8 +411,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 #pragma unroll
       for (int i = 0; i < NIT; ++i) {
         const bool ok = kok && (my_r0 + i * RSTEP) < rows;
-        cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, ok ? (const void *)src : (const void *)Dp,
-                   ok ? 16 : 0);
+        if (my_row(i))
+          cp_async16(dst0 + my_swz + i * RSTEP * C::ROWB, ok ? (const void *)src : (const void *)Dp,
+                     ok ? 16 : 0);
         src += step;
       }
     } else {

@@ -129,13 +129,17 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, sms);
 }
 
-/* c.kc is the bytes of a row's k-chunk (128 or 256); KC counts elements. */
+/* c.kc is the bytes of a row's k-chunk (96, 128 or 256); KC counts elements.
+ * 96-byte rows (one query, Lq <= 32, half d <= 48): 2 warps of 32 x 32, rows
+ * padded to 112 bytes (still conflict-free for ldmatrix), 26 KB of shared
+ * memory and at most 128 registers: eight CTAs per SM. */
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
-  constexpr int K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
+  constexpr int K96 = 96 / sizeof(T), K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
   if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, sms);
   if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
+  if (c.kc == 96) return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, sms);
   if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
   return launch_qreg<T, K256>(P, c, argmax, s, sms);
 }

@@ -111,6 +111,8 @@ CASES = [
     ("bf16", 1, 3, 65, 131, 17),  # one 128-row block, d tail < 64 (scalar loader)
     ("f16", 5, 3, 64, 257, 80),  # 4 queries of 64 rows stacked, d tail in the second atom
     ("bf16", 3, 2, 257, 129, 1),  # two 256-row blocks, d = 1
+    ("f16", 2, 3, 32, 200, 41),  # 96-byte rows (one query, d <= 48), scalar loader
+    ("f32", 2, 4, 16, 90, 20),  # 96-byte rows of fp32 (d <= 24), d tail in the last chunk
 ]
 
 # On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the
