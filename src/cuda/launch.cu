@@ -104,15 +104,23 @@ static bool wgmma_ok(int dev) {
 #endif
 }
 
-/* Shared memory of the K-streamed mma.sync configuration with wn warps
- * (MmaCfg<T, 1, wn, 4, 128 bytes, false>, 3 stages; maxsim_mma.cuh): small
- * arrays, 3 tiles of 32 wn rows and the 32-row query block, rows of 128-byte
- * k-chunks + 16 bytes of padding; row_bytes = d * element size. */
-static int64_t kstream_smem(int wn, int64_t row_bytes) {
-  const int64_t row = 128 + 16, bd = 32 * wn;
+/* Shared memory of the K-streamed mma.sync configuration with wn warps of
+ * ni n8 tiles (MmaCfg<T, 1, wn, ni, 128 bytes, false>, 3 stages;
+ * maxsim_mma.cuh): small arrays, 3 tiles of 8 ni wn rows and the 32-row
+ * query block, rows of 128-byte k-chunks + 16 bytes of padding; row_bytes =
+ * d * element size. */
+static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
+  const int64_t row = 128 + 16, bd = 8 * ni * wn;
   const int64_t small = (256 + bd * 4 + wn * 256 + 127) / 128 * 128;
   return small + 3 * bd * row + (row_bytes + 127) / 128 * 32 * row;
 }
+
+/* What the tile heuristic reads of the device: shared memory per CTA (opt
+ * in), per SM and reserved per CTA, in bytes; wgmma and clusters usable. */
+struct DevInfo {
+  int64_t smem_max, smem_sm, smem_rsv;
+  bool wg, clusters;
+};
 
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
  * Sizes are in bytes of a token's row, rb = d * element size (a half d of
@@ -122,7 +130,10 @@ static int64_t kstream_smem(int wn, int64_t row_bytes) {
  *                        docs/cuda.md):
  *   256 < rb             K-streamed, 32-row query blocks in shared memory:
  *                        128-token tiles (4 warps), 256 (8 warps) for
- *                        rb > 1536 where they fit; the CUDA-core kernel where
+ *                        rb > 1536 where they fit, 160 / 320 (warp tiles of
+ *                        40 tokens) where those need fewer tiles per
+ *                        document at no loss of CTAs per SM (Ld = 300); the
+ *                        CUDA-core kernel where
  *                        neither fits (half d > 2432 on an H100 / H200, > 1472
  *                        on an A100; half that for fp32)
  *   rb <= 256            query block in registers:
@@ -145,23 +156,32 @@ static int64_t kstream_smem(int wn, int64_t row_bytes) {
  * may split each document's tiles over the CTAs of a cluster (up to 8;
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
-static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq, bool wg,
-                           bool clusters, int64_t smem_max) {
-  TileCfg c = {0, 1, 4, 128, 1, 1, 0, 1};
+static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
+                           const DevInfo &dev) {
+  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1};
   const int64_t rb = d * elt_size(dt);
-  if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, rb) > smem_max)) {
+  if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
     return c;
   }
-  if (clusters) c.split_max = 8; /* the portable cluster size */
+  if (dev.clusters) c.split_max = 8; /* the portable cluster size */
   if (rb > 256) {
     c.qreg = 0;
     /* 8 warps where 4-warp CTAs would run one per SM (large query block) */
-    if (rb > 1536 && kstream_smem(8, rb) <= smem_max) c.wn = 8;
+    if (rb > 1536 && kstream_smem(8, 4, rb) <= dev.smem_max) c.wn = 8;
+    /* 40-token warp tiles where they cut a document's tile count at no
+     * cost in CTAs per SM: every tile streams all of d, so a nearly empty
+     * last tile costs about as much as a full one (Ld = 300: two tiles of
+     * 160 tokens instead of three of 128, one of 320 instead of two of 256) */
+    const int64_t bd4 = 32 * c.wn, bd5 = 40 * c.wn;
+    const int64_t s4 = kstream_smem(c.wn, 4, rb), s5 = kstream_smem(c.wn, 5, rb);
+    if ((ld + bd5 - 1) / bd5 < (ld + bd4 - 1) / bd4 && s5 <= dev.smem_max &&
+        dev.smem_sm / (s5 + dev.smem_rsv) >= dev.smem_sm / (s4 + dev.smem_rsv))
+      c.ni = 5;
     return c;
   }
   c.kc = rb <= 128 ? 128 : 256;
-  wg = wg && dt != LIK_F32;
+  const bool wg = dev.wg && dt != LIK_F32;
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
   if (wg && (stack || lq > 64)) {
@@ -184,6 +204,14 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t stack_nq
   return c;
 }
 
+/* Tokens of a document: the padded Ld, or the mean packed length (the
+ * lengths are on the device; a pair list has one document per pair). */
+static int64_t doc_tokens(const KParams &P) {
+  if (!P.d.off.data) return P.d.len;
+  const int64_t ndocs = P.pairing == 1 ? P.nrows * P.ncand : P.ncand;
+  return ndocs > 0 ? (P.d.len + ndocs - 1) / ndocs : P.d.len;
+}
+
 /* Split each output row's items over `upr` units of `dpc` items and each
  * item's document tiles over the `split` CTAs of a cluster, minimising
  * waves x (work per CTA + a ramp-up cost of about one item); slots[s] CTAs
@@ -198,11 +226,7 @@ void decompose(KParams &P, const int64_t *slots, int bd, int max_split) {
   P.dpc = ncand > 0 ? ncand : 1;
   P.split = 1;
   if (nrows <= 0 || ncand <= 0) return;
-  int64_t ld = P.d.len;
-  if (P.d.off.data) { /* packed: the lengths are on the device (a pair list: per pair) */
-    const int64_t ndocs = P.pairing == 1 ? nrows * ncand : ncand;
-    ld = (ld + ndocs - 1) / ndocs;
-  }
+  const int64_t ld = doc_tokens(P);
   const int64_t tiles = ld > bd ? (ld + bd - 1) / bd : 1;
   const double nkc = P.nkc > 0 ? P.nkc : 1;
   double best = 1e300;
@@ -282,13 +306,17 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
    * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
    * kernel masks each slot's rows past its query's own length) */
   const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
-  int sms = 0, smem_max = 0;
+  int sms = 0, smem_max = 0, smem_sm = 0, smem_rsv = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e == cudaSuccess)
     e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&smem_rsv, cudaDevAttrReservedSharedMemoryPerBlock, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, stack_nq, wgmma_ok(dev), clusters_ok(dev),
-                                smem_max);
+  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev), clusters_ok(dev)};
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, info);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc;

@@ -13,6 +13,7 @@ namespace lik_cuda {
 struct TileCfg {
   int simt;   /* 1: CUDA-core kernel */
   int wm, wn; /* warps along queries / documents (tensor-core kernel) */
+  int ni;     /* n8 tiles per warp of the K-streamed kernel: 4, or 5 (40 tokens) */
   int kc;     /* 96, 128 or 256 bytes of a row per k-chunk (48 / 64 / 128 half, 24 / 32 / 64 fp32 features) */
   int qreg;   /* query block held in registers (a row's d fits kc bytes) */
   int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */

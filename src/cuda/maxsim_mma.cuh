@@ -98,6 +98,12 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
       : "r"(addr));
 }
 
+__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r0), "=r"(r1)
+               : "r"(addr));
+}
+
 /* One warp-wide mma.sync with fp32 accumulators c[4], A fragment a[4], B
  * fragment b[2] (the m16n8 register layouts); SHAPE names shape and types. */
 #define LIK_MMA_SYNC(SHAPE)                                                    \
@@ -456,7 +462,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
   int64_t loaded_qi = -1;
   int loaded_qb = -1;
-  float dss = 0.f;
+  constexpr int DR = (BD + NT - 1) / NT; /* document rows per thread (normalize) */
+  float dss[DR];
   uint32_t vbits = ALLV;
   bool full = true; /* CTA-uniform: every column of the tile is valid */
 
@@ -539,7 +546,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
-      dss = 0.f;
+#pragma unroll
+      for (int i = 0; i < DR; ++i) dss[i] = 0.f;
       /* validity of this thread's 8 columns */
       const int64_t rows = cc.len - t0;
       if (P.dm.data || rows < BD) {
@@ -561,11 +569,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       }
     }
 
-    if (P.normalize && tid < BD) {
+    if (P.normalize) {
       const unsigned char *rp = stages + cst * C::STAGE_BYTES;
+#pragma unroll
+      for (int i = 0; i < DR; ++i)
+        if (tid + i * NT < BD)
 #pragma unroll 4
-      for (int ch = 0; ch < CPR; ++ch)
-        dss += sumsq8<T>(*reinterpret_cast<const uint4 *>(rp + C::doff(tid, ch)));
+          for (int ch = 0; ch < CPR; ++ch)
+            dss[i] += sumsq8<T>(*reinterpret_cast<const uint4 *>(rp + C::doff(tid + i * NT, ch)));
     }
 
     /* ---- tensor-core tile ---- */
@@ -615,6 +626,11 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
                   b[2 * np + 1][1]);
         }
+        if constexpr (NI % 2 == 1) { /* the last n8 tile of an odd count: lanes 0-15 address it */
+          const int r = wn * WC + (NI - 1) * 8 + (lane & 7);
+          const int ch = ks * 2 + ((lane >> 3) & 1);
+          ldsm_x2(sb + swz<RB>(r, ch), b[NI - 1][0], b[NI - 1][1]);
+        }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -635,36 +651,27 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     if (cc.kc == nkc - 1) {
       /* ---- epilogue of a tile ---- */
       if (P.normalize) {
-        if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
+#pragma unroll
+        for (int i = 0; i < DR; ++i)
+          if (tid + i * NT < BD) dinv[tid + i * NT] = 1.f / fmaxf(sqrtf(dss[i]), 1e-12f);
         __syncthreads();
       }
-      if (fast) {
-        /* two max chains per row (a nested tree with a variable bound went
-         * to local memory at NI = 16) */
+      /* two max chains per row (a nested tree with a variable bound went
+       * to local memory at NI = 16) */
+      auto reduce_fast = [&](const int mi) {
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          if (C::WG) { /* reduce m64 tile 0 while tile 1 still computes */
-            static_assert(MI <= 2, "one wgmma group per m64 tile, at most 2");
-            if (mi == MI - 1) wg_wait<0>();
-            else wg_wait<1>();
-            wg_fence_regs<NI * 4>(&acc[mi][0][0]);
+        for (int h = 0; h < 2; ++h) {
+          float m0 = rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            m0 = fmaxf(m0, acc[mi][ni][h * 2]);
+            if (ni > 0) m1 = fmaxf(m1, acc[mi][ni][h * 2 + 1]);
           }
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float m0 = rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
-#pragma unroll
-            for (int ni = 0; ni < NI; ++ni) {
-              m0 = fmaxf(m0, acc[mi][ni][h * 2]);
-              if (ni > 0) m1 = fmaxf(m1, acc[mi][ni][h * 2 + 1]);
-            }
-            rm[mi][h] = fmaxf(m0, m1);
-          }
+          rm[mi][h] = fmaxf(m0, m1);
         }
-      } else {
-        if (C::WG) {
-          wg_wait<0>();
-          wg_fence_regs<MI * NI * 4>(&acc[0][0][0]);
-        }
+      };
+      /* masked / scaled columns (argmax: the lowest index on ties) */
+      auto reduce_slow = [&]() {
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
@@ -688,6 +695,41 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
                 }
               }
           }
+      };
+      /* The wgmma waits stay in straight code (behind a data-dependent
+       * branch ptxas serialises the wgmmas: C7518).  Two-warpgroup kernel
+       * (one CTA per SM): m64 tile 0 is reduced while tile 1 still
+       * computes, in a basic block of its own between the waits, else
+       * ptxas hoists the second wait above it (longq -1 ... -2.4 %).  The
+       * one-warpgroup kernel (two CTAs per SM: the other one's MMAs fill
+       * the gap) keeps both waits in the reduction's block, where ptxas
+       * does hoist the second one and interleaves the two reductions; the
+       * two-block form measured 3-5 % slower there. */
+      static_assert(MI <= 2 || !C::WG, "one wgmma group per m64 tile, at most 2");
+      if constexpr (C::WG && C::NT == 256 && MI == 2) {
+        wg_wait<1>();
+        wg_fence_regs<NI * 4>(&acc[0][0][0]);
+        if (fast) reduce_fast(0);
+        wg_wait<0>();
+        wg_fence_regs<NI * 4>(&acc[1][0][0]);
+        if (fast) reduce_fast(1);
+        else reduce_slow();
+      } else if (fast) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          if (C::WG) {
+            if (mi == MI - 1) wg_wait<0>();
+            else wg_wait<1>();
+            wg_fence_regs<NI * 4>(&acc[mi][0][0]);
+          }
+          reduce_fast(mi);
+        }
+      } else {
+        if (C::WG) {
+          wg_wait<0>();
+          wg_fence_regs<MI * NI * 4>(&acc[0][0][0]);
+        }
+        reduce_slow();
       }
 
       if (cc.tile == cc.ntiles - 1) {

@@ -137,8 +137,12 @@ template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
   constexpr int K96 = 96 / sizeof(T), K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
-  if (!c.qreg && c.wn == 8) return launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, sms);
-  if (!c.qreg) return launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
+  if (!c.qreg && c.wn == 8)
+    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 8, 5, K128, false>>(P, c, argmax, s, sms)
+                     : launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, sms);
+  if (!c.qreg)
+    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, sms)
+                     : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
   if (c.kc == 96) return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, sms);
   if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
   return launch_qreg<T, K256>(P, c, argmax, s, sms);

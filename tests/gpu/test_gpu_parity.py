@@ -113,6 +113,9 @@ CASES = [
     ("bf16", 3, 2, 257, 129, 1),  # two 256-row blocks, d = 1
     ("f16", 2, 3, 32, 200, 41),  # 96-byte rows (one query, d <= 48), scalar loader
     ("f32", 2, 4, 16, 90, 20),  # 96-byte rows of fp32 (d <= 24), d tail in the last chunk
+    ("bf16", 2, 3, 33, 300, 520),  # K-streamed, 4 warps of 40 tokens (2 tiles of 160, not 3 of 128)
+    ("f16", 1, 3, 20, 290, 777),  # K-streamed, 8 warps of 40 tokens (1 tile of 320), scalar loader
+    ("f32", 1, 2, 20, 150, 250),  # K-streamed fp32, 4 warps of 40 tokens, scalar loader
 ]
 
 # On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the
