@@ -53,7 +53,8 @@ struct KParams {
   int64_t dpc;    /* items (output columns) per unit */
   int64_t nq;     /* queries (q.count) */
   int qpc;        /* queries stacked in one CTA's rows (cross pairing), else 1 */
-  int qrows;      /* rows per query slot: BQ, or 32 / 64 when qpc > 1 */
+  int qrows;      /* rows per query slot: BQ, or 32 / 64 when qpc > 1 (a power of two) */
+  int qshift;     /* log2(qrows) */
   int nqb;        /* query blocks */
   int nkc;        /* k-chunks */
   int split;      /* CTAs of a thread-block cluster sharing each item's document

@@ -319,7 +319,8 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, info);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
-  P.qrows = bq / c.qpc;
+  P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */
+  P.qshift = __builtin_ctz((unsigned)P.qrows);
   if (c.qpc > 1) P.nrows = (P.nq + c.qpc - 1) / c.qpc;
   int64_t nqb = (P.q.len + P.qrows - 1) / P.qrows;
   if (nqb < 1) nqb = 1;

@@ -47,6 +47,7 @@
  *              separate instantiation: the kernels without it are unchanged.
  */
 #include <cooperative_groups.h>
+#include <type_traits>
 
 #include "common.cuh"
 #include "wgmma.cuh"
@@ -475,8 +476,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       for (int u = tid; u < nkq * BQ * CPR; u += NT) {
         const int kc = u / (BQ * CPR);
         const int r = (u / CPR) % BQ, ch = u % CPR;
-        const int64_t qi = cc.qi + r / P.qrows;
-        const int64_t s = (int64_t)cc.qb * P.qrows + r % P.qrows;
+        const int64_t qi = cc.qi + (r >> P.qshift);
+        const int64_t s = (int64_t)cc.qb * P.qrows + (r & (P.qrows - 1));
         const int64_t k = (int64_t)kc * KC + ch * EPC;
         const bool ok = qi < P.nq && s < seq_len(P.q, qi);
         const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
@@ -553,16 +554,22 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       if (P.dm.data || rows < BD) {
         full = false;
         vbits = 0;
-        const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, cc.doc) : 0;
+        /* in range: column ni * 8 + e of this thread's below lim */
+        const int c0 = wn * WC + 2 * (lane & 3);
+        const int lim = rows - c0 < BD ? (int)(rows - c0) : BD;
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
-            bool ok = cl < rows;
-            if (ok && P.dm.data) ok = P.dm.data[mb + (t0 + cl) * P.dm.sl] != 0;
-            vbits |= (uint32_t)ok << (ni * 2 + e);
-          }
+          for (int e = 0; e < 2; ++e) vbits |= (uint32_t)(ni * 8 + e < lim) << (ni * 2 + e);
+        if (P.dm.data) {
+          const uint8_t *mrow = P.dm.data + mask_base(P.dm, P.d, cc.doc) + (t0 + c0) * P.dm.sl;
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (((vbits >> (ni * 2 + e)) & 1u) && mrow[(ni * 8 + e) * P.dm.sl] == 0)
+                vbits &= ~(1u << (ni * 2 + e));
+        }
       } else {
         full = true;
         vbits = ALLV;
@@ -588,13 +595,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       /* one warpgroup-wide wgmma per (m64 tile, k16 step), committed as one
        * group per m64 tile; unconditional (an empty document's tile is
        * zero-filled and masked), so the waits below stay in straight code */
+      const uint64_t d0 = wg_desc(sb);
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         wg_fence_regs<NI * 4>(&acc[mi][0][0]);
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) { /* features past d are zero */
-          const uint64_t db = wg_desc(sb + (ks >> 2) * (BD * 128) + (ks & 3) * 32);
+          const uint64_t db = wg_desc_add(d0, (ks >> 2) * (BD * 128) + (ks & 3) * 32);
           wgmma_rs<T, BD>(&acc[mi][0][0], afr[mi][ks], db, ks > 0);
         }
         wg_commit();
@@ -670,14 +678,17 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           rm[mi][h] = fmaxf(m0, m1);
         }
       };
-      /* masked / scaled columns (argmax: the lowest index on ties) */
-      auto reduce_slow = [&]() {
+      /* masked / out-of-range / scaled columns (argmax: the lowest index on
+       * ties); the scale is a compile-time choice, so the unscaled form has
+       * no multiply and no shared-memory load */
+      auto slow_cols = [&](auto norm) {
+        constexpr bool NORM = decltype(norm)::value;
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int cl = wn * WC + ni * 8 + 2 * (lane & 3) + e;
-            const float sc = P.normalize ? dinv[cl] : 1.f;
+            const float sc = NORM ? dinv[cl] : 1.f;
             const bool ok = (vbits >> (ni * 2 + e)) & 1u;
             const int tg = (int)(t0 + cl);
 #pragma unroll
@@ -695,6 +706,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
                 }
               }
           }
+      };
+      auto reduce_slow = [&]() {
+        if (P.normalize) slow_cols(std::true_type{});
+        else slow_cols(std::false_type{});
       };
       /* The wgmma waits stay in straight code (behind a data-dependent
        * branch ptxas serialises the wgmmas: C7518).  Two-warpgroup kernel
@@ -790,9 +805,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           xpar ^= 1;
         }
         if (tid < BQ) {
-          const int g = tid / P.qrows;
+          const int g = tid >> P.qshift;
           const int64_t qi = cc.qi + g;
-          const int64_t s = (int64_t)cc.qb * P.qrows + tid % P.qrows;
+          const int64_t s = (int64_t)cc.qb * P.qrows + (tid & (P.qrows - 1));
           const bool qok = qi < P.nq;
           bool qv = qok && s < seq_len(P.q, qi);
           if (qv && P.qm.data)

@@ -12,7 +12,8 @@
  *                   row r (token) at r * 128 bytes, 16-byte chunk c of the
  *                   row at chunk c ^ (r % 8), tile 1024-byte aligned;
  *                   stride between 8-row groups 1024 bytes; a k16 step
- *                   inside the 64-feature atom advances the start by 32 B.
+ *                   inside the 64-feature atom advances the start by 32 B
+ *                   (wg_desc_add).
  *
  * Compiled for sm_90a only (wgmma does not exist elsewhere); on other
  * targets the functions trap, and the launcher never selects this path
@@ -32,6 +33,12 @@ namespace lik_cuda {
 __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
   return (uint64_t)((saddr & 0x3FFFF) >> 4) | (1ull << 16) /* LBO: unused */
          | (64ull << 32) /* SBO: 1024 B */ | (1ull << 62) /* 128B swizzle */;
+}
+/* desc's tile start advanced by bytes (a multiple of 16): the start field
+ * holds address / 16 of a shared memory below 256 KB, so the sum stays in
+ * it -- one add instead of a new descriptor per k-step */
+__device__ __forceinline__ uint64_t wg_desc_add(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
 }
 
 #ifdef LIK_WGMMA_DEVICE
