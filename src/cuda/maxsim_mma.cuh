@@ -595,7 +595,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       /* one warpgroup-wide wgmma per (m64 tile, k16 step), committed as one
        * group per m64 tile; unconditional (an empty document's tile is
        * zero-filled and masked), so the waits below stay in straight code */
-      const uint64_t d0 = wg_desc(sb);
+      /* the tile's address through a lane-0 broadcast, which ptxas knows is
+       * warp-uniform: the descriptors then live in uniform registers (no
+       * R2UR pair per wgmma: longq -2 ... -3 %, colpali -4.6 %) */
+      const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, sb, 0));
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         wg_fence_regs<NI * 4>(&acc[mi][0][0]);
