@@ -171,8 +171,8 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
     if (rb > 1536 && kstream_smem(8, 4, rb) <= dev.smem_max) c.wn = 8;
     /* 40-token warp tiles where they cut a document's tile count at no
      * cost in CTAs per SM: every tile streams all of d, so a nearly empty
-     * last tile costs about as much as a full one (Ld = 300: two tiles of
-     * 160 tokens instead of three of 128, one of 320 instead of two of 256) */
+     * last tile costs over half a full one (Ld = 300: two tiles of 160
+     * tokens instead of three of 128, one of 320 instead of two of 256) */
     const int64_t bd4 = 32 * c.wn, bd5 = 40 * c.wn;
     const int64_t s4 = kstream_smem(c.wn, 4, rb), s5 = kstream_smem(c.wn, 5, rb);
     if ((ld + bd5 - 1) / bd5 < (ld + bd4 - 1) / bd4 && s5 <= dev.smem_max &&

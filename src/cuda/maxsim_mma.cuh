@@ -554,7 +554,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       if (P.dm.data || rows < BD) {
         full = false;
         vbits = 0;
-        /* in range: column ni * 8 + e of this thread's below lim */
+        /* this thread's column c0 + ni * 8 + e is in range iff ni * 8 + e < lim */
         const int c0 = wn * WC + 2 * (lane & 3);
         const int lim = rows - c0 < BD ? (int)(rows - c0) : BD;
 #pragma unroll
@@ -718,11 +718,11 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
        * branch ptxas serialises the wgmmas: C7518).  Two-warpgroup kernel
        * (one CTA per SM): m64 tile 0 is reduced while tile 1 still
        * computes, in a basic block of its own between the waits, else
-       * ptxas hoists the second wait above it (longq -1 ... -2.4 %).  The
+       * ptxas hoists the second wait above it (longq -1 ... -3 %).  The
        * one-warpgroup kernel (two CTAs per SM: the other one's MMAs fill
        * the gap) keeps both waits in the reduction's block, where ptxas
        * does hoist the second one and interleaves the two reductions; the
-       * two-block form measured 3-5 % slower there. */
+       * two-block form measured 3-7 % slower there. */
       static_assert(MI <= 2 || !C::WG, "one wgmma group per m64 tile, at most 2");
       if constexpr (C::WG && C::NT == 256 && MI == 2) {
         wg_wait<1>();
