@@ -85,6 +85,16 @@ static bool clusters_ok(int dev) {
   return major >= 9;
 }
 
+/* 1-D bulk copies (cp.async.bulk, compute capability 9.0 or newer), not
+ * turned off with LIK_CUDA_BULK=0 (the parity suite checks both loaders). */
+static bool bulk_ok(int dev) {
+  if (env_is("LIK_CUDA_BULK", "0")) return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major >= 9;
+}
+
 /* The sm_90a wgmma kernel can run: built for sm_90a (cmake/cuda.cmake
  * defines LIK_CUDA_SM90A), a compute capability 9.0 device that runs that
  * machine code (not the compute_90 PTX, where wgmma does not exist: so not
@@ -116,10 +126,11 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
 }
 
 /* What the tile heuristic reads of the device: shared memory per CTA (opt
- * in), per SM and reserved per CTA, in bytes; wgmma and clusters usable. */
+ * in), per SM and reserved per CTA, in bytes; wgmma, clusters and bulk
+ * copies usable. */
 struct DevInfo {
   int64_t smem_max, smem_sm, smem_rsv;
-  bool wg, clusters;
+  bool wg, clusters, bulk;
 };
 
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
@@ -147,7 +158,8 @@ struct DevInfo {
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
  *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128, eight in rows of
- *     96 bytes for rb <= 96: half d <= 48), <= 64 -> 64 x 64,
+ *     96 bytes for rb <= 96: half d <= 48; where the document rows are
+ *     exactly 96 bytes, dense, by bulk copies on sm_90+), <= 64 -> 64 x 64,
  *     <= 128 -> 128 x 128 (4 x 2 warps of 32 x 64), longer -> 256 x 64 query
  *     blocks (8 warps of 32 x 64) looped inside the CTA.  Lq <= 64 with one
  *     query stays on mma.sync on sm_90a too (memory-bound; wgmma's 64-row
@@ -157,8 +169,8 @@ struct DevInfo {
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
-                           const DevInfo &dev) {
-  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1};
+                           bool dense_rows, const DevInfo &dev) {
+  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0};
   const int64_t rb = d * elt_size(dt);
   if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
@@ -194,6 +206,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   } else if (lq <= 32) {
     c.wm = 1; c.wn = rb <= 128 ? 2 : 4;
     if (rb <= 96) c.kc = 96; /* 96-byte rows: eight CTAs per SM */
+    c.bulk = rb == 96 && dense_rows && dev.bulk;
   } else if (lq <= 64) {
     c.wm = 2; c.wn = 2;
   } else if (lq <= 128) {
@@ -315,8 +328,10 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   if (e == cudaSuccess)
     e = cudaDeviceGetAttribute(&smem_rsv, cudaDevAttrReservedSharedMemoryPerBlock, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev), clusters_ok(dev)};
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, info);
+  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev), clusters_ok(dev), bulk_ok(dev)};
+  /* a document's rows are contiguous: a tile is one copy */
+  const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
+  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, info);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */

@@ -19,6 +19,7 @@ struct TileCfg {
   int qpc;    /* queries stacked in the 32*wm rows of a CTA (1: one query) */
   int wg;     /* sm_90a wgmma kernel with wg warpgroups (wm = 4 wg), 0: mma.sync */
   int split_max; /* largest cluster that may share a document's tiles (P.split), 1: none */
+  int bulk;      /* 96-byte rows by 1-D bulk copies into dense tiles (sm_90+) */
 };
 
 /* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and

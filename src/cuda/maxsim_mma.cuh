@@ -5,14 +5,15 @@
  * or k8 of tf32, with the same ldmatrix fragments.
  *
  * One CTA owns one output row's range of items (documents) and streams their
- * token tiles through a STAGES-deep cp.async pipeline (the pipeline runs on
+ * token tiles through a STAGES-deep cp.async (or bulk-copy) pipeline (the pipeline runs on
  * across document boundaries, so it never drains between documents).
  *
  *   MmaCfg     (sm_80+) CTA tile BQ = 32*WM query rows x BD = 8*NI*WN
  *              document tokens; warp tile 32 x 8*NI: 2 m16 tiles x NI n8
  *              tiles of mma.sync.m16n8k16 (m16n8k8.tf32 x 3 for fp32), fp32
  *              accumulators, operands from padded shared memory through
- *              ldmatrix.x4 (no bank conflicts).
+ *              ldmatrix.x4 (no bank conflicts); DENSE (sm_90+): 96-byte
+ *              document rows by one bulk copy per tile, unpadded.
  *   WgCfg      (sm_90a) NWG warpgroups x MT m64 tiles of
  *              wgmma.m64nBDk16: A = the query rows in registers (loaded once
  *              per query block with ldmatrix, the mma.sync A layout), B = the
@@ -89,6 +90,37 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+
+/* Transaction barriers and 1-D bulk copies (sm_90+; the dense tiles, BULK):
+ * one bulk copy per document tile, issued by one thread, completes on the
+ * stage's barrier, which every thread waits on with its phase parity. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void bar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* arrives, expecting `bytes` of bulk copies (0: a plain arrive) */
+__device__ __forceinline__ void bar_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile("{\n .reg .pred p;\n LIK_WAIT:\n"
+               " mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n"
+               " @!p bra LIK_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+#else
+__device__ __forceinline__ void bar_init(uint32_t) { __trap(); }
+__device__ __forceinline__ void bar_init_fence() { __trap(); }
+__device__ __forceinline__ void bar_expect(uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void bar_wait(uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void bulk_copy(uint32_t, const void *, uint32_t, uint32_t) { __trap(); }
+#endif
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
                                         uint32_t &r1, uint32_t &r2,
@@ -267,16 +299,22 @@ struct SmemSmall {
   static constexpr int OFF_REDV = OFF_DINV + BD * 4;
   static constexpr int OFF_REDI = OFF_REDV + NWN * BQ * 4;
   static constexpr int OFF_WSUM = OFF_REDI + NWN * BQ * 4;
-  static constexpr int SMALL = ((OFF_WSUM + 32 * 4) + ALIGN - 1) / ALIGN * ALIGN;
+  static constexpr int OFF_BAR = OFF_WSUM + 32 * 4; /* 8 stage barriers (BULK) */
+  static constexpr int SMALL = ((OFF_BAR + 8 * 8) + ALIGN - 1) / ALIGN * ALIGN;
 };
 
 /* mma.sync family (sm_80+): WM x WN warps of 32 x 8*NI warp tiles, document
  * tiles in padded rows (conflict-free ldmatrix); MINB_ CTAs per SM for the
- * register budget (0: 2, or 1 for 256 threads and more). */
-template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG, int MINB_ = 0>
+ * register budget (0: 2, or 1 for 256 threads and more).  DENSE_ (sm_90+,
+ * rows of exactly RB bytes in global memory): a tile is one bulk copy into
+ * unpadded rows (for 96-byte rows a 2-way ldmatrix conflict, cheap where
+ * the tile is memory-bound; cp.async tiles streamed 3.2 TB/s in a copy
+ * test, bulk copies 3.9: docs/cuda.md). */
+template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG, int MINB_ = 0,
+          bool DENSE_ = false>
 struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   using T = T_;
-  static constexpr bool WG = false, QR = QREG;
+  static constexpr bool WG = false, QR = QREG, DENSE = DENSE_;
   static constexpr int NT = WM * WN * 32;
   static constexpr int BQ = 32 * WM;
   static constexpr int NI = NI_, KC = KC_;
@@ -287,13 +325,13 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   static constexpr int RB = KC * (int)sizeof(T); /* bytes of a row's k-chunk */
   static constexpr int KS = RB / 32;             /* 32-byte k-steps */
   static constexpr int CPR = RB / 16;
-  static constexpr int RBP = RB + 16; /* padded row */
-  static constexpr int ROWB = RBP;    /* bytes between document rows */
-  static constexpr int STAGE_BYTES = BD * RBP;
+  static constexpr int RBP = RB + 16; /* padded row (the query block) */
+  static constexpr int ROWB = DENSE ? RB : RBP; /* bytes between document rows */
+  static constexpr int STAGE_BYTES = BD * ROWB;
   static constexpr int MINB = MINB_ ? MINB_ : NT >= 256 ? 1 : 2;
   __device__ static int row0(int warp) { return (warp % WM) * 32; }
   __device__ static int wn_of(int warp) { return warp / WM; }
-  __device__ static uint32_t doff(int r, int ch) { return swz<RB>(r, ch); }
+  __device__ static uint32_t doff(int r, int ch) { return (uint32_t)(r * ROWB + (ch << 4)); }
   static int smem_bytes(int stages, int nkc) {
     return MmaCfg::SMALL + stages * STAGE_BYTES + (QREG ? 1 : nkc) * BQ * RBP;
   }
@@ -305,7 +343,7 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
 template <typename T_, int MT, int BN, int KC_, int NWG>
 struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
   using T = T_;
-  static constexpr bool WG = true, QR = true;
+  static constexpr bool WG = true, QR = true, DENSE = false;
   static constexpr int NT = 128 * NWG;
   static constexpr int BQ = 64 * MT * NWG;
   static constexpr int NI = BN / 8, KC = KC_;
@@ -336,7 +374,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   using T = typename C::T;
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
                 WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
-  constexpr bool QREG = C::QR;
+  constexpr bool QREG = C::QR, BULK = C::DENSE;
   constexpr int EPC = epc<T>(); /* features per 16-byte chunk */
   constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
@@ -382,6 +420,18 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const T *Dp = reinterpret_cast<const T *>(P.d.data);
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
 
+  /* BULK: the stage barriers, and this thread's parity bit per stage */
+  const uint32_t bars = smem_u32(smem + C::OFF_BAR);
+  uint32_t bphase = 0;
+  if constexpr (BULK) {
+    static_assert(STAGES <= 8 && QREG, "8 stage barriers; one k-chunk per tile");
+    if (tid == 0) {
+      for (int s = 0; s < STAGES; ++s) bar_init(bars + 8 * s);
+      bar_init_fence();
+    }
+    __syncthreads();
+  }
+
   /* ---- producer: issue the loads of one pipeline step ---- */
   /* Fast path: thread tid always copies 16-byte chunk ch = tid % CPR of rows
    * r0 + i * RSTEP, so the shared address advances by an immediate (for the
@@ -403,7 +453,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     const int64_t t0 = tile_t0<BD>(c);
     const int64_t rows = c.len - t0; /* valid rows in this tile */
     const int64_t k0 = (int64_t)c.kc * KC;
-    if (P.fast_d) {
+    if constexpr (BULK) { /* the tile's valid rows, contiguous in global memory */
+      if (tid == 0) {
+        const uint32_t bytes = rows <= 0 ? 0u : (uint32_t)(rows < BD ? rows : BD) * RB;
+        bar_expect(bars + 8 * st, bytes);
+        if (bytes) bulk_copy(dst0, Dp + c.base + t0 * P.d.sl, bytes, bars + 8 * st);
+      }
+    } else if (P.fast_d) {
       const bool kok = k0 + my_ch * EPC < dim;
       const int64_t step = (int64_t)RSTEP * P.d.sl;
       const T *src = Dp + c.base + (t0 + my_r0) * P.d.sl + k0 + my_ch * EPC;
@@ -517,7 +573,12 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       loaded_qb = cc.qb;
     }
 
-    cp_async_wait<STAGES - 2>();
+    if constexpr (BULK) {
+      bar_wait(bars + 8 * cst, (bphase >> cst) & 1u);
+      bphase ^= 1u << cst;
+    } else {
+      cp_async_wait<STAGES - 2>();
+    }
     if (C::WG) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
     /* the next pipeline step's loads (into the slot every thread finished
@@ -634,13 +695,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         for (int np = 0; np < NI / 2; ++np) {
           const int r = wn * WC + np * 16 + (lane & 7) + ((lane >> 4) << 3);
           const int ch = ks * 2 + ((lane >> 3) & 1);
-          ldsm_x4(sb + swz<RB>(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
+          ldsm_x4(sb + C::doff(r, ch), b[2 * np][0], b[2 * np][1], b[2 * np + 1][0],
                   b[2 * np + 1][1]);
         }
         if constexpr (NI % 2 == 1) { /* the last n8 tile of an odd count: lanes 0-15 address it */
           const int r = wn * WC + (NI - 1) * 8 + (lane & 7);
           const int ch = ks * 2 + ((lane >> 3) & 1);
-          ldsm_x2(sb + swz<RB>(r, ch), b[NI - 1][0], b[NI - 1][1]);
+          ldsm_x2(sb + C::doff(r, ch), b[NI - 1][0], b[NI - 1][1]);
         }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)

@@ -31,14 +31,23 @@ constexpr bool can_split() {
  * no cluster code in the binary (a build for sm_80 only, JIT-compiled on a
  * Hopper GPU), too little shared memory, a failed query.  Errors of the
  * queries are cleared (they only mean: no split). */
+/* kern runs sm_90 code here: machine code for 9.0+, or PTX for 9.0+ (not
+ * a build for sm_80 only, JIT-compiled on a Hopper GPU). */
+template <class K>
+static bool built_for_sm90(K kern) {
+  cudaFuncAttributes fa;
+  const bool ok = cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.binaryVersion >= 90 &&
+                  (fa.ptxVersion == 0 || fa.ptxVersion >= 90);
+  (void)cudaGetLastError();
+  return ok;
+}
+
 template <class C, class K>
 static int split_slots(K kern_split, int base, int split_max, int64_t *slots) {
   int dev = 0, optin = 0;
-  cudaFuncAttributes fa;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      cudaFuncGetAttributes(&fa, kern_split) != cudaSuccess || fa.binaryVersion < 90 ||
-      (fa.ptxVersion != 0 && fa.ptxVersion < 90))
+      !built_for_sm90(kern_split))
     split_max = 1;
   while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
   if (split_max > 1 && cudaFuncSetAttribute(kern_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -132,7 +141,9 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
 /* c.kc is the bytes of a row's k-chunk (96, 128 or 256); KC counts elements.
  * 96-byte rows (one query, Lq <= 32, half d <= 48): 2 warps of 32 x 32, rows
  * padded to 112 bytes (still conflict-free for ldmatrix), 26 KB of shared
- * memory and at most 128 registers: eight CTAs per SM. */
+ * memory and at most 128 registers: eight CTAs per SM; rows of exactly 96
+ * bytes (c.bulk) take the dense bulk-copy tiles where the kernel runs sm_90
+ * code. */
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, int sms) {
@@ -143,7 +154,12 @@ static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
   if (!c.qreg)
     return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, sms)
                      : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
-  if (c.kc == 96) return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, sms);
+  if (c.kc == 96) {
+    using Dense = MmaCfg<T, 1, 2, 4, K96, true, 8, true>;
+    if (c.bulk && built_for_sm90(maxsim_mma_kernel<Dense, false, stages_of<Dense>(), false>))
+      return launch_am<Dense>(P, c, argmax, s, sms);
+    return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, sms);
+  }
   if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
   return launch_qreg<T, K256>(P, c, argmax, s, sms);
 }

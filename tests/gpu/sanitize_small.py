@@ -3,8 +3,9 @@
 Covers: bf16 cross + masks + normalize + argmax (Q in registers), long query
 (150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
 last three on the wgmma kernel on a Hopper GPU —, d tails
-(48, 100 scalar loader, 520 / 2000 K-streamed, deep / shallow pipeline,
-520 / 1000 K-streamed in 40-token warp tiles),
+(48, also one query by bulk copies on sm_90+; 100 scalar loader, 520 / 2000
+K-streamed, deep / shallow pipeline, 520 / 1000 K-streamed in 40-token warp
+tiles),
 fp16, fp32 on tensor cores (3xTF32: d 40, 17, 300 K-streamed), fp64
 CUDA-core kernel, KD, pairs, retrieve, a packed
 (cu_seqlens) scores-only call with short queries; on sm_90+ the scores-only
@@ -32,7 +33,7 @@ def m(shape):
 
 
 bf, hf = torch.bfloat16, torch.float16
-for dt, Nq, Nd, Lq, Ld, d in [(bf, 2, 3, 32, 150, 128), (bf, 1, 2, 150, 70, 128), (hf, 2, 3, 40, 65, 48),
+for dt, Nq, Nd, Lq, Ld, d in [(bf, 2, 3, 32, 150, 128), (bf, 1, 2, 150, 70, 128), (hf, 2, 3, 40, 65, 48), (hf, 2, 3, 20, 129, 48),
                               (bf, 1, 2, 20, 33, 100), (hf, 1, 2, 30, 40, 520), (torch.float32, 2, 2, 33, 65, 40),
                               (bf, 9, 2, 20, 70, 128), (bf, 1, 2, 100, 140, 128), (hf, 1, 1, 8, 20, 2000),
                               (torch.float64, 1, 2, 5, 9, 16), (torch.float32, 1, 2, 100, 70, 300),

@@ -91,7 +91,7 @@ CASES = [
     # dtype, Nq, Nd, Lq, Ld, d
     ("bf16", 2, 7, 32, 300, 128),
     ("bf16", 1, 9, 17, 45, 128),
-    ("f16", 3, 5, 32, 129, 48),
+    ("f16", 3, 5, 32, 129, 48),  # one query, rows of exactly 96 bytes: bulk-copy tiles on sm_90+
     ("bf16", 2, 4, 64, 70, 64),
     ("f16", 2, 3, 130, 200, 96),
     ("bf16", 2, 3, 45, 77, 100),   # d % 8 != 0: scalar loader
@@ -122,19 +122,22 @@ CASES = [
 # mma.sync family they replace there is checked too (LIK_CUDA_WGMMA=0).  On
 # sm_90+ the scores-only calls of the few-document, one-query cases split each
 # document's tiles over a cluster of CTAs; the unsplit kernels are checked too
-# (LIK_CUDA_SPLIT=0).
-FAMILIES = ["default", "mma.sync", "no-split"]
+# (LIK_CUDA_SPLIT=0).  On sm_90+ one query against documents of 96-byte rows
+# (half d = 48) loads whole tiles by bulk copies; the cp.async loader they
+# replace is checked too (LIK_CUDA_BULK=0).
+FAMILY_ENV = {"default": None, "mma.sync": "LIK_CUDA_WGMMA", "no-split": "LIK_CUDA_SPLIT",
+              "no-bulk": "LIK_CUDA_BULK"}
+FAMILY_CASES = [(f, c) for f in FAMILY_ENV for c in CASES
+                if f != "no-bulk" or (c[0] != "f32" and c[5] == 48)]
 
 
 @pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize("masks", [False, True])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family,case", FAMILY_CASES,
+                         ids=[f + "-" + "-".join(map(str, c)) for f, c in FAMILY_CASES])
 def test_cross(case, masks, normalize, family, gen, monkeypatch):
-    if family == "mma.sync":
-        monkeypatch.setenv("LIK_CUDA_WGMMA", "0")
-    if family == "no-split":
-        monkeypatch.setenv("LIK_CUDA_SPLIT", "0")
+    if FAMILY_ENV[family]:
+        monkeypatch.setenv(FAMILY_ENV[family], "0")
     api = _lik()
     dt, Nq, Nd, Lq, Ld, d = case
     Q = rand((Nq, Lq, d), DT[dt], gen)
@@ -382,7 +385,7 @@ def _packed_ref(Q, D, cq, cd, qm, dm):
 
 @pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17], [3, 64, 0, 33, 7, 1, 60, 2, 9]])
 @pytest.mark.parametrize("grad", [False, True])
-@pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40)])
+@pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40), ("f16", 48)])
 def test_packed_forwards(dt, d, grad, lq, gen):
     """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
     query blocks past a query's end are skipped; max_seqlen_q sizes the tiles of
