@@ -5,6 +5,7 @@
 #ifndef LIK_CUDA_COMMON_CUH
 #define LIK_CUDA_COMMON_CUH
 
+#include <cuda.h> /* CUtensorMap (a type only: the driver is reached through the runtime) */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,7 +27,7 @@ struct KIndex {
 /* A batch of sequences (see lik_seqs). */
 struct KSeq {
   const void *data;
-  int64_t len, dim, sn, sl, sk, group, sg;
+  int64_t count, len, dim, sn, sl, sk, group, sg;
   KIndex off;
 };
 
@@ -60,6 +61,9 @@ struct KParams {
   int split;      /* CTAs of a thread-block cluster sharing each item's document
                      tiles (tile t to rank t % split; sm_90+), 1: none */
   int fast_q, fast_d; /* 16-byte vector loads are legal */
+  /* D's tokens as a (feature, token, document) tensor for TMA tile loads
+   * (the wgmma kernels' TMA variant; launch.cu: make_tmap_d) */
+  CUtensorMap tmap_d;
 };
 
 __device__ __forceinline__ int64_t kidx(const KIndex &x, int64_t i) {

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
+
 #include "launch.cuh"
 
 namespace lik_cuda {
@@ -27,6 +29,7 @@ static KIndex kindex(const lik_index &ix) {
 static KSeq kseq(const lik_seqs &s) {
   KSeq k;
   k.data = s.data;
+  k.count = s.count;
   k.len = s.len;
   k.dim = s.dim;
   k.sn = s.sn;
@@ -85,8 +88,9 @@ static bool clusters_ok(int dev) {
   return major >= 9;
 }
 
-/* 1-D bulk copies (cp.async.bulk, compute capability 9.0 or newer), not
- * turned off with LIK_CUDA_BULK=0 (the parity suite checks both loaders). */
+/* 1-D bulk copies and TMA (cp.async.bulk[.tensor], compute capability 9.0
+ * or newer), not turned off with LIK_CUDA_BULK=0 (then every tile loads by
+ * cp.async: the parity suite checks both loaders). */
 static bool bulk_ok(int dev) {
   if (env_is("LIK_CUDA_BULK", "0")) return false;
   int major = 0;
@@ -112,6 +116,48 @@ static bool wgmma_ok(int dev) {
   (void)dev;
   return false;
 #endif
+}
+
+/* cuTensorMapEncodeTiled, reached through the runtime (no link to libcuda);
+ * null where the driver has none. */
+static PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    (void)cudaGetLastError();
+    return (PFN_cuTensorMapEncodeTiled_v12000)f;
+  }();
+  return fn;
+}
+
+/* D's padded tokens are one (feature, token, document) tensor of 16-byte
+ * aligned rows: a TMA tensor map can describe them. */
+static bool tmap_layout_ok(const KParams &P) {
+  return P.fast_d && !P.d.off.data && (P.d.group == 0 || P.d.sg == P.d.group * P.d.sn);
+}
+
+/* P.tmap_d for wgmma tiles of bd tokens: boxes of 64 features x bd tokens
+ * x 1 document in the 128-byte swizzle (the layout WgCfg::doff reads),
+ * features past d and tokens past Ld read as zero.  False where the map
+ * cannot be made (no encoder, sizes past TMA's limits). */
+static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tmap_encoder();
+  const int64_t ndocs = P.pairing == 0 ? P.ncand : P.pairing == 1 ? P.nrows * P.ncand : P.d.count;
+  const int64_t es = elt_size(dt);
+  if (!encode || ndocs >= INT_MAX || P.d.len >= INT_MAX || P.d.len < 1 ||
+      P.d.sn * es >= (1ll << 40) || P.d.sl * es >= (1ll << 40))
+    return false;
+  const cuuint64_t dims[3] = {(cuuint64_t)P.d.dim, (cuuint64_t)P.d.len, (cuuint64_t)ndocs};
+  const cuuint64_t strides[2] = {(cuuint64_t)(P.d.sl * es),
+                                 (cuuint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
+  const cuuint32_t box[3] = {64, (cuuint32_t)bd, 1}, step[3] = {1, 1, 1};
+  return encode(&P.tmap_d, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(P.d.data), dims,
+                strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 /* Shared memory of the K-streamed mma.sync configuration with wn warps of
@@ -154,7 +200,8 @@ struct DevInfo {
  *     sm_90a, half types, stacked queries or Lq > 64 -> wgmma (docs/cuda.md):
  *     one warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for
  *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
- *     tokens beyond;
+ *     tokens beyond; document tiles by TMA where a tensor map describes
+ *     D (padded, 16-byte rows) and bulk copies are on;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
  *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128, eight in rows of
@@ -169,8 +216,8 @@ struct DevInfo {
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
-                           bool dense_rows, const DevInfo &dev) {
-  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0};
+                           bool dense_rows, bool tmap_ok, const DevInfo &dev) {
+  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0};
   const int64_t rb = d * elt_size(dt);
   if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
@@ -200,6 +247,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
     c.wg = lq > 128 ? 2 : 1;
     c.wm = 4 * c.wg;
     c.wn = 1;
+    c.tma = tmap_ok && dev.bulk;
     if (stack) c.qpc = (int)(32 * c.wm / slot);
   } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
@@ -331,7 +379,9 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev), clusters_ok(dev), bulk_ok(dev)};
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
-  const TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, info);
+  TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
+                          tmap_layout_ok(P), info);
+  if (c.tma && !make_tmap_d(P, dt, c.wg == 2 ? 128 : 64)) c.tma = 0;
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */

@@ -20,6 +20,7 @@ struct TileCfg {
   int wg;     /* sm_90a wgmma kernel with wg warpgroups (wm = 4 wg), 0: mma.sync */
   int split_max; /* largest cluster that may share a document's tiles (P.split), 1: none */
   int bulk;      /* 96-byte rows by 1-D bulk copies into dense tiles (sm_90+) */
+  int tma;       /* wgmma document tiles by TMA (P.tmap_d set) */
 };
 
 /* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and

@@ -91,9 +91,10 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Transaction barriers and 1-D bulk copies (sm_90+; the dense tiles, BULK):
- * one bulk copy per document tile, issued by one thread, completes on the
- * stage's barrier, which every thread waits on with its phase parity. */
+/* Transaction barriers, 1-D bulk copies and TMA tensor loads (sm_90+; the
+ * dense tiles, BULK, and the wgmma kernels' TMA variant): one thread issues
+ * a document tile's copies, which complete on the stage's barrier; every
+ * thread waits on it with its phase parity. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void bar_init(uint32_t bar) {
   asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(bar) : "memory");
@@ -114,12 +115,22 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+/* box (x, y, z) of a 3-D tensor map (out-of-range elements read as zero) */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int x, int y, int z,
+                                            uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+}
 #else
 __device__ __forceinline__ void bar_init(uint32_t) { __trap(); }
 __device__ __forceinline__ void bar_init_fence() { __trap(); }
 __device__ __forceinline__ void bar_expect(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bulk_copy(uint32_t, const void *, uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void tma_load_3d(uint32_t, const CUtensorMap *, int, int, int, uint32_t) {
+  __trap();
+}
 #endif
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
@@ -314,7 +325,7 @@ template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG, int MINB_ = 
           bool DENSE_ = false>
 struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
   using T = T_;
-  static constexpr bool WG = false, QR = QREG, DENSE = DENSE_;
+  static constexpr bool WG = false, QR = QREG, DENSE = DENSE_, TMA = false;
   static constexpr int NT = WM * WN * 32;
   static constexpr int BQ = 32 * WM;
   static constexpr int NI = NI_, KC = KC_;
@@ -339,11 +350,13 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
 
 /* wgmma family (sm_90a): NWG warpgroups, each MT m64 tiles x BN tokens
  * (wgmma.m64nBNk16, A = query rows in registers, B = document tile in the
- * 128-byte swizzle); d <= KC = 64 or 128, query block in registers. */
-template <typename T_, int MT, int BN, int KC_, int NWG>
+ * 128-byte swizzle); d <= KC = 64 or 128, query block in registers.  TMA_:
+ * document tiles by TMA from P.tmap_d (one thread, no per-thread address
+ * work; the query block's loads no longer drain the ring). */
+template <typename T_, int MT, int BN, int KC_, int NWG, bool TMA_ = false>
 struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
   using T = T_;
-  static constexpr bool WG = true, QR = true, DENSE = false;
+  static constexpr bool WG = true, QR = true, DENSE = false, TMA = TMA_;
   static constexpr int NT = 128 * NWG;
   static constexpr int BQ = 64 * MT * NWG;
   static constexpr int NI = BN / 8, KC = KC_;
@@ -369,12 +382,13 @@ struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
 
 template <class C, bool ARGMAX, int STAGES, bool SPLIT>
 __global__ void __launch_bounds__(C::NT, C::MINB)
-    maxsim_mma_kernel(const KParams P) {
+    maxsim_mma_kernel(const __grid_constant__ KParams P) {
   static_assert(!(ARGMAX && SPLIT), "the Ld split is scores-only");
   using T = typename C::T;
   constexpr int NT = C::NT, BQ = C::BQ, BD = C::BD, KS = C::KS, CPR = C::CPR,
                 WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
-  constexpr bool QREG = C::QR, BULK = C::DENSE;
+  constexpr bool QREG = C::QR, BULK = C::DENSE, TMA = C::TMA;
+  constexpr bool MBAR = BULK || TMA; /* tiles complete on stage barriers */
   constexpr int EPC = epc<T>(); /* features per 16-byte chunk */
   constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
@@ -420,10 +434,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const T *Dp = reinterpret_cast<const T *>(P.d.data);
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
 
-  /* BULK: the stage barriers, and this thread's parity bit per stage */
+  /* MBAR: the stage barriers, and this thread's parity bit per stage */
   const uint32_t bars = smem_u32(smem + C::OFF_BAR);
   uint32_t bphase = 0;
-  if constexpr (BULK) {
+  if constexpr (MBAR) {
     static_assert(STAGES <= 8 && QREG, "8 stage barriers; one k-chunk per tile");
     if (tid == 0) {
       for (int s = 0; s < STAGES; ++s) bar_init(bars + 8 * s);
@@ -458,6 +472,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         const uint32_t bytes = rows <= 0 ? 0u : (uint32_t)(rows < BD ? rows : BD) * RB;
         bar_expect(bars + 8 * st, bytes);
         if (bytes) bulk_copy(dst0, Dp + c.base + t0 * P.d.sl, bytes, bars + 8 * st);
+      }
+    } else if constexpr (TMA) { /* one box of 64 features x BD tokens per atom */
+      if (tid == 0) {
+        bar_expect(bars + 8 * st, C::STAGE_BYTES);
+#pragma unroll
+        for (int a = 0; a < KC / 64; ++a)
+          tma_load_3d(dst0 + a * (BD * 128), &P.tmap_d, a * 64, (int)t0, (int)c.doc, bars + 8 * st);
       }
     } else if (P.fast_d) {
       const bool kok = k0 + my_ch * EPC < dim;
@@ -573,13 +594,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       loaded_qb = cc.qb;
     }
 
-    if constexpr (BULK) {
+    if constexpr (MBAR) {
       bar_wait(bars + 8 * cst, (bphase >> cst) & 1u);
       bphase ^= 1u << cst;
     } else {
       cp_async_wait<STAGES - 2>();
     }
-    if (C::WG) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
+    if (C::WG && !TMA) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
     /* the next pipeline step's loads (into the slot every thread finished
      * reading before the barrier).  The wgmma kernel issues MMAs first: the

@@ -124,9 +124,13 @@ static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStre
 template <typename T, int KC>
 static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
                                cudaStream_t s, int sms) {
-  if constexpr (sizeof(T) == 2) { /* wgmma: half types only */
-    if (c.wg == 1) return launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, sms);
-    if (c.wg == 2) return launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, sms);
+  if constexpr (sizeof(T) == 2) { /* wgmma: half types only; TMA tiles where c.tma */
+    if (c.wg == 1)
+      return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, sms)
+                   : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, sms);
+    if (c.wg == 2)
+      return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, sms)
+                   : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, sms);
   }
   if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
     if constexpr (KC * sizeof(T) == 256)

@@ -2,7 +2,7 @@
     compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_small.py
 Covers: bf16 cross + masks + normalize + argmax (Q in registers), long query
 (150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
-last three on the wgmma kernel on a Hopper GPU —, d tails
+last three on the wgmma kernel with TMA tiles on a Hopper GPU —, d tails
 (48, also one query by bulk copies on sm_90+; 100 scalar loader, 520 / 2000
 K-streamed, deep / shallow pipeline, 520 / 1000 K-streamed in 40-token warp
 tiles),

@@ -122,13 +122,13 @@ CASES = [
 # mma.sync family they replace there is checked too (LIK_CUDA_WGMMA=0).  On
 # sm_90+ the scores-only calls of the few-document, one-query cases split each
 # document's tiles over a cluster of CTAs; the unsplit kernels are checked too
-# (LIK_CUDA_SPLIT=0).  On sm_90+ one query against documents of 96-byte rows
-# (half d = 48) loads whole tiles by bulk copies; the cp.async loader they
-# replace is checked too (LIK_CUDA_BULK=0).
+# (LIK_CUDA_SPLIT=0).  On sm_90+ the half-type tiles of d <= 128 load by bulk
+# copies (one query, 96-byte rows) or TMA (the wgmma kernels); the cp.async
+# loaders they replace are checked too (LIK_CUDA_BULK=0).
 FAMILY_ENV = {"default": None, "mma.sync": "LIK_CUDA_WGMMA", "no-split": "LIK_CUDA_SPLIT",
               "no-bulk": "LIK_CUDA_BULK"}
 FAMILY_CASES = [(f, c) for f in FAMILY_ENV for c in CASES
-                if f != "no-bulk" or (c[0] != "f32" and c[5] == 48)]
+                if f != "no-bulk" or (c[0] in ("bf16", "f16") and c[5] <= 128)]
 
 
 @pytest.mark.parametrize("normalize", [False, True])
@@ -173,6 +173,13 @@ def test_strides_2d_and_broadcast(gen):
         ref, *_ = ref_scores(ref_sim(Q, DD, False), torch.ones(1, 1, Lq, dtype=torch.bool, device="cuda"),
                              torch.ones(1, 1, 1, Ld, dtype=torch.bool, device="cuda"))
         check_scores(s, ref, Lq)
+    # a long query on the wgmma kernel (on sm_90a: TMA tiles through a tensor
+    # map with D2's row stride and offset), and one document
+    Ql = rand((1, 150, d), torch.bfloat16, gen)
+    for DD in (D2, D2[3:4]):
+        s = api.maxsim(Ql, DD)
+        ref = ref_sim(Ql, DD, False).max(-1).values.sum(-1)
+        check_scores(s, ref, 150)
     # 2-D Q and D (dims dropped), broadcast Q batch (stride 0)
     q1 = rand((Lq, d), torch.float16, gen)
     d1 = rand((Ld, d), torch.float16, gen)
