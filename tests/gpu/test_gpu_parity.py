@@ -116,6 +116,7 @@ CASES = [
     ("bf16", 2, 3, 33, 300, 520),  # K-streamed, 4 warps of 40 tokens (2 tiles of 160, not 3 of 128)
     ("f16", 1, 3, 20, 290, 777),  # K-streamed, 8 warps of 40 tokens (1 tile of 320), scalar loader
     ("f32", 1, 2, 20, 150, 250),  # K-streamed fp32, 4 warps of 40 tokens, scalar loader
+    ("bf16", 2, 3, 100, 5, 128),  # wgmma, Ld shorter than a tile (on sm_90a a TMA box past D's end)
 ]
 
 # On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the
