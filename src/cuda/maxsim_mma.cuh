@@ -96,8 +96,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
  * a document tile's copies, which complete on the stage's barrier; every
  * thread waits on it with its phase parity. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void bar_init(uint32_t bar) {
-  asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+__device__ __forceinline__ void bar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void bar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -105,6 +105,9 @@ __device__ __forceinline__ void bar_init_fence() {
 /* arrives, expecting `bytes` of bulk copies (0: a plain arrive) */
 __device__ __forceinline__ void bar_expect(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
   asm volatile("{\n .reg .pred p;\n LIK_WAIT:\n"
@@ -123,15 +126,25 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
 }
 #else
-__device__ __forceinline__ void bar_init(uint32_t) { __trap(); }
+__device__ __forceinline__ void bar_init(uint32_t, int) { __trap(); }
 __device__ __forceinline__ void bar_init_fence() { __trap(); }
 __device__ __forceinline__ void bar_expect(uint32_t, uint32_t) { __trap(); }
+__device__ __forceinline__ void bar_arrive(uint32_t) { __trap(); }
 __device__ __forceinline__ void bar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bulk_copy(uint32_t, const void *, uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void tma_load_3d(uint32_t, const CUtensorMap *, int, int, int, uint32_t) {
   __trap();
 }
 #endif
+
+/* Named CTA barrier `id` (1..15; 0 is __syncthreads) over `n` threads:
+ * sync waits for n arrivals including its own warp's, arrive does not wait. */
+__device__ __forceinline__ void named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0,
                                         uint32_t &r1, uint32_t &r2,
@@ -310,8 +323,8 @@ struct SmemSmall {
   static constexpr int OFF_REDV = OFF_DINV + BD * 4;
   static constexpr int OFF_REDI = OFF_REDV + NWN * BQ * 4;
   static constexpr int OFF_WSUM = OFF_REDI + NWN * BQ * 4;
-  static constexpr int OFF_BAR = OFF_WSUM + 32 * 4; /* 8 stage barriers (BULK) */
-  static constexpr int SMALL = ((OFF_BAR + 8 * 8) + ALIGN - 1) / ALIGN * ALIGN;
+  static constexpr int OFF_BAR = OFF_WSUM + 32 * 4; /* 8 "full" + 8 "empty" stage barriers */
+  static constexpr int SMALL = ((OFF_BAR + 16 * 8) + ALIGN - 1) / ALIGN * ALIGN;
 };
 
 /* mma.sync family (sm_80+): WM x WN warps of 32 x 8*NI warp tiles, document
@@ -389,6 +402,15 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
                 WC = C::WC, NI = C::NI, MI = C::MI, KC = C::KC, RB = C::RB;
   constexpr bool QREG = C::QR, BULK = C::DENSE, TMA = C::TMA;
   constexpr bool MBAR = BULK || TMA; /* tiles complete on stage barriers */
+  /* Two-warpgroup TMA kernel: no CTA barrier per tile; each warp releases a
+   * stage on its "empty" barrier, thread 0 waits for it before refilling the
+   * stage.  The warpgroups take turns issuing their MMAs (named barriers 1
+   * and 2), so one's reduction runs while the other's MMAs fill the tensor
+   * cores (longq -9 ... -11 %), and the ring refills a stage two tiles after
+   * its use (the warpgroups are up to a tile apart).  The same without the
+   * turns in the one-warpgroup kernel (two CTAs per SM) was 5-13 % slower. */
+  constexpr bool PINGPONG = TMA && C::NT == 256;
+  constexpr int AHEAD = PINGPONG ? STAGES - 2 : STAGES - 1; /* tiles loaded ahead */
   constexpr int EPC = epc<T>(); /* features per 16-byte chunk */
   constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
@@ -435,12 +457,16 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
 
   /* MBAR: the stage barriers, and this thread's parity bit per stage */
-  const uint32_t bars = smem_u32(smem + C::OFF_BAR);
+  const uint32_t bars = smem_u32(smem + C::OFF_BAR), empties = bars + 64;
   uint32_t bphase = 0;
+  uint32_t filled = 0, ephase = 0; /* thread 0 (PINGPONG): stages filled before, their empty parity */
   if constexpr (MBAR) {
-    static_assert(STAGES <= 8 && QREG, "8 stage barriers; one k-chunk per tile");
+    static_assert(STAGES <= 8 && QREG && AHEAD >= 1, "8 stage barriers; one k-chunk per tile");
     if (tid == 0) {
-      for (int s = 0; s < STAGES; ++s) bar_init(bars + 8 * s);
+      for (int s = 0; s < STAGES; ++s) {
+        bar_init(bars + 8 * s, 1);
+        bar_init(empties + 8 * s, NT / 32);
+      }
       bar_init_fence();
     }
     __syncthreads();
@@ -475,6 +501,11 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       }
     } else if constexpr (TMA) { /* one box of 64 features x BD tokens per atom */
       if (tid == 0) {
+        if (PINGPONG && ((filled >> st) & 1u)) { /* every warp is done with the stage's last tile */
+          bar_wait(empties + 8 * st, (ephase >> st) & 1u);
+          ephase ^= 1u << st;
+        }
+        filled |= 1u << st;
         bar_expect(bars + 8 * st, C::STAGE_BYTES);
 #pragma unroll
         for (int a = 0; a < KC / 64; ++a)
@@ -518,14 +549,16 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   cc = pc;
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < AHEAD; ++s) {
     if (!pc.done) {
       issue(pc, s);
       cursor_next<BD>(P, pc, row, j0, nitems, nkc, nqb);
     }
     cp_async_commit();
   }
-  int pst = STAGES - 1, cst = 0;
+  int pst = AHEAD, cst = 0;
+  const int wg = warp >> 2;
+  if (PINGPONG && wg == 1) named_arrive(1, NT); /* warpgroup 0 issues first */
 
   uint32_t afr[QREG ? MI : 1][QREG ? KS : 1][4];
   float acc[MI][NI][4];
@@ -601,7 +634,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       cp_async_wait<STAGES - 2>();
     }
     if (C::WG && !TMA) fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
-    __syncthreads();
+    /* the stage refilled below was read by every thread before this barrier
+     * (PINGPONG: the empty barriers order that; normalize: dinv) */
+    if (!PINGPONG || P.normalize) __syncthreads();
     /* the next pipeline step's loads (into the slot every thread finished
      * reading before the barrier).  The wgmma kernel issues MMAs first: the
      * one-warpgroup form all of the tile's (train-batch-128 -8 %, colpali
@@ -681,6 +716,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
        * warp-uniform: the descriptors then live in uniform registers (no
        * R2UR pair per wgmma: longq -2 ... -3 %, colpali -4.6 %) */
       const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, sb, 0));
+      if (PINGPONG) named_sync(1 + wg, NT); /* this warpgroup's turn */
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         wg_fence_regs<NI * 4>(&acc[mi][0][0]);
@@ -693,6 +729,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         wg_commit();
         if (mi == (C::NT == 128 ? MI - 1 : 0)) prefetch();
       }
+      if (PINGPONG) named_arrive(2 - wg, NT); /* the other warpgroup's turn */
     } else {
       const bool warp_live = (int64_t)(wn * WC) < cc.len - t0; /* warp-uniform */
       auto kstep = [&](const int ks) {
@@ -831,6 +868,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         }
         reduce_slow();
       }
+      /* PINGPONG: this warp's MMAs on the stage are complete (waited above) */
+      if (PINGPONG && lane == 0) bar_arrive(empties + 8 * cst);
 
       if (cc.tile == cc.ntiles - 1) {
         /* ---- end of a (document, query block): reduce and store ---- */
@@ -922,6 +961,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     cst = (cst + 1 == STAGES) ? 0 : cst + 1;
     cursor_next<BD>(P, cc, row, j0, nitems, nkc, nqb);
   }
+  if (PINGPONG && wg == 0) named_sync(1, NT); /* warpgroup 1's last turn signal */
   cp_async_wait<0>();
 }
 
