@@ -19,7 +19,9 @@
  *              per query block with ldmatrix, the mma.sync A layout), B = the
  *              document tile in shared memory in the 128-byte swizzle
  *              (wgmma.cuh), one commit group per m64 tile so the epilogue of
- *              tile 0 overlaps the MMAs of tile 1.  d <= 128 only.
+ *              tile 0 overlaps the MMAs of tile 1.  d <= 128 only.  Tiles by
+ *              TMA where a tensor map describes D; then two warpgroups take
+ *              turns issuing their MMAs (PINGPONG).
  *   rows       the BQ query rows are BQ / P.qrows slots of P.qrows rows:
  *              one slot (qrows = BQ) is one query block of one query; several
  *              slots (cross pairing) stack P.qpc queries, so one D tile in
