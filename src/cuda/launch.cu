@@ -78,21 +78,12 @@ static bool env_is(const char *name, const char *value) {
   return env && strcmp(env, value) == 0;
 }
 
-/* Thread-block clusters (the Ld split): compute capability 9.0 or newer,
- * not turned off with LIK_CUDA_SPLIT=0. */
-static bool clusters_ok(int dev) {
-  if (env_is("LIK_CUDA_SPLIT", "0")) return false;
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major >= 9;
-}
-
-/* 1-D bulk copies and TMA (cp.async.bulk[.tensor], compute capability 9.0
- * or newer), not turned off with LIK_CUDA_BULK=0 (then every tile loads by
- * cp.async: the parity suite checks both loaders). */
-static bool bulk_ok(int dev) {
-  if (env_is("LIK_CUDA_BULK", "0")) return false;
+/* An sm_90 feature: compute capability 9.0 or newer, not turned off with
+ * `env`=0.  Thread-block clusters (the Ld split): LIK_CUDA_SPLIT; 1-D bulk
+ * copies and TMA (cp.async.bulk[.tensor]): LIK_CUDA_BULK (off: every tile
+ * loads by cp.async; the parity suite checks both loaders). */
+static bool sm90_feature_ok(int dev, const char *env) {
+  if (env_is(env, "0")) return false;
   int major = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return false;
@@ -376,7 +367,8 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   if (e == cudaSuccess)
     e = cudaDeviceGetAttribute(&smem_rsv, cudaDevAttrReservedSharedMemoryPerBlock, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev), clusters_ok(dev), bulk_ok(dev)};
+  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev),
+                        sm90_feature_ok(dev, "LIK_CUDA_SPLIT"), sm90_feature_ok(dev, "LIK_CUDA_BULK")};
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
