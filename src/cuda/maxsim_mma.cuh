@@ -5,7 +5,7 @@
  * or k8 of tf32, with the same ldmatrix fragments.
  *
  * One CTA owns one output row's range of items (documents) and streams their
- * token tiles through a STAGES-deep cp.async (or bulk-copy) pipeline (the pipeline runs on
+ * token tiles through a STAGES-deep cp.async (or bulk-copy / TMA) pipeline (the pipeline runs on
  * across document boundaries, so it never drains between documents).
  *
  *   MmaCfg     (sm_80+) CTA tile BQ = 32*WM query rows x BD = 8*NI*WN
@@ -334,8 +334,8 @@ struct SmemSmall {
  * register budget (0: 2, or 1 for 256 threads and more).  DENSE_ (sm_90+,
  * rows of exactly RB bytes in global memory): a tile is one bulk copy into
  * unpadded rows (for 96-byte rows a 2-way ldmatrix conflict, cheap where
- * the tile is memory-bound; cp.async tiles streamed 3.2 TB/s in a copy
- * test, bulk copies 3.9: docs/cuda.md). */
+ * the tile is memory-bound; cp.async tiles streamed 3.0-3.3 TB/s in a copy
+ * test, bulk copies 3.7-3.9: docs/cuda.md, v11). */
 template <typename T_, int WM, int WN, int NI_, int KC_, bool QREG, int MINB_ = 0,
           bool DENSE_ = false>
 struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
@@ -503,11 +503,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       }
     } else if constexpr (TMA) { /* one box of 64 features x BD tokens per atom */
       if (tid == 0) {
-        if (PINGPONG && ((filled >> st) & 1u)) { /* every warp is done with the stage's last tile */
-          bar_wait(empties + 8 * st, (ephase >> st) & 1u);
-          ephase ^= 1u << st;
+        if (PINGPONG) {
+          if ((filled >> st) & 1u) { /* every warp is done with the stage's last tile */
+            bar_wait(empties + 8 * st, (ephase >> st) & 1u);
+            ephase ^= 1u << st;
+          }
+          filled |= 1u << st;
         }
-        filled |= 1u << st;
         bar_expect(bars + 8 * st, C::STAGE_BYTES);
 #pragma unroll
         for (int a = 0; a < KC / 64; ++a)
