@@ -26,11 +26,6 @@ constexpr bool can_split() {
   return !ARGMAX && !C::WG && C::QR && C::BQ <= 64;
 }
 
-/* Resident CTAs of the split kernel in clusters of s = 2 .. split_max
- * (slots[s]); returns the largest usable size, 1 where the split cannot run:
- * no cluster code in the binary (a build for sm_80 only, JIT-compiled on a
- * Hopper GPU), too little shared memory, a failed query.  Errors of the
- * queries are cleared (they only mean: no split). */
 /* kern runs sm_90 code here: machine code for 9.0+, or PTX for 9.0+ (not
  * a build for sm_80 only, JIT-compiled on a Hopper GPU). */
 template <class K>
@@ -42,6 +37,11 @@ static bool built_for_sm90(K kern) {
   return ok;
 }
 
+/* Resident CTAs of the split kernel in clusters of s = 2 .. split_max
+ * (slots[s]); returns the largest usable size, 1 where the split cannot run:
+ * no cluster code in the binary (a build for sm_80 only, JIT-compiled on a
+ * Hopper GPU), too little shared memory, a failed query.  Errors of the
+ * queries are cleared (they only mean: no split). */
 template <class C, class K>
 static int split_slots(K kern_split, int base, int split_max, int64_t *slots) {
   int dev = 0, optin = 0;
