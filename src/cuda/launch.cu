@@ -191,8 +191,11 @@ struct DevInfo {
  *     sm_90a, half types, stacked queries or Lq > 64 -> wgmma (docs/cuda.md):
  *     one warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for
  *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
- *     tokens beyond; document tiles by TMA where a tensor map describes
- *     D (padded, 16-byte rows) and bulk copies are on;
+ *     tokens beyond, and for stacked queries filling 256 rows when the
+ *     tiles come by TMA (the warpgroups taking turns; 104-token tiles
+ *     where they pad a document less: Ld = 300 in 312 columns, not 384);
+ *     document tiles by TMA where a tensor map describes D (padded,
+ *     16-byte rows) and bulk copies are on;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
  *     query: Lq <= 32 -> 32 x 64 tiles (4 warps of 32 x 16, three CTAs per
  *     SM; 2 warps of 32 x 32, six per SM, for rb <= 128, eight in rows of
@@ -208,7 +211,7 @@ struct DevInfo {
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
                            bool dense_rows, bool tmap_ok, const DevInfo &dev) {
-  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0};
+  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0, 64};
   const int64_t rb = d * elt_size(dt);
   if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
@@ -235,10 +238,11 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
   if (wg && (stack || lq > 64)) {
-    c.wg = lq > 128 ? 2 : 1;
+    c.tma = tmap_ok && dev.bulk;
+    c.wg = lq > 128 || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
+    if (c.wg == 2) c.bn = stack && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
     c.wm = 4 * c.wg;
     c.wn = 1;
-    c.tma = tmap_ok && dev.bulk;
     if (stack) c.qpc = (int)(32 * c.wm / slot);
   } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
@@ -373,7 +377,8 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
                           tmap_layout_ok(P), info);
-  if (c.tma && !make_tmap_d(P, dt, c.wg == 2 ? 128 : 64)) c.tma = 0;
+  if (c.tma && !make_tmap_d(P, dt, c.bn)) /* no tensor map: the tiles without TMA */
+    c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, false, info);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */

@@ -21,6 +21,7 @@ struct TileCfg {
   int split_max; /* largest cluster that may share a document's tiles (P.split), 1: none */
   int bulk;      /* 96-byte rows by 1-D bulk copies into dense tiles (sm_90+) */
   int tma;       /* wgmma document tiles by TMA (P.tmap_d set) */
+  int bn;        /* wgmma document tile tokens: 64 (one warpgroup), 128 or 104 (two) */
 };
 
 /* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and

@@ -365,7 +365,9 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
 
 /* wgmma family (sm_90a): NWG warpgroups, each MT m64 tiles x BN tokens
  * (wgmma.m64nBNk16, A = query rows in registers, B = document tile in the
- * 128-byte swizzle); d <= KC = 64 or 128, query block in registers.  TMA_:
+ * 128-byte swizzle; BN = 64, 128, or 104 with TMA: a multiple of 8 rows,
+ * so the tile stays 1024-byte aligned); d <= KC = 64 or 128, query block
+ * in registers.  TMA_:
  * document tiles by TMA from P.tmap_d (one thread, no per-thread address
  * work; the query block's loads no longer drain the ring). */
 template <typename T_, int MT, int BN, int KC_, int NWG, bool TMA_ = false>
@@ -484,7 +486,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   constexpr int RSTEP = NT / CPR;
   constexpr int NIT = (BD + RSTEP - 1) / RSTEP;
   constexpr bool RAGGED = RSTEP * CPR != NT || BD % RSTEP != 0;
-  static_assert(RSTEP > 0 && (!C::WG || (RSTEP % 8 == 0 && !RAGGED)), "tile / thread mismatch");
+  static_assert(RSTEP > 0 && (!C::WG || TMA || (RSTEP % 8 == 0 && !RAGGED)), "tile / thread mismatch");
   const int my_ch = tid % CPR, my_r0 = tid / CPR;
   const bool my_on = tid < RSTEP * CPR;
   /* pass i of this thread copies a row of the tile */

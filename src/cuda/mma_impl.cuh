@@ -128,6 +128,8 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
     if (c.wg == 1)
       return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, sms)
                    : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, sms);
+    if (c.wg == 2 && c.bn == 104) /* stacked queries: chosen with TMA tiles only */
+      return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, sms);
     if (c.wg == 2)
       return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, sms)
                    : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, sms);

@@ -2,7 +2,8 @@
  * wgmma.cuh — the sm_90a warpgroup MMA primitives of the Hopper path of the
  * tensor-core kernel (maxsim_mma.cuh, WgCfg).
  *
- *   wgmma_rs<T, N>  wgmma.mma_async m64nNk16, A (64 x 16 query rows) from
+ *   wgmma_rs<T, N>  (N = 64, 104, 128)
+ *                   wgmma.mma_async m64nNk16, A (64 x 16 query rows) from
  *                   registers in the mma.sync A-fragment layout (warp w of
  *                   the warpgroup holds rows 16w..16w+15), B (N document
  *                   tokens x 16 features) from shared memory through a
@@ -93,6 +94,25 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));                                                                                         \
   }
 
+#define LIK_WGMMA_RS_104(T, PTX)                                                                                                                                                                                                                                      \
+  template <>                                                                                                                                                                                                                                                         \
+  __device__ __forceinline__ void wgmma_rs<T, 104>(float *d, const uint32_t *a,                                                                                                                                                                                       \
+                                                 uint64_t desc, int acc) {                                                                                                                                                                                            \
+    asm volatile(                                                                                                                                                                                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"                                                                                                                                                                                                                    \
+      "wgmma.mma_async.sync.aligned.m64n104k16.f32." PTX "." PTX "\n"                                                                                                                                                                                                 \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51},\n" \
+      "{%52, %53, %54, %55}, %56, p, 1, 1, 0;\n}\n"                                                                                                                                                                                                                   \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                                                                                                                                               \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                                                                                                                                                         \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                                                                                                                                                       \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),                                                                                                                                                       \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),                                                                                                                                                       \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),                                                                                                                                                       \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])                                                                                                                                                                                                            \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));                                                                                                                                                                                             \
+  }
+
 #define LIK_WGMMA_RS_128(T, PTX)                                                                                                                                                                                                                                                                                                  \
   template <>                                                                                                                                                                                                                                                                                                                     \
   __device__ __forceinline__ void wgmma_rs<T, 128>(float *d, const uint32_t *a,                                                                                                                                                                                                                                                   \
@@ -115,9 +135,12 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a,
 
 LIK_WGMMA_RS_64(__nv_bfloat16, "bf16")
 LIK_WGMMA_RS_64(__half, "f16")
+LIK_WGMMA_RS_104(__nv_bfloat16, "bf16")
+LIK_WGMMA_RS_104(__half, "f16")
 LIK_WGMMA_RS_128(__nv_bfloat16, "bf16")
 LIK_WGMMA_RS_128(__half, "f16")
 #undef LIK_WGMMA_RS_64
+#undef LIK_WGMMA_RS_104
 #undef LIK_WGMMA_RS_128
 #else
 template <typename T, int N>
