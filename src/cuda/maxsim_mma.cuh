@@ -579,6 +579,15 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
   int64_t loaded_qi = -1;
   int loaded_qb = -1;
+  /* The end of an item synchronises the CTA, or, in the two-warpgroup
+   * kernel where each query slot lies in one warpgroup's rows (stacked
+   * queries), just that warpgroup (named barriers 3 / 4): the other one
+   * keeps its MMAs going. */
+  const bool wg_items = C::WG && NT == 256 && P.qrows <= 64 * MI;
+  auto item_sync = [&]() {
+    if (wg_items) named_sync(3 + (warp >> 2), 128);
+    else __syncthreads();
+  };
   constexpr int DR = (BD + NT - 1) / NT; /* document rows per thread (normalize) */
   float dss[DR];
   uint32_t vbits = ALLV;
@@ -906,7 +915,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             rm[mi][h] = -INFINITY;
             ra[mi][h] = -1;
           }
-        __syncthreads();
+        item_sync();
         float v = -INFINITY;
         int ix = -1;
         if (tid < BQ) {
@@ -953,12 +962,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             contrib += __shfl_down_sync(0xffffffffu, contrib, o);
           if (lane == 0) wsum[warp] = contrib;
         }
-        __syncthreads();
-        const int wps = P.qrows / 32; /* warps per slot */
-        if (rank == 0 && tid < BQ / P.qrows && cc.qi + tid < P.nq) {
-          float tot = wsum[tid * wps];
-          for (int w = 1; w < wps; ++w) tot += wsum[tid * wps + w];
-          float *out = P.scores + (row * P.qpc + tid) * P.ssi + (j0 + cc.it) * P.ssj;
+        item_sync();
+        /* a slot's sum by its first row's thread (in the slot's warpgroup) */
+        const int wps = P.qrows / 32, slot = tid >> P.qshift; /* warps per slot */
+        if (rank == 0 && tid < BQ && (tid & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
+          float tot = wsum[slot * wps];
+          for (int w = 1; w < wps; ++w) tot += wsum[slot * wps + w];
+          float *out = P.scores + (row * P.qpc + slot) * P.ssi + (j0 + cc.it) * P.ssj;
           *out = cc.qb == 0 ? tot : *out + tot;
         }
       }
