@@ -40,7 +40,10 @@
  *              masked / empty rows -> 0 and argmax -1, fixed-order sum.
  *   long Lq    query blocks are the outermost loop of a CTA; the score of a
  *              later block is added to the one the same thread stored before
- *              (deterministic, no atomics, no scratch).
+ *              (deterministic, no atomics, no scratch).  With barrier-fed
+ *              tiles the next block is loaded into shared memory while the
+ *              current one's last documents compute (its rows are in
+ *              registers by then).
  *   Ld split   (SPLIT, scores only, sm_90+) the P.split CTAs of a cluster
  *              share each item: rank r takes the document tiles t = r mod
  *              split; at the end of an item the ranks > 0 write their
@@ -415,6 +418,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * turns in the one-warpgroup kernel (two CTAs per SM) was 5-13 % slower. */
   constexpr bool PINGPONG = TMA && C::NT == 256;
   constexpr int AHEAD = PINGPONG ? STAGES - 2 : STAGES - 1; /* tiles loaded ahead */
+  constexpr bool QAHEAD = PINGPONG; /* the next query block loads early (below) */
   constexpr int EPC = epc<T>(); /* features per 16-byte chunk */
   constexpr uint32_t ALLV = (uint32_t)((1ull << (2 * NI)) - 1); /* all 2*NI columns valid */
   extern __shared__ __align__(128) unsigned char smem[];
@@ -593,32 +597,55 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   uint32_t vbits = ALLV;
   bool full = true; /* CTA-uniform: every column of the tile is valid */
 
+  /* Query block qb of the queries from qi0 into qs: cp.async where P.fast_q
+   * (one group), else synchronous loads.  A thread's rows of one query run
+   * in order, so a query's length and first token are fetched once. */
+  auto q_issue = [&](const int64_t qi0, const int qb) {
+    const int nkq = QREG ? 1 : nkc;
+    int64_t cq = -1, qlen = 0;
+    const T *q0 = Qp;
+    for (int u = tid; u < nkq * BQ * CPR; u += NT) {
+      const int kc = u / (BQ * CPR);
+      const int r = (u / CPR) % BQ, ch = u % CPR;
+      const int64_t qi = qi0 + (r >> P.qshift);
+      if (qi != cq) {
+        cq = qi;
+        qlen = qi < P.nq ? seq_len(P.q, qi) : 0;
+        q0 = qi < P.nq ? Qp + seq_base(P.q, qi) : Qp;
+      }
+      const int64_t s = (int64_t)qb * P.qrows + (r & (P.qrows - 1));
+      const int64_t k = (int64_t)kc * KC + ch * EPC;
+      const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
+      if (P.fast_q) { /* asynchronous: all of the block's loads in flight at once */
+        const bool v = s < qlen && k < P.q.dim;
+        cp_async16(qs_u + off, v ? (const void *)(q0 + s * P.q.sl + k) : Qp, v ? 16 : 0);
+      } else {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (s < qlen) v = load8<T>(q0 + s * P.q.sl, P.q.sk, k, P.q.dim);
+        *reinterpret_cast<uint4 *>(qs + off) = v;
+      }
+    }
+    cp_async_commit();
+  };
+  /* Long queries (the two-warpgroup TMA kernel: its tiles have no cp.async
+   * groups): the next query block is loaded into qs at the first item end
+   * after the current one went to registers, under the block's remaining
+   * tiles; (ahead_qi, ahead_qb) is the block in flight there.  Compiled
+   * into that kernel only (the others measured 2-5 % slower with it). */
+  const bool q_ahead = QAHEAD && P.fast_q && P.pairing != 2 && nqb > 1 && !wg_items;
+  int64_t ahead_qi = -1;
+  int ahead_qb = -1;
+
   while (!cc.done) {
     /* ---- (re)load the query block: CTA-uniform condition ---- */
     if (cc.tile == 0 && cc.kc == 0 && (cc.qi != loaded_qi || cc.qb != loaded_qb)) {
-      __syncthreads();
-      const int nkq = QREG ? 1 : nkc;
-      for (int u = tid; u < nkq * BQ * CPR; u += NT) {
-        const int kc = u / (BQ * CPR);
-        const int r = (u / CPR) % BQ, ch = u % CPR;
-        const int64_t qi = cc.qi + (r >> P.qshift);
-        const int64_t s = (int64_t)cc.qb * P.qrows + (r & (P.qrows - 1));
-        const int64_t k = (int64_t)kc * KC + ch * EPC;
-        const bool ok = qi < P.nq && s < seq_len(P.q, qi);
-        const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
-        if (P.fast_q) { /* asynchronous: all of the block's loads in flight at once */
-          const bool v = ok && k < P.q.dim;
-          cp_async16(qs_u + off, v ? (const void *)(Qp + seq_base(P.q, qi) + s * P.q.sl + k) : Qp,
-                     v ? 16 : 0);
-        } else {
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (ok) v = load8<T>(Qp + seq_base(P.q, qi) + s * P.q.sl, P.q.sk, k, P.q.dim);
-          *reinterpret_cast<uint4 *>(qs + off) = v;
-        }
+      if (!QAHEAD || cc.qi != ahead_qi || cc.qb != ahead_qb) {
+        __syncthreads(); /* every warp has read the previous block */
+        q_issue(cc.qi, cc.qb);
       }
-      cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
+      const int nkq = QREG ? 1 : nkc;
       if (P.normalize && tid < BQ) {
         float ss = 0.f;
         for (int kc = 0; kc < nkq; ++kc)
@@ -970,6 +997,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           for (int w = 1; w < wps; ++w) tot += wsum[slot * wps + w];
           float *out = P.scores + (row * P.qpc + slot) * P.ssi + (j0 + cc.it) * P.ssj;
           *out = cc.qb == 0 ? tot : *out + tot;
+        }
+        /* behind a CTA barrier after every warp's ldmatrix of this block */
+        if constexpr (QAHEAD) {
+          if (q_ahead && cc.qb + 1 < nqb && ahead_qb != cc.qb + 1) {
+            q_issue(cc.qi, cc.qb + 1);
+            ahead_qi = cc.qi;
+            ahead_qb = cc.qb + 1;
+          }
         }
       }
     }

@@ -1,7 +1,8 @@
 """Small representative calls for compute-sanitizer (memcheck / racecheck):
     compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_small.py
 Covers: bf16 cross + masks + normalize + argmax (Q in registers), long query
-(150 rows), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
+(150 rows; 300 rows over 300 documents: the next query block loads under
+the current one's tiles), stacked queries (9 x 20 rows), 128 x 128 tiles (Lq 100) — the
 last three on the wgmma kernel with TMA tiles on a Hopper GPU —, d tails
 (48, also one query by bulk copies on sm_90+; 100 scalar loader, 520 / 2000
 K-streamed, deep / shallow pipeline, 520 / 1000 K-streamed in 40-token warp
@@ -34,7 +35,7 @@ def m(shape):
 
 bf, hf = torch.bfloat16, torch.float16
 for dt, Nq, Nd, Lq, Ld, d in [(bf, 2, 3, 32, 150, 128), (bf, 1, 2, 150, 70, 128), (hf, 2, 3, 40, 65, 48),
-                              (hf, 2, 3, 20, 129, 48),
+                              (hf, 2, 3, 20, 129, 48), (bf, 1, 300, 300, 20, 128),
                               (bf, 1, 2, 20, 33, 100), (hf, 1, 2, 30, 40, 520), (torch.float32, 2, 2, 33, 65, 40),
                               (bf, 9, 2, 20, 70, 128), (bf, 1, 2, 100, 140, 128), (hf, 1, 1, 8, 20, 2000),
                               (torch.float64, 1, 2, 5, 9, 16), (torch.float32, 1, 2, 100, 70, 300),

@@ -104,6 +104,8 @@ CASES = [
     ("f64", 2, 3, 20, 40, 24),
     ("bf16", 1, 3, 1, 1, 16),
     ("bf16", 2, 6, 300, 130, 128),  # long query: two 256-row blocks
+    ("bf16", 1, 400, 600, 70, 128),  # three blocks, documents per CTA: the next block loads under the tiles
+    ("f16", 2, 300, 520, 33, 64),  # the same, d = 64
     ("bf16", 9, 5, 32, 150, 128),  # 8 queries stacked per CTA, last group partial
     ("f16", 13, 4, 20, 70, 64),  # stacked queries, d <= 64
     ("bf16", 1, 4, 100, 260, 128),  # 128 x 128 tiles (4 x 2 warps of 32 x 64)
