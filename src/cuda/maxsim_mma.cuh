@@ -585,13 +585,15 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   int loaded_qb = -1;
   /* The end of an item synchronises the CTA, or, in the two-warpgroup
    * kernel where each query slot lies in one warpgroup's rows (stacked
-   * queries), just that warpgroup (named barriers 3 / 4): the other one
-   * keeps its MMAs going. */
+   * queries), or in its ping-pong form (TMA tiles), just that warpgroup
+   * (named barriers 3 / 4): the other one keeps its MMAs going.  A 256-row
+   * slot there is summed across them through named barriers 5 / 6 (below). */
   const bool wg_items = C::WG && NT == 256 && P.qrows <= 64 * MI;
   auto item_sync = [&]() {
-    if (wg_items) named_sync(3 + (warp >> 2), 128);
+    if (wg_items || PINGPONG) named_sync(3 + (warp >> 2), 128);
     else __syncthreads();
   };
+  uint32_t nitem = 0; /* items ended so far (PINGPONG: wsum buffer and barrier 5 / 6) */
   constexpr int DR = (BD + NT - 1) / NT; /* document rows per thread (normalize) */
   float dss[DR];
   uint32_t vbits = ALLV;
@@ -600,13 +602,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   /* Query block qb of the queries from qi0 into qs: cp.async where P.fast_q
    * (one group), else synchronous loads.  A thread's rows of one query run
    * in order, so a query's length and first token are fetched once. */
-  auto q_issue = [&](const int64_t qi0, const int qb) {
+  auto q_issue = [&](const int64_t qi0, const int qb, const int r0, const int nr, const int t,
+                     const int step) { /* rows r0 .. r0 + nr - 1, by threads t, t + step, ... */
     const int nkq = QREG ? 1 : nkc;
     int64_t cq = -1, qlen = 0;
     const T *q0 = Qp;
-    for (int u = tid; u < nkq * BQ * CPR; u += NT) {
-      const int kc = u / (BQ * CPR);
-      const int r = (u / CPR) % BQ, ch = u % CPR;
+    for (int u = t; u < nkq * nr * CPR; u += step) {
+      const int kc = u / (nr * CPR);
+      const int r = r0 + (u / CPR) % nr, ch = u % CPR;
       const int64_t qi = qi0 + (r >> P.qshift);
       if (qi != cq) {
         cq = qi;
@@ -641,7 +644,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     if (cc.tile == 0 && cc.kc == 0 && (cc.qi != loaded_qi || cc.qb != loaded_qb)) {
       if (!QAHEAD || cc.qi != ahead_qi || cc.qb != ahead_qb) {
         __syncthreads(); /* every warp has read the previous block */
-        q_issue(cc.qi, cc.qb);
+        q_issue(cc.qi, cc.qb, 0, BQ, tid, NT);
       }
       cp_async_wait<0>();
       __syncthreads();
@@ -915,6 +918,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 
       if (cc.tile == cc.ntiles - 1) {
         /* ---- end of a (document, query block): reduce and store ---- */
+        const int wpar = PINGPONG ? (int)(nitem & 1) * 8 : 0; /* this item's wsum buffer */
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -987,21 +991,38 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1)
             contrib += __shfl_down_sync(0xffffffffu, contrib, o);
-          if (lane == 0) wsum[warp] = contrib;
+          if (lane == 0) wsum[wpar + warp] = contrib;
         }
         item_sync();
-        /* a slot's sum by its first row's thread (in the slot's warpgroup) */
         const int wps = P.qrows / 32, slot = tid >> P.qshift; /* warps per slot */
-        if (rank == 0 && tid < BQ && (tid & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
-          float tot = wsum[slot * wps];
-          for (int w = 1; w < wps; ++w) tot += wsum[slot * wps + w];
+        if (PINGPONG && !wg_items) {
+          /* one 256-row slot over both warpgroups: warpgroup 0 (which issues
+           * first, so it is rarely waited for) hands its warps' sums over
+           * by arriving at named barrier 5 + nitem % 2, warpgroup 1 waits
+           * there and thread 128 adds all eight in warp order.  Warpgroup 0
+           * reaches item nitem + 2 only after warpgroup 1 has issued a later
+           * tile, i.e. after this wait: two barriers and buffers suffice. */
+          if (wg == 0) named_arrive(5 + (int)(nitem & 1), NT);
+          else named_sync(5 + (int)(nitem & 1), NT);
+          if (tid == 128) {
+            float tot = wsum[wpar];
+            for (int w = 1; w < 8; ++w) tot += wsum[wpar + w];
+            float *out = P.scores + row * P.qpc * P.ssi + (j0 + cc.it) * P.ssj;
+            if (cc.qi < P.nq) *out = cc.qb == 0 ? tot : *out + tot;
+          }
+        } else if (rank == 0 && tid < BQ && (tid & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
+          /* a slot's sum by its first row's thread (in the slot's warpgroup) */
+          float tot = wsum[wpar + slot * wps];
+          for (int w = 1; w < wps; ++w) tot += wsum[wpar + slot * wps + w];
           float *out = P.scores + (row * P.qpc + slot) * P.ssi + (j0 + cc.it) * P.ssj;
           *out = cc.qb == 0 ? tot : *out + tot;
         }
-        /* behind a CTA barrier after every warp's ldmatrix of this block */
+        ++nitem;
+        /* each warpgroup its own rows, which its warps put into registers
+         * before this item (the warpgroup's barrier above orders them) */
         if constexpr (QAHEAD) {
           if (q_ahead && cc.qb + 1 < nqb && ahead_qb != cc.qb + 1) {
-            q_issue(cc.qi, cc.qb + 1);
+            q_issue(cc.qi, cc.qb + 1, 128 * wg, 128, tid & 127, 128);
             ahead_qi = cc.qi;
             ahead_qb = cc.qb + 1;
           }
