@@ -414,7 +414,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * stage.  The warpgroups take turns issuing their MMAs (named barriers 1
    * and 2), so one's reduction runs while the other's MMAs fill the tensor
    * cores (longq -9 ... -11 %), and the ring refills a stage two tiles after
-   * its use (the warpgroups are up to a tile apart).  The same without the
+   * its use (the warpgroups are up to a tile apart).  Items end with
+   * warpgroup barriers only (item_sync, below).  The same without the
    * turns in the one-warpgroup kernel (two CTAs per SM) was 5-13 % slower. */
   constexpr bool PINGPONG = TMA && C::NT == 256;
   constexpr int AHEAD = PINGPONG ? STAGES - 2 : STAGES - 1; /* tiles loaded ahead */
