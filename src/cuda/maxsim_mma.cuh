@@ -40,9 +40,9 @@
  *              masked / empty rows -> 0 and argmax -1, fixed-order sum.
  *   long Lq    query blocks are the outermost loop of a CTA; the score of a
  *              later block is added to the one the same thread stored before
- *              (deterministic, no atomics, no scratch).  With barrier-fed
- *              tiles the next block is loaded into shared memory while the
- *              current one's last documents compute (its rows are in
+ *              (deterministic, no atomics, no scratch).  In the two-warpgroup
+ *              TMA kernel the next block is loaded into shared memory while
+ *              the current one's last documents compute (its rows are in
  *              registers by then).
  *   Ld split   (SPLIT, scores only, sm_90+) the P.split CTAs of a cluster
  *              share each item: rank r takes the document tiles t = r mod
@@ -635,7 +635,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * groups): the next query block is loaded into qs at the first item end
    * after the current one went to registers, under the block's remaining
    * tiles; (ahead_qi, ahead_qb) is the block in flight there.  Compiled
-   * into that kernel only (the others measured 2-5 % slower with it). */
+   * into that kernel only (in all of them, colpali was 2-5 % slower in one
+   * of two runs). */
   const bool q_ahead = QAHEAD && P.fast_q && P.pairing != 2 && nqb > 1 && !wg_items;
   int64_t ahead_qi = -1;
   int ahead_qb = -1;
