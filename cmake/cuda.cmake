@@ -2,7 +2,7 @@
 #
 # Included by the top-level CMakeLists.txt when LIK_CUDA is ON (nvcc found).
 # - adds src/cuda/*.cu to the object library lik_objects
-# - defines LIK_WITH_CUDA for all of lik_objects (src/lik.c routes CUDA
+# - defines LIK_WITH_CUDA for all of lik_objects (src/api/maxsim.c routes CUDA
 #   tensors to lik_cuda_maxsim / lik_cuda_retrieve)
 # - builds machine code ahead of time for sm_80 and sm_90a, plus compute_90
 #   PTX for newer GPUs (no run-time autotuning, no JIT on A100/H100/H200);

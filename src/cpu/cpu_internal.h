@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../problem.h"
+#include "../core/problem.h"
 
 typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
                             int64_t d, const int32_t *tix, int64_t nrows,

@@ -130,7 +130,7 @@ static void pack_row_avx2(const void *base, lik_dtype dt, int64_t off,
   float ss = ((part[0] + part[1]) + (part[2] + part[3])) +
              ((part[4] + part[5]) + (part[6] + part[7]));
   for (; k < d; k++) ss += dst[k] * dst[k];
-  float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
+  float inv = 1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
   __m256 vi = _mm256_set1_ps(inv);
   for (k = 0; k + 8 <= d; k += 8)
     _mm256_storeu_ps(dst + k, _mm256_mul_ps(_mm256_loadu_ps(dst + k), vi));

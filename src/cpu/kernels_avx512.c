@@ -115,7 +115,7 @@ static void pack_row_avx512(const void *base, lik_dtype dt, int64_t off,
   _mm512_storeu_ps(part, acc);
   float ss = 0.0f;
   for (int i = 0; i < 16; i++) ss += part[i];
-  __m512 vi = _mm512_set1_ps(1.0f / fmaxf(sqrtf(ss), 1e-12f));
+  __m512 vi = _mm512_set1_ps(1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS));
   for (int64_t k = 0; k < d; k += 16) {
     int64_t left = d - k;
     __mmask16 msk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);

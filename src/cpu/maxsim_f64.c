@@ -25,7 +25,7 @@ static double norm_div(const double *x, int64_t sk, int64_t d) {
   double ss = 0.0;
   for (int64_t k = 0; k < d; k++) ss += x[k * sk] * x[k * sk];
   double n = sqrt(ss);
-  return n > 1e-12 ? n : 1e-12;
+  return n > LIK_NORM_EPS ? n : LIK_NORM_EPS;
 }
 
 static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,

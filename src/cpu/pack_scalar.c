@@ -14,7 +14,7 @@ void lik_pack_row_scalar(const void *base, lik_dtype dt, int64_t off,
   if (normalize) {
     float ss = 0.0f;
     for (int64_t k = 0; k < d; k++) ss += dst[k] * dst[k];
-    float inv = 1.0f / fmaxf(sqrtf(ss), 1e-12f);
+    float inv = 1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
     for (int64_t k = 0; k < d; k++) dst[k] *= inv;
   }
 }

@@ -1,5 +1,5 @@
 /*
- * common.cuh — device-side view of a validated lik_problem (src/problem.h)
+ * common.cuh — device-side view of a validated lik_problem (src/core/problem.h)
  * shared by the CUDA kernels of lik.  Everything here is 64-bit indexed.
  */
 #ifndef LIK_CUDA_COMMON_CUH
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "../problem.h"
+#include "../core/problem.h"
 }
 
 namespace lik_cuda {

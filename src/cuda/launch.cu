@@ -1,6 +1,6 @@
 /*
  * launch.cu — extern "C" entry points of the CUDA backend (declared in
- * src/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
+ * src/core/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
  *
  * Everything runs on p->stream; no host synchronisation, no allocation in
  * the forward (graph capturable).  The retrieve path allocates its bounded

@@ -657,7 +657,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 #pragma unroll 4
           for (int ch = 0; ch < CPR; ++ch)
             ss += sumsq8<T>(*reinterpret_cast<const uint4 *>(qs + kc * BQ * C::RBP + swz<RB>(tid, ch)));
-        qinv[tid] = 1.f / fmaxf(sqrtf(ss), 1e-12f);
+        qinv[tid] = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
       }
       if (QREG) {
 #pragma unroll
@@ -830,7 +830,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       if (P.normalize) {
 #pragma unroll
         for (int i = 0; i < DR; ++i)
-          if (tid + i * NT < BD) dinv[tid + i * NT] = 1.f / fmaxf(sqrtf(dss[i]), 1e-12f);
+          if (tid + i * NT < BD) dinv[tid + i * NT] = 1.f / fmaxf(sqrtf(dss[i]), (float)LIK_NORM_EPS);
         __syncthreads();
       }
       /* two max chains per row (a nested tree with a variable bound went

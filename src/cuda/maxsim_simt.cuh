@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
             ss = fmaf(x, x, ss);
           }
         }
-        qinv[tid] = 1.f / fmaxf(sqrtf(ss), 1e-12f);
+        qinv[tid] = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
       }
       float rmv = -INFINITY;
       int rai = -1;
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         }
         if (P.normalize) {
           __syncthreads();
-          if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), 1e-12f);
+          if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), (float)LIK_NORM_EPS);
           __syncthreads();
         }
         const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, dj) : 0;

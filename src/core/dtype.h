@@ -1,9 +1,9 @@
 /*
- * train_dtype.h — scalar dtype conversions used by the training kernels
+ * dtype.h — scalar dtype conversions (fp16 / bf16 <-> fp32)
  * (exact widening; round-to-nearest-even narrowing, NaN kept NaN).
  */
-#ifndef LIK_TRAIN_DTYPE_H
-#define LIK_TRAIN_DTYPE_H
+#ifndef LIK_CORE_DTYPE_H
+#define LIK_CORE_DTYPE_H
 
 #include <stdint.h>
 #include <string.h>
@@ -58,4 +58,4 @@ static inline uint16_t lik_tr_f32_to_f16(float f) {
   return (uint16_t)(sign | (uint16_t)(m >> 13));
 }
 
-#endif /* LIK_TRAIN_DTYPE_H */
+#endif /* LIK_CORE_DTYPE_H */

@@ -1,11 +1,13 @@
 /*
  * problem.h — the validated description of one MaxSim call, passed from the
- * public entry points (src/lik.c, which validates once) to a backend
+ * public entry points (src/api/maxsim.c, which validates once) to a backend
  * (src/cpu/, src/cuda/).  Backends may assume everything here is valid:
  * shapes agree, dtypes are supported, pointers of non-empty tensors are set.
  */
 #ifndef LIK_PROBLEM_H
 #define LIK_PROBLEM_H
+
+#include <stdatomic.h>
 
 #include "lik.h"
 
@@ -75,6 +77,51 @@ typedef struct {
   void *stream;
 } lik_problem;
 
+/* One backward call: a validated lik_problem (the forward's description:
+ * sequences, masks, pairing, argmax) plus grad_scores and the two gradient
+ * outputs, which are lik_seqs over the caller's grad_Q / grad_D views (same
+ * count / len / dim / offsets as p.q / p.d, their own strides and dtype). */
+typedef struct lik_bw {
+  lik_problem p; /* forward description; p.argmax required */
+
+  /* grad_scores of output (i, j): gs[i*gs_si + j*gs_sj], F32 or F64. */
+  const void *gs;
+  lik_dtype gs_dtype;
+  int64_t gs_si, gs_sj;
+
+  /* Outputs (data NULL: skip).  Same geometry as p.q / p.d. */
+  lik_seqs gq, gd;
+
+  /* LIK_PAIRING_LIST: pairs grouped by query and by document (CSR), each
+   * group in ascending pair order. */
+  const int64_t *q_start, *q_pairs; /* [nq+1], [P] */
+  const int64_t *d_start, *d_pairs; /* [nd+1], [P] */
+
+  /* normalize: per-token norms ||x|| in the compute type, indexed by token
+   * index (lik_bw_tok). */
+  const void *q_norm, *d_norm;
+
+  /* unified: full-size working copies (normalised, compute type), row of
+   * token index t at ws + t*dim; NULL under lowmem. */
+  const void *q_ws, *d_ws;
+
+  int64_t lq_max, ld_max; /* longest sequence of each side */
+  int use_f64;            /* compute type double (F64 inputs) */
+
+  atomic_int bad;         /* set when an argmax entry is out of range */
+  atomic_llong bad_where; /* first detected: item index (diagnostic)  */
+} lik_bw;
+
+/* Token index of (n, l): packed row, or n*len + l. */
+static inline int64_t lik_bw_tok(const lik_seqs *s, int64_t n, int64_t l) {
+  return s->offsets.data ? lik_index_at(&s->offsets, n) + l : n * s->len + l;
+}
+
+/* Total number of token indices of a side. */
+static inline int64_t lik_bw_ntok(const lik_seqs *s) {
+  return s->offsets.data ? lik_index_at(&s->offsets, s->count) : s->count * s->len;
+}
+
 /* Token (n, l) of a sequence batch: element offset of feature 0. */
 static inline int64_t lik_token_offset(const lik_seqs *s, int64_t n, int64_t l) {
   if (s->offsets.data) return (lik_index_at(&s->offsets, n) + l) * s->sl;
@@ -99,7 +146,7 @@ static inline int lik_mask_valid(const lik_mask *m, const lik_seqs *s,
   return m->data[n * m->sn + l * m->sl] != 0;
 }
 
-/* Error reporting (src/error.c): records a thread-local message built from
+/* Error reporting (src/core/error.c): records a thread-local message built from
  * printf-style arguments and returns status, so callers write
  *   return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match ...", ...); */
 lik_status lik_fail(lik_status status, const char *fmt, ...)
@@ -107,6 +154,9 @@ lik_status lik_fail(lik_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* L2 normalisation x / max(||x||, LIK_NORM_EPS), as torch.nn.functional.normalize. */
+#define LIK_NORM_EPS 1e-12
 
 /* Backends.  Each returns LIK_OK or a status set through lik_fail. */
 lik_status lik_cpu_maxsim(const lik_problem *p);
@@ -116,6 +166,10 @@ lik_status lik_cpu_maxsim(const lik_problem *p);
 lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                             int64_t out_si, int64_t out_sr, int64_t *out_indices,
                             int64_t idx_si, int64_t idx_sr);
+
+/* Runs the backward described by bw (validated) on the CPU; strategy is
+ * lowmem or unified (auto resolved by the caller or here). */
+lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy);
 
 #ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim(const lik_problem *p);

@@ -252,3 +252,23 @@ lik_mask lik_mask_from(const lik_tensor *m) {
   if (nd == 3) k.sg = m->strides[0];
   return k;
 }
+
+/* The common part of every forward: masks, devices, options. */
+lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
+                              const lik_tensor *q_mask, const lik_tensor *d_mask,
+                              const lik_tensor *out1, const lik_tensor *out2,
+                              const char *out2_name, const lik_options *opts) {
+  lik_status st;
+  /* A mask covers every dimension of its tensor but the last (d). */
+  if (q_mask && (st = lik_check_mask(q_mask, "q_mask", Q->ndim - 1, Q->shape))) return st;
+  if (d_mask && (st = lik_check_mask(d_mask, "d_mask", D->ndim - 1, D->shape))) return st;
+  const lik_tensor *ts[] = {Q, D, q_mask, d_mask, out1, out2};
+  const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", out2_name};
+  if ((st = lik_check_devices(ts, names, 6, &p->device, &p->device_id))) return st;
+  p->q = lik_seqs_from(Q);
+  p->d = lik_seqs_from(D);
+  p->q_mask = lik_mask_from(q_mask);
+  p->d_mask = lik_mask_from(d_mask);
+  lik_fill_options(p, opts);
+  return LIK_OK;
+}

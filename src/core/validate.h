@@ -65,4 +65,32 @@ lik_seqs lik_seqs_from(const lik_tensor *t);
 /* Fills a lik_mask from a [.., L] mask view (NULL: all valid). */
 lik_mask lik_mask_from(const lik_tensor *m);
 
+/* The part every forward shares: checks q_mask / d_mask against Q / D, the
+ * devices of Q, D, the masks and the outputs out1 ("scores") and out2
+ * (named out2_name), then fills p's sequences, masks and options. */
+lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
+                           const lik_tensor *q_mask, const lik_tensor *d_mask,
+                           const lik_tensor *out1, const lik_tensor *out2,
+                           const char *out2_name, const lik_options *opts);
+
+/* ---- packed layouts (src/core/packed.c) ---- */
+
+/* Sizes of a packed call, read from cu_seqlens (lq_max / ld_max: -1 where the
+ * lengths stay on the device) and the pair list. */
+typedef struct {
+  int64_t nq, nd, lq_max, ld_max, npairs;
+} lik_packed_dims;
+
+/* Q, D [rows, d], cu_seqlens (checked on the host unless on CUDA), optional
+ * pair lists, masks and options into p and pd (devices of the inputs set). */
+lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_tensor *Q,
+                              const lik_tensor *D, const lik_tensor *cu_q,
+                              const lik_tensor *cu_d, const lik_tensor *pair_q,
+                              const lik_tensor *pair_d, const lik_tensor *q_mask,
+                              const lik_tensor *d_mask, const lik_options *opts);
+
+/* argmax of a packed call: I32, grid + [Lmax] with Lmax >= lq_max. */
+lik_status lik_check_packed_argmax(const lik_tensor *a, int ndim, const int64_t *grid,
+                                   int64_t lq_max);
+
 #endif /* LIK_VALIDATE_H */

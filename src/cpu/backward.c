@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_internal.h"
+#include "backward_internal.h"
 
 #define R float
 #define KN(x) bw_port_f32_##x
