@@ -23,7 +23,12 @@ Semantics are colpali-engine's: no masks, padding tokens are zero vectors
 that take part in the max with a similarity of 0 (lik is called without
 masks, so the same holds).  Scores come back in the embeddings' dtype (as the
 einsum returns).  ``use_smooth_max=True`` (log-sum-exp instead of max) keeps
-colpali-engine's einsum path: lik computes the hard max only.
+colpali-engine's einsum path: lik computes the hard max only.  On exact ties
+of the max (in practice: zero padding tokens, similarity 0) torch's ``amax``
+splits the gradient evenly among the tied tokens, lik gives it to the first;
+the difference lands only on padding rows, which colpali-engine's models
+zero with the attention mask, so the parameters' gradients are the same
+(``tests/integrations/test_colpali.py`` checks them through that mask).
 
 Backend selection: colpali-engine reads ``$COLPALI_SCORES_BACKEND`` on every
 call.  While patched, ``auto`` (the default) and ``lik`` run this lik (CPU and
