@@ -2,8 +2,7 @@
 #include "topk.h"
 
 lik_status lik_check_merge_lists(const lik_merge *m) {
-  for (int64_t q = 0; q < m->nq; q++) {
-    int64_t total = 0;
+  for (int64_t q = 0; q < m->nq; q++)
     for (int64_t r = 0; r < m->R; r++) {
       const lik_topk_list l = lik_merge_list(m, r, q);
       if (l.n < 0 || l.n > m->K)
@@ -20,8 +19,10 @@ lik_status lik_check_merge_lists(const lik_merge *m) {
                           (long long)r, (long long)q, (long long)(c - 1), (long long)c,
                           (double)l.s[(c - 1) * l.ss], (long long)l.i[(c - 1) * l.is],
                           (double)l.s[c * l.ss], (long long)l.i[c * l.is]);
-      total += l.n;
     }
+  for (int64_t q = 0; q < m->nq; q++) {
+    int64_t total = 0;
+    for (int64_t r = 0; r < m->R; r++) total += lik_merge_list(m, r, q).n;
     if (total < m->k)
       return lik_fail(LIK_ERR_VALUE,
                       "top_k=%lld exceeds the %lld candidates of query %lld (%lld lists of "

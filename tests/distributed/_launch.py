@@ -24,7 +24,7 @@ def _context():
     global _CTX
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["torch", "torch.distributed", "numpy"])
+        _CTX.set_forkserver_preload(["numpy", "torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo", "lik.distributed"])
     return _CTX
 
 
