@@ -54,9 +54,11 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
       int64_t *oi = out_indices + i * idx_si;
       const int64_t n = cnt[i];
       int64_t nc = 0;
+      const float ws = n == k ? os[(k - 1) * out_sr] : 0.0f; /* the k-th kept, once full */
+      const int64_t wi = n == k ? oi[(k - 1) * idx_sr] : 0;
       for (int64_t j = o.cbeg; j < o.cend; j++) {
         const float s = blk[i * B + (j - j0)];
-        if (n < k || lik_topk_better(s, j, os[(k - 1) * out_sr], oi[(k - 1) * idx_sr])) {
+        if (n < k || lik_topk_better(s, j, ws, wi)) {
           col[nc].s = s;
           col[nc++].i = j;
         }
