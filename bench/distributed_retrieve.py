@@ -72,18 +72,22 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_reps(fn, reps: int, device) -> list[float]:
+def time_reps(fn, reps: int, device) -> tuple[float, float]:
+    """Median wall-clock seconds of fn between barriers (rank 0 reports it)
+    and median CPU seconds of this process in fn (all its threads)."""
     fn()  # warm-up
-    out = []
+    wall, cpu = [], []
     for _ in range(reps):
         _sync(device)
         dist.barrier()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         _sync(device)
+        c = time.process_time() - c
         dist.barrier()
-        out.append(time.perf_counter() - t)
-    return out
+        wall.append(time.perf_counter() - t)
+        cpu.append(c)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def run(args) -> None:
@@ -116,8 +120,10 @@ def run(args) -> None:
     def local():
         return [lik.retrieve(q, D, args.k) for q in batches]
 
-    t_total = time_reps(distributed, args.reps, device)
-    t_local = time_reps(local, args.reps, device)
+    med, cpu_total = time_reps(distributed, args.reps, device)
+    loc, cpu_local = time_reps(local, args.reps, device)
+    cpus = [None] * world
+    dist.all_gather_object(cpus, (cpu_total, cpu_local))
     check = None
     if args.check:
         res = distributed()
@@ -127,7 +133,6 @@ def run(args) -> None:
             check = all(torch.equal(a[1], b[1]) and torch.equal(a[0].view(torch.int32), b[0].view(torch.int32))
                         for a, b in zip(res, ref))
     if rank == 0:
-        med, loc = statistics.median(t_total), statistics.median(t_local)
         row = dict(
             date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             ranks=world, backend=backend,
@@ -135,6 +140,7 @@ def run(args) -> None:
             tokens=Nd * args.Ld, Nd=Nd, Ld=args.Ld, d=args.d, dtype=args.dtype, Nq=args.Nq, Lq=args.Lq,
             batch=args.batch, k=args.k, reps=args.reps, total_s=med, local_s=loc,
             qps=args.Nq / med, overhead_ms_per_batch=1e3 * (med - loc) / len(batches),
+            cpu_s=max(c[0] for c in cpus), cpu_local_s=max(c[1] for c in cpus),
             check=check, lik=lik.__version__, torch=torch.__version__,
             command=(f"torchrun --nproc_per_node={world} " if "LOCAL_WORLD_SIZE" in os.environ else "python ")
             + " ".join(sys.argv),
@@ -149,19 +155,23 @@ def run(args) -> None:
 
 
 def table(path: str) -> None:
-    """Markdown table of a JSON-lines file; speed-up against the 1-rank run of
-    the same corpus, backend and threads."""
+    """Markdown table of a JSON-lines file; speed-ups against the median of the
+    1-rank runs of the same corpus, backend and threads per rank."""
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    print("| ranks | backend, device | corpus | queries | queries/s | speed-up | local s | sharding overhead ms/batch | check | load | date |")
+    print("| ranks | backend, device | corpus | queries | queries/s | speed-up | CPU s, slowest rank (local part) | CPU-time speed-up | check | load | date |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         key = (r["tokens"], r["d"], r["dtype"], r["backend"], r["device"], r["Nq"], r["k"], r["batch"])
         base = [b for b in rows if b["ranks"] == 1 and
                 (b["tokens"], b["d"], b["dtype"], b["backend"], b["device"], b["Nq"], b["k"], b["batch"]) == key]
-        sp = f"{r['qps'] / base[0]['qps']:.2f}×" if base else "—"
+        bq = statistics.median(b["qps"] for b in base) if base else None
+        bc = statistics.median(b["cpu_s"] for b in base) if base and all(b.get("cpu_s") for b in base) else None
+        sp = f"{r['qps'] / bq:.2f}×" if bq else "—"
+        csp = f"{bc / r['cpu_s']:.2f}×" if bc and r.get("cpu_s") else "—"
+        cpu = f"{r['cpu_s']:.3f} ({r['cpu_local_s']:.3f})" if r.get("cpu_s") else "—"
         print(f"| {r['ranks']} | {r['backend']}, {r['device']} | {r['tokens']:.3g} tokens ({r['Nd']} × {r['Ld']}, d={r['d']}, {r['dtype']}) "
-              f"| {r['Nq']} × {r['Lq']}, batch {r['batch']}, k={r['k']} | {r['qps']:.1f} | {sp} | {r['local_s']:.3f} "
-              f"| {r['overhead_ms_per_batch']:.2f} | {r['check']} | {r.get('load') or 0:.1f} | {r['date']} |")
+              f"| {r['Nq']} × {r['Lq']}, batch {r['batch']}, k={r['k']} | {r['qps']:.1f} | {sp} | {cpu} "
+              f"| {csp} | {r['check']} | {r.get('load') or 0:.1f} | {r['date']} |")
 
 
 def main() -> None:
