@@ -481,8 +481,9 @@ def contrastive_loss(Q, D, q_mask=None, d_mask=None, *, temperature: float = 1.0
         a 0-d float32 tensor (float64 for float64 inputs).
 
     Raises:
-        ValueError: ``B_r > M_r`` on some rank (every rank raises), shapes as
-            :func:`gather_documents` / :func:`lik.maxsim`.
+        ValueError: ``B_r > M_r``, or ``Q`` not a 3-D tensor with ``D``'s
+            ``d``, on some rank (every rank raises, naming the ranks); shapes
+            as :func:`gather_documents` / :func:`lik.maxsim`.
         TypeError, RuntimeError: as :func:`gather_documents`.
     """
     _require("contrastive_loss")
@@ -490,7 +491,15 @@ def contrastive_loss(Q, D, q_mask=None, d_mask=None, *, temperature: float = 1.0
 
     B = int(Q.shape[0]) if torch.is_tensor(Q) and Q.dim() >= 1 else 0
     M = int(D.shape[0]) if torch.is_tensor(D) and D.dim() >= 1 else 0
-    D_all, m_all, offset, meta = gather_documents(D, d_mask, group=group, _extra=(B, M))
+    q_ok = (torch.is_tensor(Q) and Q.dim() == 3 and torch.is_tensor(D) and D.dim() == 3
+            and Q.shape[-1] == D.shape[-1])
+    D_all, m_all, offset, meta = gather_documents(D, d_mask, group=group, _extra=(B, M, q_ok))
+    bad_q = [r for r, ok in enumerate(meta[:, 5].tolist()) if not ok]
+    if bad_q:  # checked on every rank, so that no rank is left waiting in the backward's collectives
+        raise ValueError(
+            f"contrastive_loss: Q must be a torch tensor [B, Lq, d] with D's d on every rank; "
+            f"not on rank(s) {bad_q}"
+        )
     bq, bd = meta[:, 3].tolist(), meta[:, 4].tolist()
     short = [r for r in range(len(bq)) if bq[r] > bd[r]]
     if short:

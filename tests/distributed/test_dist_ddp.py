@@ -131,6 +131,7 @@ def _worker(rank: int, world: int):
         "dtype": lambda: ld.all_gather_with_grad(torch.zeros(2, 3, dtype=torch.float64 if rank else torch.float32)),
         "not_tensor": lambda: ld.all_gather_with_grad(np.zeros(3) if rank == 0 else torch.zeros(3)),
         "more_queries": lambda: ld.contrastive_loss(torch.zeros(2 + (rank == 1), 2, 3), torch.zeros(2, 2, 3)),
+        "q_d_mismatch": lambda: ld.contrastive_loss(torch.zeros(2, 2, 3 + (rank == 1)), torch.zeros(2, 2, 3)),
         "d_mask_shape": lambda: ld.gather_documents(torch.zeros(2, 3, 4), torch.ones(2, 3 - (rank == 0), dtype=torch.bool)),
     }.items():
         try:
@@ -237,6 +238,7 @@ ERRORS = {
     "not_tensor": ("TypeError", "expected a torch tensor", "rank(s) [0]"),
     "more_queries": ("ValueError", "rank(s) [1] have more queries than documents"),
     "d_mask_shape": ("ValueError", "d_mask: shape", "rank(s) [0]"),
+    "q_d_mismatch": ("ValueError", "Q must be a torch tensor [B, Lq, d] with D's d on every rank; not on rank(s) [1]"),
 }
 
 
