@@ -106,7 +106,7 @@ def _raise_if_failed(fn: str, err: BaseException | None, failed, group) -> None:
         )
 
 
-def _agree(fn: str, what: str, values, group) -> int:
+def _agree(fn: str, what: str, values) -> int:
     vals = [int(v) for v in values]
     if len(set(vals)) > 1:
         raise ValueError(f"lik.distributed.{fn}: ranks disagree on {what}: {vals} (rank 0, 1, ...)")
@@ -248,11 +248,11 @@ def retrieve(Q, D_local, top_k: int, *, q_mask=None, d_mask=None, normalize: boo
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None, n_local, nq, k_in, d, q2], group)
-    _raise_if_failed("retrieve", err, meta[:, 0], group)
-    nq = _agree("retrieve", "Nq (queries)", meta[:, 2], group)
-    k = _agree("retrieve", "top_k", meta[:, 3], group)
-    _agree("retrieve", "d (embedding size)", meta[:, 4], group)
-    q2 = _agree("retrieve", "Q's ndim (2-D vs 3-D)", meta[:, 5], group)
+    _raise_if_failed("retrieve", err, meta[:, 0])
+    nq = _agree("retrieve", "Nq (queries)", meta[:, 2])
+    k = _agree("retrieve", "top_k", meta[:, 3])
+    _agree("retrieve", "d (embedding size)", meta[:, 4])
+    q2 = _agree("retrieve", "Q's ndim (2-D vs 3-D)", meta[:, 5])
     sizes = meta[:, 1].astype(np.int64)
     total = int(sizes.sum())
     if k > total:
@@ -356,7 +356,7 @@ def _gather_grad(fn: str, x, group, extra: list[int]):
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None] + row + list(extra), group)
-    _raise_if_failed(fn, err, meta[:, 0], group)
+    _raise_if_failed(fn, err, meta[:, 0])
     if len({int(c) for c in meta[:, 2]}) > 1:
         raise TypeError(f"{fn}: ranks disagree on the dtype: {[str(_dtype_name(int(c))) for c in meta[:, 2]]}")
     trailing = {tuple(int(v) for v in r[1:2]) + tuple(int(v) for v in r[4:9]) for r in meta}
@@ -420,7 +420,7 @@ def gather_documents(D, d_mask=None, *, group=None, _extra=()):
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None, L, has_mask] + list(_extra), group)
-    _raise_if_failed(fn, err, meta[:, 0], group)
+    _raise_if_failed(fn, err, meta[:, 0])
     L_max = int(meta[:, 1].max())
     need_mask = bool(meta[:, 2].any()) or int(meta[:, 1].min()) != L_max
     if D.shape[1] < L_max:
