@@ -248,7 +248,7 @@ def retrieve(Q, D_local, top_k: int, *, q_mask=None, d_mask=None, normalize: boo
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None, n_local, nq, k_in, d, q2], group)
-    _raise_if_failed("retrieve", err, meta[:, 0])
+    _raise_if_failed("retrieve", err, meta[:, 0], group)
     nq = _agree("retrieve", "Nq (queries)", meta[:, 2])
     k = _agree("retrieve", "top_k", meta[:, 3])
     _agree("retrieve", "d (embedding size)", meta[:, 4])
@@ -356,7 +356,7 @@ def _gather_grad(fn: str, x, group, extra: list[int]):
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None] + row + list(extra), group)
-    _raise_if_failed(fn, err, meta[:, 0])
+    _raise_if_failed(fn, err, meta[:, 0], group)
     if len({int(c) for c in meta[:, 2]}) > 1:
         raise TypeError(f"{fn}: ranks disagree on the dtype: {[str(_dtype_name(int(c))) for c in meta[:, 2]]}")
     trailing = {tuple(int(v) for v in r[1:2]) + tuple(int(v) for v in r[4:9]) for r in meta}
@@ -420,7 +420,7 @@ def gather_documents(D, d_mask=None, *, group=None, _extra=()):
     except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
         err = exc
     meta = _exchange([err is not None, L, has_mask] + list(_extra), group)
-    _raise_if_failed(fn, err, meta[:, 0])
+    _raise_if_failed(fn, err, meta[:, 0], group)
     L_max = int(meta[:, 1].max())
     need_mask = bool(meta[:, 2].any()) or int(meta[:, 1].min()) != L_max
     if D.shape[1] < L_max:
