@@ -36,6 +36,8 @@ The untrained model's held-out nDCG@10 comes from a third subprocess.
 
   python bench/pylate_train.py                       # full run, table on stdout
   python bench/pylate_train.py --steps 2 --batch 4 --eval-docs 50   # smoke test
+  python bench/pylate_train.py --phase head-sweep --head-batches 32,64,128
+                        # the loss head alone, vanilla / lik alternately, synthetic embeddings
 """
 
 from __future__ import annotations
@@ -278,6 +280,71 @@ def phase_train(args, data):
     return out
 
 
+def phase_head_sweep(args):
+    """PyLate's Contrastive loss head alone (scores + cross-entropy + backward
+    to the embeddings), vanilla and patched alternately in one process (the
+    one-call switch), at the training shapes with synthetic unit-norm
+    embeddings: B queries x (B positives + B negatives) of doc_len tokens,
+    documents of doc_len/2..doc_len valid tokens (skiplist-free masks)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from pylate import losses
+
+    import lik.integrations as li
+
+    class Head(torch.nn.Module):
+        skiplist: list = []
+        do_query_expansion = True
+
+        def forward(self, f):
+            return {"token_embeddings": f["_emb"]}
+
+    loss_fn = losses.Contrastive(model=Head())
+    rows = []
+    for B in args.head_batches:
+        g = torch.Generator().manual_seed(B)
+        lq, ld, dim = args.query_len, args.doc_len, 128
+        embs = [F.normalize(torch.randn(B, lq, dim, generator=g), dim=-1)]
+        feats = [{"input_ids": torch.ones(B, lq, dtype=torch.long), "attention_mask": torch.ones(B, lq, dtype=torch.long)}]
+        for _ in range(2):
+            lens = torch.randint(ld // 2, ld + 1, (B,), generator=g)
+            m = (torch.arange(ld) < lens[:, None]).long()
+            embs.append(F.normalize(torch.randn(B, ld, dim, generator=g), dim=-1))
+            feats.append({"input_ids": torch.ones(B, ld, dtype=torch.long), "attention_mask": m})
+
+        def once():
+            fs = [dict(f, _emb=e.clone().requires_grad_()) for f, e in zip(feats, embs)]
+            t = time.perf_counter()
+            loss = loss_fn(fs)
+            loss.backward()
+            return time.perf_counter() - t, float(loss.detach()), [x["_emb"].grad for x in fs]
+
+        res = {"vanilla": [], "lik": []}
+        vals = {}
+        for rep in range(args.head_reps + 1):
+            for mode in ("vanilla", "lik"):
+                (li.patch_pylate if mode == "lik" else li.unpatch_pylate)()
+                t, v, gr = once()
+                if rep:
+                    res[mode].append(t)
+                vals[mode] = (v, gr)
+        li.unpatch_pylate()
+        peaks = {}
+        for mode in ("vanilla", "lik"):
+            (li.patch_pylate if mode == "lik" else li.unpatch_pylate)()
+            with PeakRSS() as mem:
+                base = rss_bytes()
+                once()
+            peaks[mode] = (mem.peak - base) / 2**20
+        li.unpatch_pylate()
+        gerr = max(float((a - b).abs().max()) for a, b in zip(vals["lik"][1], vals["vanilla"][1]))
+        rows.append({"B": B, "vanilla_s": statistics.median(res["vanilla"]), "lik_s": statistics.median(res["lik"]),
+                     "vanilla_peak_mb": peaks["vanilla"], "lik_peak_mb": peaks["lik"],
+                     "loss_diff": abs(vals["lik"][0] - vals["vanilla"][0]), "grad_max_diff": gerr})
+        print(f"[head] B={B}: {rows[-1]}", file=sys.stderr, flush=True)
+    return {"head_sweep": rows}
+
+
 # ---- driver ----------------------------------------------------------------------------------------
 
 
@@ -301,9 +368,22 @@ def main():
     ap.add_argument("--head-reps", type=int, default=5)
     ap.add_argument("--eval-docs", type=int, default=0, help="evaluate on the first N abstracts (0: all 1400)")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--phase", choices=["all", "eval-before", "train"], default="all")
+    ap.add_argument("--head-batches", default="32,64,128", help="--phase head-sweep: batch sizes")
+    ap.add_argument("--phase", choices=["all", "eval-before", "train", "head-sweep"], default="all")
     ap.add_argument("--mode", choices=["vanilla", "lik"], default="vanilla")
     args = ap.parse_args()
+    args.head_batches = [int(b) for b in args.head_batches.split(",")]
+    if args.phase == "head-sweep":
+        res = phase_head_sweep(args)
+        print("| B | vanilla head | lik head | speedup | vanilla peak | lik peak | loss diff | grad max diff |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in res["head_sweep"]:
+            print(f"| {r['B']} | {1e3 * r['vanilla_s']:.0f} ms | {1e3 * r['lik_s']:.0f} ms | "
+                  f"{r['vanilla_s'] / r['lik_s']:.1f}x | {r['vanilla_peak_mb']:.0f} MB | {r['lik_peak_mb']:.0f} MB | "
+                  f"{r['loss_diff']:.1e} | {r['grad_max_diff']:.1e} |")
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return
     args.passthrough = [a for kv in (("--steps", args.steps), ("--batch", args.batch),
                                      ("--query-len", args.query_len), ("--doc-len", args.doc_len),
                                      ("--lr", args.lr), ("--seed", args.seed),
