@@ -81,22 +81,28 @@ RECIPES = ["pylate-contrastive", "pylate-cached", "colpali-inbatch", "colpali-pa
 BATCHES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 
 WHEELS = """\
-Wheels for .whl/ (Python 3.12, manylinux x86_64), fetched here with
+Wheels for .whl/ (the device: Python 3.12, manylinux x86_64), fetched on a
+machine with PyPI by
+
   pip download --no-deps --only-binary=:all: --python-version 3.12 \\
       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \\
-      --platform manylinux_2_17_x86_64 -d .whl <names below>
+      --platform manylinux_2_17_x86_64 -d .whl \\
+      pylate==1.6.0 colpali-engine==0.3.18 sentence-transformers==5.3.0 \\
+      transformers==5.3.0 tokenizers==0.22.2 huggingface-hub==1.33.0 accelerate==1.15.0
+
   pylate==1.6.0                 0.2 MB
   colpali-engine==0.3.18        0.1 MB
   sentence-transformers==5.3.0  0.5 MB  (pylate pins it)
   transformers==5.3.0          10.7 MB  (pylate: <= 5.3.0; colpali-engine: >= 5.3.0)
   tokenizers==0.22.2            3.3 MB  (transformers 5.3.0's range)
-  huggingface-hub==1.33.0       0.8 MB
-  accelerate==1.15.0            0.4 MB  (imported by PyLate through sentence-transformers' trainer)
-  total                        ~16 MB
+  huggingface-hub==1.33.0       0.8 MB  (transformers 5.3.0: >= 1.3)
+  accelerate==1.15.0            0.4 MB  (PyLate imports it through sentence-transformers' trainer)
+  total                        ~16 MB   (the carry limit is 64 MiB)
 Not needed for this script: PyLate's index / k-means packages (fast-plaid,
-fastkmeans, usearch, numkong, ujson) and colpali-engine's peft.  PyLate imports
-`datasets` (for its KD data helpers, unused here): if the device lacks it this
-script puts a stand-in module in its place (datasets + pyarrow would be ~56 MB).
+fastkmeans, usearch, numkong, ujson) and colpali-engine's peft (both packages
+are installed --no-deps).  PyLate imports `datasets` (for its KD data helpers,
+unused here): if the device lacks it this script puts a stand-in module in its
+place (datasets + pyarrow would be ~56 MB).  --check lists what is missing.
 """
 
 
