@@ -21,8 +21,10 @@
 #include "residual_internal.h"
 
 #define KN(x) res_portable_##x
+#define VW 4
 #include "residual_kernel.inc"
 #undef KN
+#undef VW
 
 const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
                                                   res_portable_centroid_row, res_portable_inv_norm,

@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 
 #define KN(x) res_avx2_##x
+#define VW 8
 #include "residual_kernel.inc"
 
 const lik_res_kernels lik_res_kernels_avx2 = {res_avx2_byte_table, res_avx2_centroid_row,

@@ -13,6 +13,7 @@
 #define LIK_CPU_RESIDUAL_DECODE_H
 
 #include <math.h>
+#include <string.h>
 
 #include "../core/dtype.h"
 #include "../core/residual.h"
@@ -20,8 +21,11 @@
 /* For every byte value, the bucket weights of its 8/nbits fields:
  * w[byte * cpb + i] is the weight of dimension p * cpb + i of byte p. */
 typedef struct {
-  int cpb; /* fields per byte: 8 / nbits */
+  int cpb;     /* fields per byte: 8 / nbits */
+  int nbits;
+  int colbert; /* layout LIK_RESIDUAL_COLBERT */
   float w[256 * 8];
+  float wv[256]; /* the bucket weights by bucket index (zero past 2^nbits) */
 } lik_res_table;
 
 /* Element i (element offset) of an F32/F16/BF16/F64 array as fp32. */
@@ -36,13 +40,15 @@ static inline float lik_res_load(const void *base, lik_dtype dt, int64_t i) {
 
 static inline void lik_res_table_init(lik_res_table *t, const lik_codec_view *v) {
   const int cpb = 8 / v->nbits;
-  float wv[256];
+  memset(t->wv, 0, sizeof t->wv);
   for (int b = 0; b < (1 << v->nbits); b++)
-    wv[b] = lik_res_load(v->weights, v->weights_dtype, b * v->weights_s);
+    t->wv[b] = lik_res_load(v->weights, v->weights_dtype, b * v->weights_s);
   t->cpb = cpb;
+  t->nbits = v->nbits;
+  t->colbert = v->layout == LIK_RESIDUAL_COLBERT;
   for (int byte = 0; byte < 256; byte++)
     for (int i = 0; i < cpb; i++)
-      t->w[byte * cpb + i] = wv[lik_res_field((uint8_t)byte, i, v->nbits, v->layout)];
+      t->w[byte * cpb + i] = t->wv[lik_res_field((uint8_t)byte, i, v->nbits, v->layout)];
 }
 
 /* Centroid c as fp32 into dst[dim]. */
