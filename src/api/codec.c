@@ -87,13 +87,13 @@ lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
     return st;
   const lik_tensor *ts[] = {X, codec->centroids, codec->bucket_cutoffs, codes, residuals};
   const char *names[] = {"X", "centroids", "bucket_cutoffs", "codes", "residuals"};
-  if ((st = lik_check_devices(ts, names, 5, &p.device, &p.device_id))) return st;
-  if (p.device == LIK_CUDA) return cuda_unsupported("lik_codec_compress");
+  if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id))) return st;
+  if (p.call.device == LIK_CUDA) return cuda_unsupported("lik_codec_compress");
   if (T > 0 && p.codec.ncent == 0)
     return lik_fail(LIK_ERR_VALUE, "centroids: C=0 centroids cannot code T=%lld tokens",
                     (long long)T);
   p.x = rows_of(X);
-  p.num_threads = lik_resolve_threads(opts);
+  lik_call_from(&p.call, opts);
   return T == 0 ? LIK_OK : lik_cpu_codec_compress(&p);
 }
 
@@ -106,19 +106,17 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
   if ((st = lik_codec_view_from(codec, 0, 1, &p.codec))) return st;
   const lik_tensor *ts[] = {codec->centroids, codec->bucket_weights, codes, residuals, out};
   const char *names[] = {"centroids", "bucket_weights", "codes", "residuals", "out"};
-  if ((st = lik_check_devices(ts, names, 5, &p.device, &p.device_id))) return st;
-  if ((st = lik_ctokens_flat(codes, residuals, &p.codec, p.device != LIK_CUDA, &p.tok))) return st;
+  if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id))) return st;
+  if ((st = lik_ctokens_flat(codes, residuals, &p.codec, p.call.device != LIK_CUDA, &p.tok))) return st;
   if ((st = check_rows(out, "out", &p.codec)) || (st = lik_check_no_overlap(out, "out")))
     return st;
   if (out->shape[0] != codes->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "out: has %lld rows but codes has T=%lld tokens",
                     (long long)out->shape[0], (long long)codes->shape[0]);
   p.x = rows_of(out);
-  p.normalize = opts ? opts->normalize != 0 : 0;
-  p.num_threads = lik_resolve_threads(opts);
-  p.stream = opts ? opts->stream : NULL;
+  lik_call_from(&p.call, opts);
   if (p.tok.len == 0) return LIK_OK;
-  if (p.device == LIK_CUDA) {
+  if (p.call.device == LIK_CUDA) {
 #ifdef LIK_WITH_CUDA
     return lik_cuda_codec_decompress(&p);
 #else

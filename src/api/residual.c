@@ -44,8 +44,8 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   const char *names[] = {"Q",         "centroids",                                 "bucket_weights",
                          "codes",     "residuals",
                          doc_lengths ? "doc_lengths" : "cu_seqlens_d", "scores", "argmax"};
-  if ((st = lik_check_devices(ts, names, 8, &p.device, &p.device_id))) return st;
-  const int host = p.device != LIK_CUDA;
+  if ((st = lik_check_devices(ts, names, 8, &p.call.device, &p.call.device_id))) return st;
+  const int host = p.call.device != LIK_CUDA;
   if (doc_lengths)
     st = lik_ctokens_padded(codes, residuals, doc_lengths, &p.codec, host, &p.d);
   else
@@ -70,11 +70,9 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
     p.argmax_sj = argmax->strides[ndim - 1];
     p.argmax_ss = argmax->strides[ndim];
   }
-  p.normalize = opts ? opts->normalize != 0 : 0;
-  p.num_threads = lik_resolve_threads(opts);
-  p.stream = opts ? opts->stream : NULL;
+  lik_call_from(&p.call, opts);
   if (p.q.count == 0 || p.d.count == 0) return LIK_OK;
-  if (p.device == LIK_CUDA) {
+  if (p.call.device == LIK_CUDA) {
 #ifdef LIK_WITH_CUDA
     return lik_cuda_maxsim_residual(&p);
 #else
@@ -129,8 +127,8 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   p.cs_sc = cs->strides[cs->ndim - 1];
   const lik_tensor *ts[] = {cs, codes, cu_seqlens_d, scores};
   const char *names[] = {"centroid_scores", "codes", "cu_seqlens_d", "scores"};
-  if ((st = lik_check_devices(ts, names, 4, &p.device, &p.device_id))) return st;
-  if ((st = lik_ctokens_packed(codes, NULL, cu_seqlens_d, p.ncent, NULL, p.device != LIK_CUDA,
+  if ((st = lik_check_devices(ts, names, 4, &p.call.device, &p.call.device_id))) return st;
+  if ((st = lik_ctokens_packed(codes, NULL, cu_seqlens_d, p.ncent, NULL, p.call.device != LIK_CUDA,
                                &p.d)))
     return st;
   int64_t grid[2];
@@ -141,10 +139,9 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   p.scores = (float *)scores->data;
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
-  p.num_threads = lik_resolve_threads(opts);
-  p.stream = opts ? opts->stream : NULL;
+  lik_call_from(&p.call, opts);
   if (p.nq == 0 || p.d.count == 0) return LIK_OK;
-  if (p.device == LIK_CUDA) {
+  if (p.call.device == LIK_CUDA) {
 #ifdef LIK_WITH_CUDA
     return lik_cuda_plaid_approx(&p);
 #else

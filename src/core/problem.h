@@ -69,7 +69,8 @@ typedef struct {
   int64_t argmax_si, argmax_sj, argmax_ss;
 
   int normalize;
-  int num_threads; /* resolved: >= 1 */
+  int num_threads;      /* resolved: >= 1 */
+  lik_context *context; /* resolved: never NULL */
   lik_device_type device;
   int32_t device_id;
   void *stream;

@@ -98,6 +98,16 @@ static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_lay
 
 /* ---- validated calls ---- */
 
+/* What a call takes from its options and tensors, resolved. */
+typedef struct {
+  int normalize;
+  int num_threads;      /* >= 1 */
+  lik_context *context; /* never NULL */
+  void *stream;
+  lik_device_type device;
+  int32_t device_id;
+} lik_call;
+
 /* lik_codec_compress / lik_codec_decompress: x is [T, d] as a lik_seqs with
  * count 1, len T (X, or the output of decompress), tok the [T] codes and
  * [T, width] residuals (count 1, len T). */
@@ -105,10 +115,7 @@ typedef struct {
   lik_codec_view codec;
   lik_seqs x;
   lik_ctokens tok;
-  int normalize, num_threads;
-  lik_device_type device;
-  int32_t device_id;
-  void *stream;
+  lik_call call;
 } lik_codec_problem;
 
 /* lik_maxsim_residual(_varlen): queries q (padded, q.count queries of q.len
@@ -122,10 +129,7 @@ typedef struct {
   int64_t score_si, score_sj;
   int32_t *argmax;
   int64_t argmax_si, argmax_sj, argmax_ss;
-  int normalize, num_threads;
-  lik_device_type device;
-  int32_t device_id;
-  void *stream;
+  lik_call call;
 } lik_residual_problem;
 
 /* lik_plaid_approx_score: centroid score (i, s, c) at
@@ -137,10 +141,7 @@ typedef struct {
   lik_ctokens d;
   float *scores;
   int64_t score_si, score_sj;
-  int num_threads;
-  lik_device_type device;
-  int32_t device_id;
-  void *stream;
+  lik_call call;
 } lik_approx_problem;
 
 /* Backends (src/cpu/codec.c, src/cpu/residual.c, src/cuda/residual.cu). */

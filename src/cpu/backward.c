@@ -127,7 +127,7 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   if (!want_q && !want_d) return LIK_OK;
   bw->use_f64 = p->q.dtype == LIK_F64;
   const size_t rs = bw->use_f64 ? sizeof(double) : sizeof(float);
-  const lik_cpu_kernels *isa = lik_cpu_kernels_get();
+  const lik_cpu_kernels *isa = lik_cpu_kernels_for(p->context);
   const lik_bw_kernels *k = bw->use_f64 ? isa->bw_f64 : isa->bw_f32;
   bw->lq_max = max_len(&p->q);
   bw->ld_max = max_len(&p->d);

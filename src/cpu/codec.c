@@ -149,7 +149,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   comp_ctx g;
   memset(&g, 0, sizeof g);
   g.p = p;
-  g.kt = lik_cpu_kernels_get();
+  g.kt = lik_cpu_kernels_for(p->call.context);
   const int64_t d = p->codec.dim, C = p->codec.ncent, mr = g.kt->mr, w = g.kt->w;
   g.ncut = (1 << p->codec.nbits) - 1;
   for (int i = 0; i < g.ncut; i++)
@@ -182,7 +182,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   off += (size_t)g.block * sizeof(float);
   g.off_ix = off;
   off += (size_t)g.block * sizeof(int32_t);
-  int nth = p->num_threads < 256 ? p->num_threads : 256;
+  int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
   char *ptrs[256];
   g.scratch = ptrs;
@@ -240,7 +240,7 @@ static void decompress_task(void *ctx, int tid, int64_t task) {
   for (int64_t t = task * LIK_CODEC_DECODE_BLOCK; t < t1; t++) {
     lik_res_centroid(&p->codec, lik_ct_code(ct, t * ct->code_s), cent);
     lik_res_decode(&g->tab, p->codec.width, cent, ct->res + t * ct->res_st, ct->res_sp, x);
-    if (p->normalize) {
+    if (p->call.normalize) {
       const float inv = lik_res_inv_norm(x, d);
       for (int64_t k = 0; k < d; k++) x[k] *= inv;
     }
@@ -253,7 +253,7 @@ lik_status lik_cpu_codec_decompress(const lik_codec_problem *p) {
   g.p = p;
   lik_res_table_init(&g.tab, &p->codec);
   const int64_t ntasks = (p->x.len + LIK_CODEC_DECODE_BLOCK - 1) / LIK_CODEC_DECODE_BLOCK;
-  int nth = p->num_threads < 256 ? p->num_threads : 256;
+  int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
   float *ptrs[256];
   g.scratch = ptrs;

@@ -63,8 +63,9 @@ extern const lik_cpu_kernels lik_cpu_kernels_avx2;
 extern const lik_cpu_kernels lik_cpu_kernels_avx512;
 #endif
 
-/* The table chosen once (cpuid + xgetbv, LIK_CPU_ISA override). */
-const lik_cpu_kernels *lik_cpu_kernels_get(void);
+/* The table of a call: the best the CPU runs (cpuid + xgetbv, found once),
+ * or the lower path ctx asks for (dispatch.c). */
+const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
 /* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
 

@@ -34,9 +34,9 @@ const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
 #define CH 256    /* tokens per kernel call */
 #define UROWS 64  /* table rows per task */
 
-static const lik_res_kernels *res_kernels(void) {
+static const lik_res_kernels *res_kernels(const lik_context *ctx) {
 #if defined(__x86_64__)
-  const char *isa = lik_cpu_kernels_get()->isa;
+  const char *isa = lik_cpu_kernels_for(ctx)->isa;
   if (!strcmp(isa, "avx512")) return &lik_res_kernels_avx512;
   if (!strcmp(isa, "avx2")) return &lik_res_kernels_avx2;
 #endif
@@ -103,7 +103,7 @@ static void norm_task(void *ctx, int tid, int64_t task) {
     for (int64_t l = 0; l < len; l++) {
       const int64_t u = g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l))];
       g->inv[lik_ct_tok(d, n, l)] =
-          g->rp->normalize ? g->rk->inv_norm(&g->wt, g->width, g->cent + u * g->dim,
+          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, g->cent + u * g->dim,
                                              d->res + lik_ct_res_off(d, n, l), d->res_sp)
                            : 1.0f;
     }
@@ -121,7 +121,7 @@ static void load_query(rctx *g) {
   for (int64_t s = 0; s < g->lq; s++) {
     const int64_t off = lik_token_offset(q, g->qi, s);
     for (int64_t k = 0; k < dim; k++) row[k] = lik_res_load(q->data, q->dtype, off + k * q->sk);
-    const float inv = g->rp->normalize ? lik_res_inv_norm(row, dim) : 1.0f;
+    const float inv = g->rp->call.normalize ? lik_res_inv_norm(row, dim) : 1.0f;
     for (int64_t k = 0; k < dim; k++) g->qt[k * g->lqp + s] = row[k] * inv;
   }
 }
@@ -280,14 +280,14 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   memset(&g, 0, sizeof g);
   g.rp = p;
   g.d = &p->d;
-  g.rk = res_kernels();
+  g.rk = res_kernels(p->call.context);
   lik_res_table_init(&g.wt, &p->codec);
   g.ncent = p->codec.ncent;
   g.dim = p->codec.dim;
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->num_threads);
+  return run(&g, p->call.num_threads);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
@@ -295,9 +295,9 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   memset(&g, 0, sizeof g);
   g.ap = p;
   g.d = &p->d;
-  g.rk = res_kernels();
+  g.rk = res_kernels(p->call.context);
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->num_threads);
+  return run(&g, p->call.num_threads);
 }
