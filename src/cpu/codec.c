@@ -45,9 +45,10 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
           const int64_t o = a * strides[0] + b * strides[1] + c * strides[2] + e * strides[3];
           v[m] = lik_res_load(r->data, r->dtype, o);
           if (!isfinite(v[m])) {
+            const int nan = isnan(v[m]);
             free(v);
-            return lik_fail(LIK_ERR_VALUE, "residuals: value %lld (flat, row-major) is %s", (long long)m,
-                            isnan(v[m]) ? "NaN" : "infinite");
+            return lik_fail(LIK_ERR_VALUE, "residuals: value %lld (flat, row-major) is %s",
+                            (long long)m, nan ? "NaN" : "infinite");
           }
         }
   qsort(v, (size_t)n, sizeof(float), cmp_float);

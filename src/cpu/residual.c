@@ -33,6 +33,7 @@ const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
 #define LB LIK_RES_LB
 #define CH 256    /* tokens per kernel call */
 #define UROWS 64  /* table rows per task */
+#define PREFETCH 4 /* tokens ahead */
 
 static const lik_res_kernels *res_kernels(const lik_context *ctx) {
 #if defined(__x86_64__)
@@ -70,7 +71,8 @@ typedef struct {
   size_t off_urow, off_inv, off_m, off_ix;
 } rctx;
 
-static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+/* 64-byte aligned (a table row never straddles a cache line), never NULL for n = 0. */
+static void *xmalloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -102,6 +104,10 @@ static void norm_task(void *ctx, int tid, int64_t task) {
     const int64_t len = lik_ct_len(d, n);
     for (int64_t l = 0; l < len; l++) {
       const int64_t u = g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l))];
+      if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
+        const float *c = g->cent + g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH))] * g->dim;
+        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(c + k);
+      }
       g->inv[lik_ct_tok(d, n, l)] =
           g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, g->cent + u * g->dim,
                                              d->res + lik_ct_res_off(d, n, l), d->res_sp)
