@@ -186,41 +186,44 @@ def decompress(codes, residuals, centroids, bucket_weights, nbits: int, *, layou
     return out.reshape(lead + (d,))
 
 
-# ---- host checks of device data (CUDA: the C library does not read it) ------------------
+# ---- checks of device data (CUDA: the C library does not read it) ------------------------
 
 
 def _check_codes_host(codes, ncent: int, lengths=None, cu=None) -> None:
-    c = codes.detach().cpu().long()
-    if lengths is not None:  # padded [Nd, Ld]: codes within each length
-        ld = c.shape[1] if c.dim() == 2 else 0
-        n = lengths.detach().cpu().long()
-        if n.numel() and (int(n.min()) < 0 or int(n.max()) > ld):
-            bad = int(((n < 0) | (n > ld)).nonzero()[0, 0])
-            raise ValueError(f"doc_lengths: doc_lengths[{bad}]={int(n[bad])} is outside [0, Ld={ld}]")
-        import torch
+    """Lengths / cu_seqlens and the codes a call reads, checked on the device
+    with one host synchronisation; the offending entry is located only on
+    failure.  Wrong shapes or dtypes are left to the C library's messages."""
+    import torch
 
-        valid = torch.arange(ld)[None, :] < n[:, None] if c.dim() == 2 and n.numel() == c.shape[0] else None
-        if valid is None:
-            return  # shapes are wrong: the C library names them
-        c = c[valid]
-    elif cu is not None:
-        _check_cu_host(cu, c.shape[0])
-    bad = ((c < 0) | (c >= ncent)).nonzero()
-    if bad.numel():
-        i = int(bad[0, 0])
-        raise ValueError(f"codes: entry {i} (of the tokens read) = {int(c.reshape(-1)[i])} is outside [0, C={ncent})")
-
-
-def _check_cu_host(cu, total: int) -> None:
-    c = cu.detach().cpu().long()
-    if c.dim() != 1 or c.numel() == 0:
-        return  # the C library names it
-    if int(c[0]) != 0:
-        raise ValueError(f"cu_seqlens_d: must start at 0, got {int(c[0])}")
-    if c.numel() > 1 and bool((c[1:] < c[:-1]).any()):
-        raise ValueError("cu_seqlens_d: must be non-decreasing")
-    if int(c[-1]) != total:
-        raise ValueError(f"cu_seqlens_d: last entry {int(c[-1])} does not equal the number of tokens T={total}")
+    if codes.dtype not in (torch.int32, torch.int64):
+        return
+    if cu is not None:
+        if cu.dim() != 1 or cu.numel() == 0 or cu.dtype not in (torch.int32, torch.int64):
+            return
+        c = cu.long()
+        T = codes.shape[0] if codes.dim() == 1 else -1
+        flags = torch.stack([c[0] != 0, (c[1:] < c[:-1]).any(), c[-1] != T]).tolist()
+        if flags[0]:
+            raise ValueError(f"cu_seqlens_d: must start at 0, got {int(c[0])}")
+        if flags[1]:
+            raise ValueError("cu_seqlens_d: must be non-decreasing")
+        if flags[2]:
+            raise ValueError(f"cu_seqlens_d: last entry {int(c[-1])} does not equal the number of tokens T={T}")
+    read = codes
+    if lengths is not None:  # padded [Nd, Ld]: the codes within each length
+        if codes.dim() != 2 or lengths.dim() != 1 or lengths.shape[0] != codes.shape[0]:
+            return
+        ld = codes.shape[1]
+        n = lengths.long()
+        badlen = (n < 0) | (n > ld)
+        if bool(badlen.any()):
+            j = int(badlen.nonzero()[0, 0])
+            raise ValueError(f"doc_lengths: doc_lengths[{j}]={int(n[j])} is outside [0, Ld={ld}]")
+        read = codes[torch.arange(ld, device=codes.device)[None, :] < n[:, None]]
+    bad = (read < 0) | (read >= ncent)
+    if bool(bad.any()):
+        i = int(bad.reshape(-1).nonzero()[0, 0])
+        raise ValueError(f"codes: entry {i} of the tokens read = {int(read.reshape(-1)[i])} is outside [0, C={ncent})")
 
 
 # ---- scoring ---------------------------------------------------------------------------
