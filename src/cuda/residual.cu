@@ -96,14 +96,17 @@ static lik_status device(const lik_call &call, Device *dev) {
   return device_of(&p, dev);
 }
 
-/* Resident CTAs per SM of fn with smem bytes of dynamic shared memory (the
- * attribute set once per function and size, cached in the context). */
+/* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
+ * cached in the context.  The function's dynamic shared memory limit is set
+ * to the device's (a limit, not a size: one set for a smaller size would
+ * make a later, larger launch fail). */
 static lik_status occupancy(const Device &dev, const void *fn, int threads, int64_t smem,
                             int *occ) {
   FnInfo fi;
   if (!fn_info_find(dev, fn, smem, &fi)) {
     memset(&fi, 0, sizeof fi);
-    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)dev.info->smem_max);
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fi.occ, fn, threads, (size_t)smem);
     if (e != cudaSuccess) return cuda_error(e, "the residual kernel's attributes");
     fn_info_put(dev, fn, smem, fi);
@@ -121,6 +124,8 @@ static int64_t grid_for(int64_t items, const Device &dev, int occ) {
 static int64_t layout(KRes &P, int qb, int bn) {
   const int64_t ldr = P.dpad + 8, chunks = P.dpad / 8;
   int64_t off = 256 * sizeof(float); /* weights */
+  P.off_wt = off;
+  off += 256 * 8 * 2; /* the byte table: 256 x 8/nbits weights as 16-bit T */
   P.bn = bn;
   P.ldr = ldr;
   P.off_q = off;
@@ -133,9 +138,9 @@ static int64_t layout(KRes &P, int qb, int bn) {
   off += bn * 4;
   off = (off + 7) / 8 * 8;
   P.off_code = off;
-  off += bn * 8;
+  off += SUPER * bn * 8;
   P.off_roff = off;
-  off += bn * 8;
+  off += SUPER * bn * 8;
   P.off_rv = off;
   off += 4 * qb * 4;
   P.off_ri = off;

@@ -13,9 +13,14 @@
  * residual_maxsim (one CTA of 4 warps per (query, document) item, grid-
  * stride): the query block (QB = 16*MT rows, normalised, as T = fp16 when
  * normalize else bf16) sits in shared memory; the document is streamed in
- * tiles of BN tokens: all 128 threads decode the tile into shared memory as T
- * (fp32 squares summed per token in a fixed order -> 1 / ||x||), then warp w
- * takes n8 tiles w, w + 4, ... and computes S = Q_blk . X^T with
+ * tiles of BN tokens.  The codes and residual offsets of SUPER tiles are read
+ * in one round trip; all 128 threads then decode a tile into shared memory as
+ * T: each thread first issues the loads of up to 8 groups of 8 dimensions
+ * (the group's nbits residual bytes, its 16-byte fp16 centroid slice), then
+ * adds centroid and weights as T pairs, the weights of a whole byte read from
+ * a per-call table of the 256 byte values (the bit layout folded in), and
+ * sums the squares in fp32 (per token in a fixed order -> 1 / ||x||).  Warp
+ * w takes n8 tiles w, w + 4, ... and computes S = Q_blk . X^T with
  * mma.sync.m16n8k16 (fp32 accumulation; A and B by ldmatrix), scales each
  * column by its 1 / ||x||, masks tokens past the length (or with a code
  * outside [0, C): never read) and keeps a running max / argmax per query row
@@ -26,6 +31,8 @@
  */
 #ifndef LIK_CUDA_RESIDUAL_CUH
 #define LIK_CUDA_RESIDUAL_CUH
+
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -95,51 +102,39 @@ __device__ __forceinline__ uint32_t reverse_bytes_bits(uint32_t v) {
   return __brev(__byte_perm(v, 0, 0x0123));
 }
 
-/* Dimensions k0 .. k0+7 (k0 a multiple of 8) of a token: x[e], 0 past dim.
- * Their bucket indices are the nbits bytes from byte k0 * nbits / 8 of the
- * token's residual, dimension e at bits e * nbits (LIK order). */
+/* The nbits residual bytes of dimensions k0 .. k0+7 (k0 a multiple of 8),
+ * byte m at bits 8m (0 past the row). */
+__device__ __forceinline__ uint64_t group_bytes(const KCodec &c, const uint8_t *res, int64_t sp,
+                                                int res_vec, int64_t k0) {
+  const int64_t b0 = k0 * c.nbits / 8;
+  if (res_vec && b0 + c.nbits <= c.width) /* contiguous, aligned bytes: one load */
+    switch (c.nbits) {
+      case 1: return __ldg(res + b0);
+      case 2: return __ldg((const unsigned short *)(res + b0));
+      case 4: return __ldg((const unsigned int *)(res + b0));
+      default: return __ldg((const unsigned long long *)(res + b0));
+    }
+  uint64_t u = 0;
+  for (int i = 0; i < c.nbits; i++)
+    if (b0 + i < c.width) u |= (uint64_t)__ldg(res + (b0 + i) * sp) << (8 * i);
+  return u;
+}
+
+/* Dimensions k0 .. k0+7 of a token in fp32 (decompress): x[e], 0 past dim.
+ * Dimension e's bucket index is at bits e * nbits of the group's bytes in
+ * the LIK order (a COLBERT byte bit-reversed). */
 __device__ __forceinline__ void decode8(const KCodec &c, const float *wv, int64_t code,
                                         const uint8_t *res, int64_t sp, int res_vec, int64_t k0,
                                         float x[8]) {
-  const int64_t b0 = k0 * c.nbits / 8;
-  uint64_t u = 0;
-  if (res_vec) { /* contiguous, aligned bytes: one load */
-    switch (c.nbits) {
-      case 1: u = __ldg(res + b0); break;
-      case 2: u = __ldg((const unsigned short *)(res + b0)); break;
-      case 4: u = __ldg((const unsigned int *)(res + b0)); break;
-      default: u = __ldg((const unsigned long long *)(res + b0)); break;
-    }
-    if (c.colbert)
-      u = (uint64_t)reverse_bytes_bits((uint32_t)u) |
-          (uint64_t)reverse_bytes_bits((uint32_t)(u >> 32)) << 32;
-  } else {
-    for (int i = 0; i < c.nbits; i++)
-      if (b0 + i < c.width) {
-        uint32_t v = __ldg(res + (b0 + i) * sp);
-        if (c.colbert) v = __brev(v) >> 24;
-        u |= (uint64_t)v << (8 * i);
-      }
-  }
+  uint64_t u = group_bytes(c, res, sp, res_vec, k0);
+  if (c.colbert)
+    u = (uint64_t)reverse_bytes_bits((uint32_t)u) | (uint64_t)reverse_bytes_bits((uint32_t)(u >> 32)) << 32;
   const uint32_t mask = (1u << c.nbits) - 1u;
-  float cv[8];
-  if (c.cent_vec && k0 + 8 <= c.dim) {
-    const uint4 raw = __ldg((const uint4 *)((const __half *)c.cent + code * c.cent_sc + k0));
-    const __half2 *h = (const __half2 *)&raw;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const float2 f = __half22float2(h[e]);
-      cv[2 * e] = f.x;
-      cv[2 * e + 1] = f.y;
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-      cv[e] = k0 + e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + e) * c.cent_sk) : 0.f;
-  }
 #pragma unroll
   for (int e = 0; e < 8; e++)
-    x[e] = k0 + e < c.dim ? cv[e] + wv[(u >> (e * c.nbits)) & mask] : 0.f;
+    x[e] = k0 + e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + e) * c.cent_sk) +
+                                wv[(u >> (e * c.nbits)) & mask]
+                          : 0.f;
 }
 
 /* The codec's weights into shared memory (256 entries, zero past 2^nbits). */
@@ -283,7 +278,7 @@ struct KRes {
   int normalize;
   int dpad, bn;             /* d rounded up to 16; tokens per tile (32 or 64) */
   int64_t ldr;              /* shared row stride in elements: dpad + 8 */
-  int64_t off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
+  int64_t off_wt, off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
 };
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
@@ -312,13 +307,122 @@ __device__ void load_query(const KRes &P, int64_t i, int64_t r0, T *qs) {
   }
 }
 
-/* Tokens t0 .. t0 + bn of document j into xs (as T), 1 / ||x|| into inv;
- * tcode[tk] = the token's code, or -1 past the length or for a code outside
- * [0, C) (never read; the column is masked). */
+/* The weights of every byte value's 8/nbits dimensions, as T: wt[b * cpb +
+ * i] is the weight of dimension i of a byte b (the layout folded in). */
 template <typename T>
-__device__ void decode_tile(const KRes &P, const float *wv, int64_t j, int64_t len, int64_t t0,
-                            T *xs, float *part, float *inv, int64_t *tcode, int64_t *troff) {
-  for (int tk = threadIdx.x; tk < P.bn; tk += blockDim.x) {
+__device__ void byte_table(const KCodec &c, const float *wv, T *wt) {
+  const int cpb = 8 / c.nbits;
+  for (int e = threadIdx.x; e < 256 * cpb; e += blockDim.x) {
+    const uint32_t b = e / cpb, byte = c.colbert ? __brev(b) >> 24 : b;
+    wt[e] = from_f<T>(wv[(byte >> (e % cpb * c.nbits)) & ((1u << c.nbits) - 1u)]);
+  }
+  __syncthreads();
+}
+
+/* What a thread fetches from global memory for 8 dimensions k0 .. k0+7 of
+ * a token (issued for several groups before any is used, so that their
+ * latencies overlap): the group's residual bytes and, where 16-byte loads
+ * apply, the 8 fp16 centroid values. */
+struct Group {
+  uint64_t u;
+  uint4 cent;
+};
+
+template <typename T>
+__device__ __forceinline__ Group fetch8(const KCodec &c, int64_t code, const uint8_t *res,
+                                        int64_t sp, int res_vec, int64_t k0) {
+  Group g;
+  g.u = group_bytes(c, res, sp, res_vec, k0);
+  if (c.cent_vec && k0 + 8 <= c.dim && std::is_same<T, __half>::value)
+    g.cent = __ldg((const uint4 *)((const __half *)c.cent + code * c.cent_sc + k0));
+  return g;
+}
+
+template <typename T2>
+__device__ __forceinline__ T2 as_pair(uint32_t v) {
+  T2 r;
+  memcpy(&r, &v, 4);
+  return r;
+}
+
+template <typename T2>
+__device__ __forceinline__ uint32_t as_word(T2 v) {
+  uint32_t r;
+  memcpy(&r, &v, 4);
+  return r;
+}
+
+/* The 8 dimensions as T, centroid + weight (the weight rounded to T, the sum
+ * in T), 0 past dim; returns their squares' sum (fp32).  Pairs of T travel as
+ * 32-bit words (registers, no local arrays). */
+template <typename T>
+__device__ __forceinline__ float finish8(const KCodec &c, const T *wt, int64_t code, const Group &g,
+                                         int64_t k0, uint4 &out) {
+  using T2 = typename std::conditional<std::is_same<T, __half>::value, __half2, __nv_bfloat162>::type;
+  const uint64_t u = g.u;
+  uint32_t w[4]; /* the 8 weights: byte m gives dimensions m*cpb .. */
+  switch (c.nbits) {
+    case 1: {
+      const uint4 a = *(const uint4 *)(wt + (u & 255) * 8);
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+      break;
+    }
+    case 2: {
+      const uint2 a = *(const uint2 *)(wt + (u & 255) * 4), b = *(const uint2 *)(wt + (u >> 8 & 255) * 4);
+      w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y;
+      break;
+    }
+    case 4:
+#pragma unroll
+      for (int m = 0; m < 4; m++) w[m] = *(const uint32_t *)(wt + (u >> (8 * m) & 255) * 2);
+      break;
+    default:
+#pragma unroll
+      for (int m = 0; m < 4; m++)
+        w[m] = (uint32_t)*(const unsigned short *)(wt + (u >> (16 * m) & 255)) |
+               (uint32_t)*(const unsigned short *)(wt + (u >> (16 * m + 8) & 255)) << 16;
+  }
+  uint32_t cw[4];
+  if (c.cent_vec && k0 + 8 <= c.dim && std::is_same<T, __half>::value) {
+    cw[0] = g.cent.x, cw[1] = g.cent.y, cw[2] = g.cent.z, cw[3] = g.cent.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      T2 p;
+      p.x = from_f<T>(k0 + 2 * e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + 2 * e) * c.cent_sk) : 0.f);
+      p.y = from_f<T>(k0 + 2 * e + 1 < c.dim
+                          ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + 2 * e + 1) * c.cent_sk)
+                          : 0.f);
+      cw[e] = as_word(p);
+    }
+  }
+  uint32_t xw[4];
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    T2 x = __hadd2(as_pair<T2>(cw[e]), as_pair<T2>(w[e]));
+    if (k0 + 2 * e + 2 > c.dim) { /* past dim: 0 */
+      const T z = from_f<T>(0.f);
+      if (k0 + 2 * e >= c.dim) x.x = z;
+      x.y = z;
+    }
+    const float fx = (float)x.x, fy = (float)x.y;
+    ss = fmaf(fx, fx, ss);
+    ss = fmaf(fy, fy, ss);
+    xw[e] = as_word(x);
+  }
+  out = make_uint4(xw[0], xw[1], xw[2], xw[3]);
+  return ss;
+}
+
+/* Codes and residual offsets of tokens t0 .. t0 + SUPER*bn of document j
+ * (one round trip for SUPER tiles): tcode = -1 past the length or for a code
+ * outside [0, C) (never read; the column is masked). */
+constexpr int SUPER = 4;
+
+__device__ void token_codes(const KRes &P, int64_t j, int64_t len, int64_t t0, int64_t *tcode,
+                            int64_t *troff) {
+  for (int tk = threadIdx.x; tk < SUPER * P.bn; tk += blockDim.x) {
     const int64_t l = t0 + tk;
     int64_t code = -1, roff = 0;
     if (l < len) {
@@ -331,22 +435,36 @@ __device__ void decode_tile(const KRes &P, const float *wv, int64_t j, int64_t l
     troff[tk] = roff;
   }
   __syncthreads();
-  const int chunks = P.dpad / 8;
-  for (int c = threadIdx.x; c < P.bn * chunks; c += blockDim.x) {
-    const int tk = c / chunks, q8 = c % chunks;
-    const int64_t code = tcode[tk];
-    float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (code >= 0)
-      decode8(P.c, wv, code, P.t.res + troff[tk], P.t.res_sp, P.t.res_vec, 8 * (int64_t)q8, x);
-    float ss = 0.f;
-    alignas(16) T h[8];
+}
+
+/* The tile of bn tokens whose codes are tcode[0 .. bn) into xs (as T),
+ * 1 / ||x|| into inv. */
+template <typename T>
+__device__ void decode_tile(const KRes &P, const T *wt, const int64_t *tcode,
+                            const int64_t *troff, T *xs, float *part, float *inv) {
+  const int chunks = P.dpad / 8, total = P.bn * chunks;
+  constexpr int NB = 8; /* groups in flight per thread */
+  for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
+    Group gr[NB];
 #pragma unroll
-    for (int e = 0; e < 8; e++) {
-      ss += x[e] * x[e];
-      h[e] = from_f<T>(x[e]);
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total && tcode[c / chunks] >= 0)
+        gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
+                          P.t.res_vec, 8 * (int64_t)(c % chunks));
     }
-    *(uint4 *)(xs + tk * P.ldr + 8 * q8) = *(const uint4 *)h;
-    part[c] = ss;
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total) {
+        const int tk = c / chunks, q8 = c % chunks;
+        uint4 x = make_uint4(0, 0, 0, 0);
+        float ss = 0.f;
+        if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
+        *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
+        part[c] = ss;
+      }
+    }
   }
   __syncthreads();
   for (int tk = threadIdx.x; tk < P.bn; tk += blockDim.x) {
@@ -362,12 +480,14 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   constexpr int QB = 16 * MT;
   extern __shared__ __align__(16) unsigned char smem[];
   float *wv = (float *)smem;
+  T *wt = (T *)(smem + P.off_wt);
   T *qs = (T *)(smem + P.off_q), *xs = (T *)(smem + P.off_x);
   float *part = (float *)(smem + P.off_part), *inv = (float *)(smem + P.off_inv);
   int64_t *tcode = (int64_t *)(smem + P.off_code), *troff = (int64_t *)(smem + P.off_roff);
   float *red_v = (float *)(smem + P.off_rv), *rowv = (float *)(smem + P.off_row);
   int *red_i = (int *)(smem + P.off_ri);
   load_weights(P.c, wv);
+  byte_table<T>(P.c, wv, wt);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, tq = lane % 4;
   const int64_t nqb = (P.lq + QB - 1) / QB, items = P.nq * P.t.count;
   const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
@@ -392,8 +512,10 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
           bidx[mt][h] = -1;
         }
       for (int64_t t0 = 0; t0 < len; t0 += P.bn) {
-        __syncthreads(); /* qs written; the previous tile's xs read */
-        decode_tile<T>(P, wv, j, len, t0, xs, part, inv, tcode, troff);
+        __syncthreads(); /* qs written; the previous tile's xs, tcode read */
+        const int64_t sub = t0 % (SUPER * P.bn);
+        if (sub == 0) token_codes(P, j, len, t0, tcode, troff);
+        decode_tile<T>(P, wt, tcode + sub, troff + sub, xs, part, inv);
         float acc[NPW][MT][4];
 #pragma unroll
         for (int n = 0; n < NPW; n++)
@@ -423,7 +545,7 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
 #pragma unroll
           for (int e = 0; e < 2; e++) {
             const int col = (warp + 4 * n) * 8 + 2 * tq + e;
-            if (tcode[col] < 0) continue;
+            if (tcode[sub + col] < 0) continue;
             const float s = inv[col];
             const int tok = (int)(t0 + col);
 #pragma unroll
