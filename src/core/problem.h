@@ -7,9 +7,24 @@
 #ifndef LIK_PROBLEM_H
 #define LIK_PROBLEM_H
 
-#include <stdatomic.h>
-
 #include "lik.h"
+
+/* The CPU backward's error flags (lik_bw.bad*) are C11 atomics; the CUDA
+ * backend (C++) sees the same struct and never touches them: there they are
+ * plain integers of the same size and alignment. */
+#ifdef __cplusplus
+typedef int lik_atomic_int;
+typedef long long lik_atomic_llong;
+#else
+#include <stdatomic.h>
+typedef atomic_int lik_atomic_int;
+typedef atomic_llong lik_atomic_llong;
+_Static_assert(sizeof(atomic_int) == sizeof(int) && _Alignof(atomic_int) == _Alignof(int),
+               "lik_bw layout differs between C and C++");
+_Static_assert(sizeof(atomic_llong) == sizeof(long long) &&
+                   _Alignof(atomic_llong) == _Alignof(long long),
+               "lik_bw layout differs between C and C++");
+#endif
 
 /* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
 typedef struct {
@@ -105,11 +120,12 @@ typedef struct lik_bw {
    * token index t at ws + t*dim; NULL under lowmem. */
   const void *q_ws, *d_ws;
 
-  int64_t lq_max, ld_max; /* longest sequence of each side */
+  int64_t lq_max, ld_max; /* longest sequence of each side (CPU backend) */
+  int64_t q_total, d_total; /* packed: rows of Q / D (every backend) */
   int use_f64;            /* compute type double (F64 inputs) */
 
-  atomic_int bad;         /* set when an argmax entry is out of range */
-  atomic_llong bad_where; /* first detected: item index (diagnostic)  */
+  lik_atomic_int bad;         /* set when an argmax entry is out of range (CPU) */
+  lik_atomic_llong bad_where; /* first detected: item index (diagnostic)  */
 } lik_bw;
 
 /* Token index of (n, l): packed row, or n*len + l. */
@@ -176,6 +192,12 @@ lik_status lik_cuda_maxsim(const lik_problem *p);
 lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                              int64_t out_si, int64_t out_sr, int64_t *out_indices,
                              int64_t idx_si, int64_t idx_sr);
+/* Runs the backward described by bw (validated) on the GPU, on p.stream,
+ * without host synchronisation: every strategy is the deterministic,
+ * destination-owned one (src/cuda/backward.cu).  Packed: p.q.len is the
+ * argmax extent (>= every query's length), cu_seqlens / pair indices stay on
+ * the device, q_total / d_total are the rows of Q / D. */
+lik_status lik_cuda_maxsim_backward(const lik_bw *bw);
 #endif
 
 #endif /* LIK_PROBLEM_H */

@@ -1,0 +1,827 @@
+/*
+ * backward.cu — the CUDA backward of every MaxSim layout (lik.h, "training
+ * and packed layouts"): extern "C" lik_cuda_maxsim_backward, declared in
+ * src/core/problem.h under LIK_WITH_CUDA.
+ *
+ * Design (docs/training.md, "The CUDA backward"): with the forward's argmax
+ * known, both gradients are gathers.  Every gradient row has ONE owner (a CTA
+ * of the "rows" kernel below) that adds its terms into an fp32 (fp64 for F64)
+ * accumulator in a fixed order and writes the row once, in the input dtype:
+ *
+ *   grad_Q[i,s] = q_mask[i,s] * sum_j  g[i,j] * D^[j, argmax[i,j,s]]
+ *                 terms in output order: documents / candidates / pairs ascending
+ *   grad_D[j,t] = sum_{(i,s): argmax[i,j,s] == t} q_mask[i,s] * g[i,j] * Q^[i,s]
+ *                 terms in (output, query token) order ascending
+ *
+ * (X^ = X / max(||X||, eps) under normalize, whose Jacobian is applied when the
+ * row is written.)  The owner of a tile of target rows walks the candidate
+ * terms of its sequence(s) in that canonical order in chunks of 1024: each
+ * thread evaluates 4 candidates (argmax entry, masks, grad_scores, norms), a
+ * stable block compaction keeps the terms that land in the tile, then warp w
+ * adds the terms of the rows it owns (row % 8 == w) into a shared-memory
+ * accumulator, each lane owning CPL columns.  So:
+ *   - no atomics, no full-size fp32 buffer: deterministic, bitwise identical
+ *     run to run and for any grid / tile size (a row's arithmetic is fixed by
+ *     the data: the term order and the lane -> column map, which depends on
+ *     the dtype only);
+ *   - scratch (stream-ordered cudaMallocAsync, freed on the stream): token
+ *     norms under normalize, and for pair lists a CSR of the pairs by query
+ *     and by document (a stable CUB radix sort: pairs ascending per key).
+ * No host synchronisation; graph capturable.
+ *
+ * argmax entries are trusted to be the forward's: an entry outside
+ * [0, Ld_j) of its document, or pointing at a masked document token, is
+ * treated as -1 (contributes nothing); nothing is read out of bounds.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "common.cuh"
+
+namespace lik_cuda {
+namespace bw {
+
+constexpr int NT = 256;           /* threads per CTA */
+constexpr int NW = NT / 32;       /* warps per CTA: warp w owns tile rows w, w+8, ... */
+constexpr int EPT = 4;            /* candidates per thread per chunk */
+constexpr int CH = NT * EPT;      /* candidates per chunk */
+
+struct Params {
+  KSeq q, d;        /* inputs (lik_seqs; packed: off set) */
+  KMask qm, dm;
+  KSeq gq, gd;      /* gradient outputs, same geometry; data NULL: skipped */
+  int pairing;      /* 0 cross, 1 KD, 2 list */
+  int normalize;
+  int64_t ncand;    /* cross: Nd; KD: K; list: P */
+  KIndex pq, pd;    /* list pairing */
+  const int32_t *argmax;
+  int64_t asi, asj, ass;
+  const void *gs;
+  int gs64;
+  int64_t gsi, gsj;
+  int64_t q_total, d_total; /* packed: rows of Q / D */
+  const void *qnorm, *dnorm; /* R per token index (normalize) */
+  /* list pairing: pairs grouped by query / by document, ascending */
+  const int32_t *q_start, *q_pairs, *d_start, *d_pairs;
+  /* tiling of the target side of one launch */
+  int tt;           /* rows per tile (<= 64) */
+  int64_t tps;      /* padded: tiles per sequence; packed: 0 (global row tiles) */
+  int nch;          /* column chunks of 32 * CPL */
+  int vec_src, vec_tgt, vec_out; /* CPL-element vector accesses are legal */
+};
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+__device__ __forceinline__ int64_t tok_index(const KSeq &s, int64_t n, int64_t l) {
+  return s.off.data ? kidx(s.off, n) + l : n * s.len + l;
+}
+
+__device__ __forceinline__ bool mask_ok(const KMask &m, const KSeq &s, int64_t n, int64_t l) {
+  return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
+}
+
+template <typename R> __device__ __forceinline__ R inv_norm(R nrm) {
+  return (R)1 / (nrm > (R)LIK_NORM_EPS ? nrm : (R)LIK_NORM_EPS);
+}
+
+template <typename R> __device__ __forceinline__ R grad_at(const Params &P, int64_t oi, int64_t oj) {
+  const int64_t o = oi * P.gsi + oj * P.gsj;
+  return P.gs64 ? (R)((const double *)P.gs)[o] : (R)((const float *)P.gs)[o];
+}
+
+template <typename T, typename R> __device__ __forceinline__ R widen(T x);
+template <> __device__ __forceinline__ float widen<__nv_bfloat16, float>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <> __device__ __forceinline__ float widen<__half, float>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float widen<float, float>(float x) { return x; }
+template <> __device__ __forceinline__ double widen<double, double>(double x) { return x; }
+
+
+/* Bits <-> 16-bit floats. */
+template <typename T> __device__ __forceinline__ float from_bits(unsigned short b);
+template <> __device__ __forceinline__ float from_bits<__nv_bfloat16>(unsigned short b) {
+  return __uint_as_float((unsigned)b << 16);
+}
+template <> __device__ __forceinline__ float from_bits<__half>(unsigned short b) {
+  return __half2float(__ushort_as_half(b));
+}
+template <typename T> __device__ __forceinline__ unsigned short to_bits(float x);
+template <> __device__ __forceinline__ unsigned short to_bits<__nv_bfloat16>(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+template <> __device__ __forceinline__ unsigned short to_bits<__half>(float x) {
+  return __half_as_ushort(__float2half_rn(x));
+}
+
+/* One vector of CPL elements at p (aligned, sk == 1): 4 x 16-bit = 8 bytes,
+ * 4 x fp32 or 2 x fp64 = 16 bytes. */
+template <typename T, typename R, int CPL> struct Vec;
+template <typename T> struct Vec<T, float, 4> { /* 16-bit types */
+  static __device__ __forceinline__ void load(const T *p, float (&v)[4]) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
+    v[0] = from_bits<T>((unsigned short)(u.x & 0xffffu));
+    v[1] = from_bits<T>((unsigned short)(u.x >> 16));
+    v[2] = from_bits<T>((unsigned short)(u.y & 0xffffu));
+    v[3] = from_bits<T>((unsigned short)(u.y >> 16));
+  }
+  static __device__ __forceinline__ void store(T *p, const float (&v)[4]) {
+    uint2 u;
+    u.x = (unsigned)to_bits<T>(v[0]) | ((unsigned)to_bits<T>(v[1]) << 16);
+    u.y = (unsigned)to_bits<T>(v[2]) | ((unsigned)to_bits<T>(v[3]) << 16);
+    *reinterpret_cast<uint2 *>(p) = u;
+  }
+};
+template <> struct Vec<float, float, 4> {
+  static __device__ __forceinline__ void load(const float *p, float (&v)[4]) {
+    const float4 u = __ldg(reinterpret_cast<const float4 *>(p));
+    v[0] = u.x; v[1] = u.y; v[2] = u.z; v[3] = u.w;
+  }
+  static __device__ __forceinline__ void store(float *p, const float (&v)[4]) {
+    *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+};
+template <> struct Vec<double, double, 2> {
+  static __device__ __forceinline__ void load(const double *p, double (&v)[2]) {
+    const double2 u = __ldg(reinterpret_cast<const double2 *>(p));
+    v[0] = u.x; v[1] = u.y;
+  }
+  static __device__ __forceinline__ void store(double *p, const double (&v)[2]) {
+    *reinterpret_cast<double2 *>(p) = make_double2(v[0], v[1]);
+  }
+};
+
+template <typename T, typename R> __device__ __forceinline__ T narrow_to(R x);
+template <> __device__ __forceinline__ __nv_bfloat16 narrow_to<__nv_bfloat16, float>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half narrow_to<__half, float>(float x) {
+  return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ float narrow_to<float, float>(float x) { return x; }
+template <> __device__ __forceinline__ double narrow_to<double, double>(double x) { return x; }
+
+/* CPL elements from p (feature stride sk) into v, features >= lim read as 0.
+ * vec: p is aligned to CPL elements and sk == 1 (one wide load). */
+template <typename T, typename R, int CPL>
+__device__ __forceinline__ void load_cols(const T *p, int64_t sk, int lim, bool vec, R (&v)[CPL]) {
+  if (vec && lim >= CPL) {
+    Vec<T, R, CPL>::load(p, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) v[k] = k < lim ? widen<T, R>(p[(int64_t)k * sk]) : (R)0;
+}
+
+template <typename T, typename R, int CPL>
+__device__ __forceinline__ void store_cols(T *p, int64_t sk, int lim, bool vec, const R (&v)[CPL]) {
+  if (vec && lim >= CPL) {
+    Vec<T, R, CPL>::store(p, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < CPL; ++k)
+    if (k < lim) p[(int64_t)k * sk] = narrow_to<T, R>(v[k]);
+}
+
+/* Sequence n of a packed side holding row r: the last n with off[n] <= r
+ * (-1 if none; count if r is past every sequence). */
+__device__ __forceinline__ int64_t seq_of_row(const KSeq &s, int64_t r) {
+  int64_t lo = 0, hi = s.count; /* answer in [lo-1, hi) */
+  if (s.count <= 0 || kidx(s.off, 0) > r) return -1;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) >> 1;
+    if (kidx(s.off, mid) <= r) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* ---- the rows kernel ---------------------------------------------------------
+ * SIDE 0: target Q (grad_Q), sources D rows.  SIDE 1: target D (grad_D),
+ * sources Q rows.  One CTA per tile of P.tt target rows: a padded sequence's
+ * tokens [tile * tt, ...) or packed rows [blockIdx * tt, ...). */
+
+/* One segment: the part of target sequence n inside the tile, its terms. */
+struct Seg {
+  int64_t n;        /* target sequence */
+  int64_t t_lo, t_hi; /* its tokens inside the tile */
+  int64_t lbase;    /* local row of token t: t + lbase */
+  int64_t out0, nout; /* outputs (terms groups) of n: CSR start / count */
+  int64_t width;    /* candidates per output: SIDE 0: t_hi - t_lo; SIDE 1: Lmax */
+};
+
+template <int SIDE>
+__device__ __forceinline__ void seg_outputs(const Params &P, Seg &g) {
+  if (P.pairing == 0) {
+    g.out0 = 0;
+    g.nout = SIDE == 0 ? P.ncand : P.q.count;
+  } else if (P.pairing == 1) {
+    g.out0 = 0;
+    g.nout = SIDE == 0 ? P.ncand : 1;
+  } else {
+    const int32_t *st = SIDE == 0 ? P.q_start : P.d_start;
+    g.out0 = st[g.n];
+    g.nout = st[g.n + 1] - g.out0;
+  }
+  g.width = SIDE == 0 ? g.t_hi - g.t_lo : P.q.len;
+}
+
+/* Candidate (e, w) of segment g: output e (0 .. nout-1), w (0 .. width-1).
+ * Returns whether it is a term of a row of the tile: then tl (local row),
+ * gg (g[i,j], times 1/||source|| under normalize) and off (element offset of
+ * the source row). */
+template <typename R, int SIDE>
+__device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t w,
+                                          int &tl, R &gg, int64_t &off) {
+  int64_t oi, oj, qi, dj;
+  const int64_t n = g.n;
+  if (P.pairing == 0) {
+    if (SIDE == 0) { oi = n; oj = e; qi = n; dj = e; }
+    else { oi = e; oj = n; qi = e; dj = n; }
+  } else if (P.pairing == 1) {
+    if (SIDE == 0) { oi = n; oj = e; qi = n; dj = n * P.ncand + e; }
+    else { oi = n / P.ncand; oj = n % P.ncand; qi = oi; dj = n; }
+  } else {
+    const int64_t p = (SIDE == 0 ? P.q_pairs : P.d_pairs)[g.out0 + e];
+    oi = 0; oj = p;
+    qi = SIDE == 0 ? n : kidx(P.pq, p);
+    dj = SIDE == 0 ? kidx(P.pd, p) : n;
+  }
+  const int64_t s = SIDE == 0 ? g.t_lo + w : w; /* query token */
+  if (SIDE == 1 && P.q.off.data && s >= seq_len(P.q, qi)) return false;
+  if (!mask_ok(P.qm, P.q, qi, s)) return false;
+  const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+  if (t < 0) return false;
+  if (SIDE == 1) {
+    if (t < g.t_lo || t >= g.t_hi) return false;
+    /* a masked target row is zeroed when written: no need to look */
+  } else {
+    if ((int64_t)t >= seq_len(P.d, dj) || !mask_ok(P.dm, P.d, dj, t)) return false;
+  }
+  R scale = grad_at<R>(P, oi, oj);
+  if (P.normalize) {
+    const R *nrm = reinterpret_cast<const R *>(SIDE == 0 ? P.dnorm : P.qnorm);
+    scale *= inv_norm<R>(nrm[SIDE == 0 ? tok_index(P.d, dj, t) : tok_index(P.q, qi, s)]);
+  }
+  gg = scale;
+  if (SIDE == 0) {
+    tl = (int)(s + g.lbase);
+    off = seq_base(P.d, dj) + (int64_t)t * P.d.sl;
+  } else {
+    tl = (int)(t + g.lbase);
+    off = seq_base(P.q, qi) + s * P.q.sl;
+  }
+  return true;
+}
+
+template <typename R> struct Smem {
+  int tl[CH];
+  R g[CH];
+  long long off[CH];
+  int cnt[EPT * NW + 1];
+};
+
+template <typename T, typename R, int CPL, int SIDE>
+__global__ void __launch_bounds__(NT, 2) rows_kernel(const Params P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem<R> &sm = *reinterpret_cast<Smem<R> *>(smem_raw);
+  R *acc = reinterpret_cast<R *>(smem_raw + (sizeof(Smem<R>) + 15) / 16 * 16);
+
+  const KSeq &TS = SIDE == 0 ? P.q : P.d;  /* target side */
+  const KSeq &SS = SIDE == 0 ? P.d : P.q;  /* source side */
+  const KMask &TM = SIDE == 0 ? P.qm : P.dm;
+  const KSeq &GS = SIDE == 0 ? P.gq : P.gd; /* output */
+  const T *src = reinterpret_cast<const T *>(SS.data);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t dim = TS.dim;
+  const int CW = 32 * CPL;            /* columns per chunk */
+  const int dpad = P.nch * CW;
+  const int tt = P.tt;
+
+  /* the tile */
+  const bool packed = TS.off.data != nullptr;
+  int64_t n_first, n_last, r0 = 0, t0 = 0;
+  int rows;
+  if (!packed) {
+    n_first = n_last = (int64_t)blockIdx.x / P.tps;
+    t0 = ((int64_t)blockIdx.x % P.tps) * tt;
+    rows = (int)min((int64_t)tt, TS.len - t0);
+  } else {
+    const int64_t total = SIDE == 0 ? P.q_total : P.d_total;
+    r0 = (int64_t)blockIdx.x * tt;
+    rows = (int)min((int64_t)tt, total - r0);
+    n_first = seq_of_row(TS, r0);
+    n_last = seq_of_row(TS, r0 + rows - 1);
+    if (n_first < 0) n_first = 0;
+    if (n_last >= TS.count) n_last = TS.count - 1;
+  }
+
+  for (int i = tid; i < tt * dpad; i += NT) acc[i] = (R)0;
+  __syncthreads();
+
+  const unsigned lt_mask = (1u << lane) - 1u;
+  for (int64_t n = n_first; n <= n_last; ++n) {
+    Seg g;
+    g.n = n;
+    if (!packed) {
+      g.t_lo = t0;
+      g.t_hi = t0 + rows;
+      g.lbase = -t0;
+    } else {
+      const int64_t o0 = kidx(TS.off, n), o1 = kidx(TS.off, n + 1);
+      g.t_lo = max(r0, o0) - o0;
+      g.t_hi = min(r0 + rows, o1) - o0;
+      g.lbase = o0 - r0;
+      if (g.t_hi <= g.t_lo && SIDE == 0) continue;
+      if (g.t_hi <= g.t_lo) continue;
+    }
+    seg_outputs<SIDE>(P, g);
+    if (g.nout <= 0 || g.width <= 0) continue;
+    const int64_t ncands = g.nout * g.width;
+    for (int64_t base = 0; base < ncands; base += CH) {
+      /* phase a: evaluate, compact in candidate order */
+      int tl[EPT];
+      R gg[EPT];
+      int64_t off[EPT];
+      bool ok[EPT];
+      {
+        int64_t c = base + tid;
+        int64_t e = c / g.width, w = c - e * g.width;
+        const int64_t se = NT / g.width, sw = NT - se * g.width;
+#pragma unroll
+        for (int k = 0; k < EPT; ++k) {
+          ok[k] = c < ncands && candidate<R, SIDE>(P, g, e, w, tl[k], gg[k], off[k]);
+          c += NT;
+          e += se;
+          w += sw;
+          if (w >= g.width) { w -= g.width; ++e; }
+        }
+      }
+      unsigned bal[EPT];
+#pragma unroll
+      for (int k = 0; k < EPT; ++k) {
+        bal[k] = __ballot_sync(0xffffffffu, ok[k]);
+        if (lane == 0) sm.cnt[k * NW + warp] = __popc(bal[k]);
+      }
+      __syncthreads();
+      if (warp == 0) { /* exclusive scan of the EPT * NW counts, k-major */
+        int v = lane < EPT * NW ? sm.cnt[lane] : 0, x = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const int y = __shfl_up_sync(0xffffffffu, x, o);
+          if (lane >= o) x += y;
+        }
+        if (lane < EPT * NW) sm.cnt[lane] = x - v;
+        if (lane == 31) sm.cnt[EPT * NW] = x;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < EPT; ++k)
+        if (ok[k]) {
+          const int pos = sm.cnt[k * NW + warp] + __popc(bal[k] & lt_mask);
+          sm.tl[pos] = tl[k];
+          sm.g[pos] = gg[k];
+          sm.off[pos] = off[k];
+        }
+      __syncthreads();
+      const int L = sm.cnt[EPT * NW];
+      /* phase b: warp `warp` adds the terms of its rows, in list order */
+      for (int b0 = 0; b0 < L; b0 += 32) {
+        const int idx = b0 + lane;
+        const bool mine = idx < L && (sm.tl[idx] % NW) == warp;
+        unsigned m = __ballot_sync(0xffffffffu, mine);
+        while (m) {
+          /* up to 4 terms: loads first, then the accumulations in order */
+          int pos[4], cnt = 0;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            if (m) {
+              pos[u] = b0 + __ffs(m) - 1;
+              m &= m - 1;
+              cnt = u + 1;
+            } else {
+              pos[u] = -1;
+            }
+          }
+          for (int ch = 0; ch < P.nch; ++ch) {
+            const int col = ch * CW + lane * CPL;
+            const int lim = (int)min((int64_t)CPL, dim - col);
+            R v[4][CPL];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              if (u < cnt && lim > 0) {
+                load_cols<T, R, CPL>(src + sm.off[pos[u]] + (int64_t)col * SS.sk, SS.sk, lim,
+                                     P.vec_src != 0, v[u]);
+              }
+            }
+            if (lim > 0) {
+#pragma unroll
+              for (int u = 0; u < 4; ++u) {
+                if (u < cnt) {
+                  const R gv = sm.g[pos[u]];
+                  R *a = acc + (int64_t)sm.tl[pos[u]] * dpad + col;
+#pragma unroll
+                  for (int k = 0; k < CPL; ++k) a[k] = fma(gv, v[u][k], a[k]);
+                }
+              }
+            }
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  /* finish: warp per row: mask, normalize Jacobian, convert, store once */
+  T *out = reinterpret_cast<T *>(const_cast<void *>(GS.data));
+  const T *tin = reinterpret_cast<const T *>(TS.data);
+  for (int l = warp; l < rows; l += NW) {
+    int64_t n, t;
+    bool valid;
+    if (!packed) {
+      n = n_first;
+      t = t0 + l;
+      valid = true;
+    } else {
+      const int64_t r = r0 + l;
+      n = seq_of_row(TS, r);
+      valid = n >= 0 && n < TS.count && r < kidx(TS.off, n + 1);
+      t = valid ? r - kidx(TS.off, n) : 0;
+    }
+    valid = valid && mask_ok(TM, TS, n, t);
+    const int64_t obase = packed ? (r0 + l) * GS.sl : seq_base(GS, n) + t * GS.sl;
+    R *a = acc + (int64_t)l * dpad;
+    if (valid && P.normalize) {
+      const R nrm = reinterpret_cast<const R *>(SIDE == 0 ? P.qnorm : P.dnorm)[tok_index(TS, n, t)];
+      const R inv = inv_norm<R>(nrm);
+      if (nrm > (R)LIK_NORM_EPS) {
+        const int64_t ibase = seq_base(TS, n) + t * TS.sl;
+        R dot = 0;
+        for (int ch = 0; ch < P.nch; ++ch) {
+          const int col = ch * CW + lane * CPL;
+          const int lim = (int)min((int64_t)CPL, dim - col);
+          if (lim <= 0) continue;
+          R y[CPL];
+          load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, P.vec_tgt != 0, y);
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) dot = fma(a[col + k], y[k] * inv, dot);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        for (int ch = 0; ch < P.nch; ++ch) {
+          const int col = ch * CW + lane * CPL;
+          const int lim = (int)min((int64_t)CPL, dim - col);
+          if (lim <= 0) continue;
+          R y[CPL];
+          load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, P.vec_tgt != 0, y);
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) a[col + k] = (a[col + k] - y[k] * inv * dot) * inv;
+        }
+      } else {
+        for (int ch = 0; ch < P.nch; ++ch) {
+          const int col = ch * CW + lane * CPL;
+#pragma unroll
+          for (int k = 0; k < CPL; ++k) a[col + k] = a[col + k] * inv;
+        }
+      }
+    }
+    for (int ch = 0; ch < P.nch; ++ch) {
+      const int col = ch * CW + lane * CPL;
+      const int lim = (int)min((int64_t)CPL, dim - col);
+      if (lim <= 0) continue;
+      R v[CPL];
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) v[k] = valid ? a[col + k] : (R)0;
+      store_cols<T, R, CPL>(out + obase + (int64_t)col * GS.sk, GS.sk, lim, P.vec_out != 0, v);
+    }
+  }
+}
+
+/* ---- token norms ------------------------------------------------------------ */
+
+/* ||x|| of every token index of side s (padded: n * len + l over count * len;
+ * packed: rows 0 .. total-1), warp per token, in R. */
+template <typename T, typename R>
+__global__ void __launch_bounds__(NT) norms_kernel(const KSeq s, int64_t ntok, R *out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t tok = (int64_t)blockIdx.x * NW + (threadIdx.x >> 5);
+  if (tok >= ntok) return;
+  const T *x = reinterpret_cast<const T *>(s.data);
+  int64_t base;
+  if (s.off.data) base = tok * s.sl;
+  else base = seq_base(s, tok / s.len) + (tok % s.len) * s.sl;
+  R ss = 0;
+  for (int64_t k = lane; k < s.dim; k += 32) {
+    const R v = widen<T, R>(x[base + k * s.sk]);
+    ss = fma(v, v, ss);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) out[tok] = sqrt(ss);
+}
+
+/* ---- pair lists: CSR by key ------------------------------------------------- */
+
+__global__ void pair_keys_kernel(KIndex key, int64_t np, uint32_t *keys, int32_t *vals) {
+  const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= np) return;
+  keys[p] = (uint32_t)kidx(key, p);
+  vals[p] = (int32_t)p;
+}
+
+/* start[n] = first position of key >= n in the sorted keys, n = 0 .. nkeys. */
+__global__ void csr_start_kernel(const uint32_t *keys, int64_t np, int64_t nkeys, int32_t *start) {
+  const int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (n > nkeys) return;
+  int64_t lo = 0, hi = np;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) >> 1;
+    if ((int64_t)keys[mid] < n) lo = mid + 1;
+    else hi = mid;
+  }
+  start[n] = (int32_t)lo;
+}
+
+/* ---- host side ---------------------------------------------------------------- */
+
+static KIndex kindex(const lik_index &ix) {
+  KIndex k;
+  k.data = ix.data;
+  k.stride = ix.stride;
+  k.is64 = ix.dtype == LIK_I64;
+  return k;
+}
+
+static KSeq kseq(const lik_seqs &s) {
+  KSeq k;
+  k.data = s.data;
+  k.count = s.count;
+  k.len = s.len;
+  k.dim = s.dim;
+  k.sn = s.sn;
+  k.sl = s.sl;
+  k.sk = s.sk;
+  k.group = s.group;
+  k.sg = s.sg;
+  k.off = kindex(s.offsets);
+  return k;
+}
+
+static KMask kmask(const lik_mask &m) {
+  KMask k;
+  k.data = m.data;
+  k.sn = m.sn;
+  k.sl = m.sl;
+  k.sg = m.sg;
+  return k;
+}
+
+static int elt_size(lik_dtype t) { return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2; }
+
+/* CPL-element vector accesses are legal for every token of s. */
+static int vec_ok(const lik_seqs &s, int cpl) {
+  const int64_t es = elt_size(s.dtype), vb = es * cpl;
+  if (s.sk != 1 || s.dim % cpl != 0 || ((uintptr_t)s.data) % vb != 0) return 0;
+  if (s.sl % cpl != 0) return 0;
+  if (!s.offsets.data) {
+    if (s.sn % cpl != 0) return 0;
+    if (s.group > 0 && s.sg % cpl != 0) return 0;
+  }
+  return 1;
+}
+
+static lik_status cuda_fail(cudaError_t e, const char *what) {
+  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+}
+
+struct DeviceGuard {
+  int prev = -1;
+  cudaError_t err = cudaSuccess;
+  explicit DeviceGuard(int dev) {
+    err = cudaGetDevice(&prev);
+    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
+    else prev = -1;
+  }
+  ~DeviceGuard() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+
+/* Stream-ordered scratch, freed on the stream at scope exit. */
+struct Scratch {
+  cudaStream_t st;
+  void *ptrs[16];
+  int n = 0;
+  explicit Scratch(cudaStream_t s) : st(s) {}
+  cudaError_t get(void **p, size_t bytes) {
+    *p = nullptr;
+    if (bytes == 0) bytes = 16;
+    const cudaError_t e = cudaMallocAsync(p, bytes, st);
+    if (e == cudaSuccess) ptrs[n++] = *p;
+    return e;
+  }
+  ~Scratch() {
+    for (int i = n - 1; i >= 0; --i) cudaFreeAsync(ptrs[i], st);
+  }
+};
+
+template <typename T, typename R, int CPL>
+static cudaError_t launch_rows(Params P, int side, int sms, int dev, cudaStream_t st) {
+  const KSeq &TS = side == 0 ? P.q : P.d;
+  const int64_t dim = TS.dim;
+  const int cw = 32 * CPL;
+  const int64_t nch = (dim + cw - 1) / cw;
+  const size_t row_bytes = (size_t)(nch * cw) * sizeof(R);
+  const size_t fixed = (sizeof(Smem<R>) + 15) / 16 * 16;
+  int smem_max = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess) return e;
+  /* rows per tile: up to 64 while the accumulator fits; fewer while the
+   * grid would leave SMs idle (a row's arithmetic does not depend on it) */
+  const bool packed = TS.off.data != nullptr;
+  const int64_t len = packed ? 0 : TS.len;
+  const int64_t total = packed ? (side == 0 ? P.q_total : P.d_total) : TS.count * TS.len;
+  int tt = 64;
+  while (tt > 1 && fixed + (size_t)tt * row_bytes > (size_t)smem_max) tt >>= 1;
+  if (fixed + (size_t)tt * row_bytes > (size_t)smem_max) return cudaErrorInvalidConfiguration;
+  if (!packed)
+    while (tt > 8 && tt / 2 >= len) tt >>= 1; /* short sequences: no empty rows */
+  auto items = [&](int t) -> int64_t {
+    if (packed) return (total + t - 1) / t;
+    return TS.count * ((len + t - 1) / t);
+  };
+  while (tt > 8 && items(tt) < 4 * (int64_t)sms) tt >>= 1;
+  const int64_t nitems = items(tt);
+  if (nitems <= 0) return cudaSuccess;
+  if (nitems > INT_MAX) return cudaErrorInvalidConfiguration;
+  P.tt = tt;
+  P.tps = packed ? 0 : (len + tt - 1) / tt;
+  P.nch = (int)nch;
+  const size_t smem = fixed + (size_t)tt * row_bytes;
+  if (side == 0) {
+    e = cudaFuncSetAttribute(rows_kernel<T, R, CPL, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+    if (e != cudaSuccess) return e;
+    rows_kernel<T, R, CPL, 0><<<(unsigned)nitems, NT, smem, st>>>(P);
+  } else {
+    e = cudaFuncSetAttribute(rows_kernel<T, R, CPL, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)smem);
+    if (e != cudaSuccess) return e;
+    rows_kernel<T, R, CPL, 1><<<(unsigned)nitems, NT, smem, st>>>(P);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, typename R>
+static cudaError_t launch_norms(const KSeq &s, int64_t ntok, R *out, cudaStream_t st) {
+  if (ntok <= 0) return cudaSuccess;
+  const int64_t blocks = (ntok + NW - 1) / NW;
+  norms_kernel<T, R><<<(unsigned)blocks, NT, 0, st>>>(s, ntok, out);
+  return cudaGetLastError();
+}
+
+/* CSR of the pair list by key (pair_q or pair_d): start [nkeys + 1], pairs [P]. */
+static cudaError_t build_csr(Scratch &sc, const KIndex &key, int64_t np, int64_t nkeys,
+                             int32_t **start, int32_t **pairs, cudaStream_t st) {
+  uint32_t *k_in, *k_out;
+  int32_t *v_in;
+  cudaError_t e;
+  if ((e = sc.get((void **)&k_in, np * 4)) || (e = sc.get((void **)&k_out, np * 4)) ||
+      (e = sc.get((void **)&v_in, np * 4)) || (e = sc.get((void **)pairs, np * 4)) ||
+      (e = sc.get((void **)start, (nkeys + 1) * 4)))
+    return e;
+  if (np > 0) {
+    pair_keys_kernel<<<(unsigned)((np + 255) / 256), 256, 0, st>>>(key, np, k_in, v_in);
+    if ((e = cudaGetLastError())) return e;
+    int bits = 1;
+    while (bits < 32 && ((int64_t)1 << bits) <= nkeys) ++bits;
+    size_t tmp_bytes = 0;
+    if ((e = cub::DeviceRadixSort::SortPairs(nullptr, tmp_bytes, k_in, k_out, v_in, *pairs,
+                                             (int)np, 0, bits, st)))
+      return e;
+    void *tmp;
+    if ((e = sc.get(&tmp, tmp_bytes))) return e;
+    if ((e = cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, k_in, k_out, v_in, *pairs, (int)np,
+                                             0, bits, st)))
+      return e;
+  }
+  csr_start_kernel<<<(unsigned)((nkeys + 1 + 255) / 256), 256, 0, st>>>(k_out, np, nkeys, *start);
+  return cudaGetLastError();
+}
+
+template <typename T, typename R, int CPL>
+static lik_status run(const lik_bw *bw, Params P, int dev, cudaStream_t st) {
+  const lik_problem *p = &bw->p;
+  const bool want_q = bw->gq.data && p->q.count > 0;
+  const bool want_d = bw->gd.data && p->d.count > 0;
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  Scratch sc(st);
+  const int64_t ntq = p->q.offsets.data ? bw->q_total : p->q.count * p->q.len;
+  const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
+  if (p->normalize) {
+    R *qn, *dn;
+    if ((e = sc.get((void **)&qn, (size_t)ntq * sizeof(R))) ||
+        (e = sc.get((void **)&dn, (size_t)ntd * sizeof(R))))
+      return cuda_fail(e, "cudaMallocAsync (token norms)");
+    if ((e = launch_norms<T, R>(P.q, ntq, qn, st)) || (e = launch_norms<T, R>(P.d, ntd, dn, st)))
+      return cuda_fail(e, "the norm kernel launch");
+    P.qnorm = qn;
+    P.dnorm = dn;
+  }
+  if (p->pairing == LIK_PAIRING_LIST) {
+    if (p->ncand > INT_MAX || p->q.count >= INT_MAX || p->d.count >= INT_MAX)
+      return lik_fail(LIK_ERR_UNSUPPORTED,
+                      "pair_q: %lld pairs is too many for the CUDA backward (at most %d)",
+                      (long long)p->ncand, INT_MAX);
+    int32_t *s, *l;
+    if (want_q) {
+      if ((e = build_csr(sc, P.pq, p->ncand, p->q.count, &s, &l, st)))
+        return cuda_fail(e, "grouping the pairs by query");
+      P.q_start = s;
+      P.q_pairs = l;
+    }
+    if (want_d) {
+      if ((e = build_csr(sc, P.pd, p->ncand, p->d.count, &s, &l, st)))
+        return cuda_fail(e, "grouping the pairs by document");
+      P.d_start = s;
+      P.d_pairs = l;
+    }
+  }
+  /* vector flags per launch: grad_Q reads D rows (sources) and Q rows
+   * (normalize), writes grad_Q; grad_D the other way round */
+  const int vq = vec_ok(p->q, CPL), vd = vec_ok(p->d, CPL);
+  if (want_q) {
+    P.vec_src = vd;
+    P.vec_tgt = vq;
+    P.vec_out = vec_ok(bw->gq, CPL);
+    if ((e = launch_rows<T, R, CPL>(P, 0, sms, dev, st)))
+      return e == cudaErrorInvalidConfiguration
+                 ? lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld is too large for the CUDA backward",
+                            (long long)p->q.dim)
+                 : cuda_fail(e, "the grad_Q kernel launch");
+  }
+  if (want_d) {
+    P.vec_src = vq;
+    P.vec_tgt = vd;
+    P.vec_out = vec_ok(bw->gd, CPL);
+    if ((e = launch_rows<T, R, CPL>(P, 1, sms, dev, st)))
+      return e == cudaErrorInvalidConfiguration
+                 ? lik_fail(LIK_ERR_UNSUPPORTED, "D: d=%lld is too large for the CUDA backward",
+                            (long long)p->d.dim)
+                 : cuda_fail(e, "the grad_D kernel launch");
+  }
+  return LIK_OK;
+}
+
+} // namespace bw
+} // namespace lik_cuda
+
+using namespace lik_cuda;
+using namespace lik_cuda::bw;
+
+extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp) {
+  const lik_problem *p = &bwp->p;
+  const bool want_q = bwp->gq.data && p->q.count > 0;
+  const bool want_d = bwp->gd.data && p->d.count > 0;
+  if (!want_q && !want_d) return LIK_OK;
+  DeviceGuard guard(p->device_id);
+  if (guard.err != cudaSuccess) return cuda_fail(guard.err, "selecting the device");
+  (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
+  Params P;
+  memset(&P, 0, sizeof P);
+  P.q = kseq(p->q);
+  P.d = kseq(p->d);
+  P.qm = kmask(p->q_mask);
+  P.dm = kmask(p->d_mask);
+  P.gq = kseq(bwp->gq);
+  P.gd = kseq(bwp->gd);
+  P.pairing = (int)p->pairing;
+  P.normalize = p->normalize ? 1 : 0;
+  P.ncand = p->ncand;
+  P.pq = kindex(p->pair_q);
+  P.pd = kindex(p->pair_d);
+  P.argmax = p->argmax;
+  P.asi = p->argmax_si;
+  P.asj = p->argmax_sj;
+  P.ass = p->argmax_ss;
+  P.gs = bwp->gs;
+  P.gs64 = bwp->gs_dtype == LIK_F64;
+  P.gsi = bwp->gs_si;
+  P.gsj = bwp->gs_sj;
+  P.q_total = bwp->q_total;
+  P.d_total = bwp->d_total;
+  cudaStream_t st = (cudaStream_t)p->stream;
+  switch (p->q.dtype) {
+  case LIK_BF16: return run<__nv_bfloat16, float, 4>(bwp, P, p->device_id, st);
+  case LIK_F16: return run<__half, float, 4>(bwp, P, p->device_id, st);
+  case LIK_F32: return run<float, float, 4>(bwp, P, p->device_id, st);
+  default: return run<double, double, 2>(bwp, P, p->device_id, st);
+  }
+}
