@@ -67,8 +67,10 @@ struct Params {
   /* list pairing: pairs grouped by query / by document, ascending */
   const int32_t *q_start, *q_pairs, *d_start, *d_pairs;
   /* tiling of the target side of one launch */
-  int tt;           /* rows per tile (<= 64) */
-  int64_t tps;      /* padded: tiles per sequence; packed: 0 (global row tiles) */
+  int tt;           /* grad_D: rows per tile (<= 64) */
+  int64_t tps;      /* grad_D padded: tiles per document; packed: 0 (global row tiles) */
+  int sparse;       /* grad_D sparse mode (see gradd_kernel) */
+  int tpc;          /* grad_D sparse mode: tiles per CTA */
   int nch;          /* column chunks of 32 * CPL */
   int vec_src, vec_tgt, vec_out; /* CPL-element vector accesses are legal */
 };
@@ -200,81 +202,235 @@ __device__ __forceinline__ int64_t seq_of_row(const KSeq &s, int64_t r) {
   return lo;
 }
 
-/* ---- the rows kernel ---------------------------------------------------------
- * SIDE 0: target Q (grad_Q), sources D rows.  SIDE 1: target D (grad_D),
- * sources Q rows.  One CTA per tile of P.tt target rows: a padded sequence's
- * tokens [tile * tt, ...) or packed rows [blockIdx * tt, ...). */
+/* Final value of a gradient row held in a[] (lane-owned columns, CPL per
+ * chunk): zero if the token is invalid; under normalize the L2-normalisation
+ * Jacobian (the dot product reduced over the warp in a fixed tree); then
+ * converted and stored once. */
+template <typename T, typename R, int CPL, typename Acc>
+__device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, const KSeq &GS,
+                                           const void *norms, bool vec_tgt, bool vec_out,
+                                           int nch, int lane, int64_t n, int64_t t, bool valid,
+                                           int64_t obase, Acc &&a) {
+  const int CW = 32 * CPL;
+  const int64_t dim = TS.dim;
+  const T *tin = reinterpret_cast<const T *>(TS.data);
+  T *out = reinterpret_cast<T *>(const_cast<void *>(GS.data));
+  R inv = (R)1, dot = (R)0;
+  bool jac = false;
+  int64_t ibase = 0;
+  if (valid && P.normalize) {
+    const R nrm = reinterpret_cast<const R *>(norms)[tok_index(TS, n, t)];
+    inv = inv_norm<R>(nrm);
+    jac = nrm > (R)LIK_NORM_EPS;
+    if (jac) {
+      ibase = seq_base(TS, n) + t * TS.sl;
+      for (int ch = 0; ch < nch; ++ch) {
+        const int col = ch * CW + lane * CPL;
+        const int lim = (int)min((int64_t)CPL, dim - col);
+        if (lim <= 0) continue;
+        R y[CPL];
+        load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, vec_tgt, y);
+#pragma unroll
+        for (int k = 0; k < CPL; ++k) dot = fma(a(ch, k), y[k] * inv, dot);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    }
+  }
+  for (int ch = 0; ch < nch; ++ch) {
+    const int col = ch * CW + lane * CPL;
+    const int lim = (int)min((int64_t)CPL, dim - col);
+    if (lim <= 0) continue;
+    R v[CPL];
+    if (!valid) {
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) v[k] = (R)0;
+    } else if (jac) {
+      R y[CPL];
+      load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, vec_tgt, y);
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) v[k] = (a(ch, k) - y[k] * inv * dot) * inv;
+    } else {
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) v[k] = a(ch, k) * inv;
+    }
+    store_cols<T, R, CPL>(out + obase + (int64_t)col * GS.sk, GS.sk, lim, vec_out, v);
+  }
+}
 
-/* One segment: the part of target sequence n inside the tile, its terms. */
+/* ---- grad_Q: a warp per query token ---------------------------------------------
+ * Warp w of CTA b owns target row b * 8 + w (padded: query n = row / Lq, token
+ * s = row % Lq; packed: Q row).  It walks the query's outputs in ascending
+ * order (documents / candidates / its pairs), 32 at a time: lane e reads
+ * output e's argmax entry, grad_score, document mask and norm, then the warp
+ * adds the valid terms in order, 8 source rows in flight, into registers
+ * (REG: d <= 32 * CPL) or a warp-private shared-memory row. */
+template <typename T, typename R, int CPL, bool REG>
+__global__ void __launch_bounds__(NT) gradq_kernel(const Params P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = (int64_t)blockIdx.x * NW + warp;
+  const KSeq &TS = P.q, &SS = P.d;
+  const bool packed = TS.off.data != nullptr;
+  const int64_t total = packed ? P.q_total : TS.count * TS.len;
+  if (row >= total) return;
+  int64_t n, s;
+  bool valid;
+  if (!packed) {
+    n = row / TS.len;
+    s = row - n * TS.len;
+    valid = true;
+  } else {
+    n = seq_of_row(TS, row);
+    valid = n >= 0 && n < TS.count && row < kidx(TS.off, n + 1);
+    s = valid ? row - kidx(TS.off, n) : 0;
+  }
+  valid = valid && mask_ok(P.qm, TS, n, s);
+  const int CW = 32 * CPL;
+  const int nch = P.nch;
+  const int64_t dim = TS.dim;
+  R racc[CPL];
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
+  R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * nch * CW;
+  if (!REG)
+    for (int i = lane; i < nch * CW; i += 32) sacc[i] = (R)0;
+  const T *src = reinterpret_cast<const T *>(SS.data);
+  if (valid) {
+    int64_t nout, out0 = 0;
+    if (P.pairing == 2) {
+      out0 = P.q_start[n];
+      nout = P.q_start[n + 1] - out0;
+    } else {
+      nout = P.ncand;
+    }
+    for (int64_t e0 = 0; e0 < nout; e0 += 32) {
+      /* lane l: the term of output e0 + l */
+      const int64_t e = e0 + lane;
+      bool ok = false;
+      R gg = 0;
+      int64_t off = 0;
+      if (e < nout) {
+        int64_t oi, oj, dj;
+        if (P.pairing == 0) { oi = n; oj = e; dj = e; }
+        else if (P.pairing == 1) { oi = n; oj = e; dj = n * P.ncand + e; }
+        else { const int64_t p = P.q_pairs[out0 + e]; oi = 0; oj = p; dj = kidx(P.pd, p); }
+        const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+        ok = t >= 0 && (int64_t)t < seq_len(SS, dj) && mask_ok(P.dm, SS, dj, t);
+        if (ok) {
+          gg = grad_at<R>(P, oi, oj);
+          if (P.normalize)
+            gg *= inv_norm<R>(reinterpret_cast<const R *>(P.dnorm)[tok_index(SS, dj, t)]);
+          off = seq_base(SS, dj) + (int64_t)t * SS.sl;
+        }
+      }
+      unsigned m = __ballot_sync(0xffffffffu, ok);
+      while (m) {
+        constexpr int U = 8;
+        int64_t o[U];
+        R gv[U];
+        int cnt = 0;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int b = m ? __ffs(m) - 1 : 0;
+          if (m) { m &= m - 1; cnt = u + 1; }
+          o[u] = __shfl_sync(0xffffffffu, off, b);
+          gv[u] = __shfl_sync(0xffffffffu, gg, b);
+        }
+        for (int ch = 0; ch < nch; ++ch) {
+          const int col = ch * CW + lane * CPL;
+          const int lim = (int)min((int64_t)CPL, dim - col);
+          R v[U][CPL];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (u < cnt && lim > 0)
+              load_cols<T, R, CPL>(src + o[u] + (int64_t)col * SS.sk, SS.sk, lim, P.vec_src != 0, v[u]);
+          if (lim > 0) {
+            if (REG) {
+#pragma unroll
+              for (int u = 0; u < U; ++u)
+                if (u < cnt) {
+#pragma unroll
+                  for (int k = 0; k < CPL; ++k) racc[k] = fma(gv[u], v[u][k], racc[k]);
+                }
+            } else {
+              R *a = sacc + col;
+#pragma unroll
+              for (int u = 0; u < U; ++u)
+                if (u < cnt) {
+#pragma unroll
+                  for (int k = 0; k < CPL; ++k) a[k] = fma(gv[u], v[u][k], a[k]);
+                }
+            }
+          }
+        }
+      }
+    }
+  }
+  __syncwarp();
+  const int64_t obase = packed ? row * P.gq.sl : seq_base(P.gq, n) + s * P.gq.sl;
+  if (REG)
+    finish_row<T, R, CPL>(P, TS, P.gq, P.qnorm, P.vec_tgt != 0, P.vec_out != 0, 1, lane, n, s, valid,
+                          obase, [&](int, int k) -> R & { return racc[k]; });
+  else
+    finish_row<T, R, CPL>(P, TS, P.gq, P.qnorm, P.vec_tgt != 0, P.vec_out != 0, nch, lane, n, s,
+                          valid, obase,
+                          [&](int ch, int k) -> R & { return sacc[ch * CW + lane * CPL + k]; });
+}
+
+/* ---- grad_D: destination-owned tiles ------------------------------------------------
+ * One CTA per tile of P.tt document rows (padded: tokens [tile * tt, ...) of
+ * document n; packed: rows [b * tt, ...)), or, in the sparse mode (P.sparse,
+ * padded, a document's candidates fit one chunk: KD, pairs, few queries), per
+ * run of P.tpc tiles of one document whose candidates are evaluated once.
+ * The candidates (output, query token) of each document of the tile are
+ * walked in ascending order in chunks of 1024; a stable compaction keeps the
+ * terms landing in the CTA's rows; warp w adds the terms of its rows
+ * (row % 8 == w) into the shared-memory accumulator, lanes owning columns. */
+
 struct Seg {
-  int64_t n;        /* target sequence */
-  int64_t t_lo, t_hi; /* its tokens inside the tile */
-  int64_t lbase;    /* local row of token t: t + lbase */
-  int64_t out0, nout; /* outputs (terms groups) of n: CSR start / count */
-  int64_t width;    /* candidates per output: SIDE 0: t_hi - t_lo; SIDE 1: Lmax */
+  int64_t n;          /* document */
+  int64_t t_lo, t_hi; /* its tokens inside the CTA's rows */
+  int64_t lbase;      /* local row of token t: t + lbase */
+  int64_t out0, nout; /* outputs (pairs CSR start / count) */
+  int64_t width;      /* candidates per output: Lmax */
 };
 
-template <int SIDE>
 __device__ __forceinline__ void seg_outputs(const Params &P, Seg &g) {
   if (P.pairing == 0) {
     g.out0 = 0;
-    g.nout = SIDE == 0 ? P.ncand : P.q.count;
+    g.nout = P.q.count;
   } else if (P.pairing == 1) {
     g.out0 = 0;
-    g.nout = SIDE == 0 ? P.ncand : 1;
+    g.nout = 1;
   } else {
-    const int32_t *st = SIDE == 0 ? P.q_start : P.d_start;
-    g.out0 = st[g.n];
-    g.nout = st[g.n + 1] - g.out0;
+    g.out0 = P.d_start[g.n];
+    g.nout = P.d_start[g.n + 1] - g.out0;
   }
-  g.width = SIDE == 0 ? g.t_hi - g.t_lo : P.q.len;
+  g.width = P.q.len;
 }
 
-/* Candidate (e, w) of segment g: output e (0 .. nout-1), w (0 .. width-1).
- * Returns whether it is a term of a row of the tile: then tl (local row),
- * gg (g[i,j], times 1/||source|| under normalize) and off (element offset of
- * the source row). */
-template <typename R, int SIDE>
-__device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t w,
+/* Candidate (output e, query token s) of segment g: whether it is a term of a
+ * row of the CTA; then tl (local row), gg (g[i,j] / ||Q[i,s]|| under
+ * normalize) and off (element offset of the source Q row). */
+template <typename R>
+__device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t s,
                                           int &tl, R &gg, int64_t &off) {
-  int64_t oi, oj, qi, dj;
+  int64_t oi, oj, qi;
   const int64_t n = g.n;
-  if (P.pairing == 0) {
-    if (SIDE == 0) { oi = n; oj = e; qi = n; dj = e; }
-    else { oi = e; oj = n; qi = e; dj = n; }
-  } else if (P.pairing == 1) {
-    if (SIDE == 0) { oi = n; oj = e; qi = n; dj = n * P.ncand + e; }
-    else { oi = n / P.ncand; oj = n % P.ncand; qi = oi; dj = n; }
-  } else {
-    const int64_t p = (SIDE == 0 ? P.q_pairs : P.d_pairs)[g.out0 + e];
-    oi = 0; oj = p;
-    qi = SIDE == 0 ? n : kidx(P.pq, p);
-    dj = SIDE == 0 ? kidx(P.pd, p) : n;
-  }
-  const int64_t s = SIDE == 0 ? g.t_lo + w : w; /* query token */
-  if (SIDE == 1 && P.q.off.data && s >= seq_len(P.q, qi)) return false;
-  if (!mask_ok(P.qm, P.q, qi, s)) return false;
+  if (P.pairing == 0) { oi = e; oj = n; qi = e; }
+  else if (P.pairing == 1) { oi = n / P.ncand; oj = n - oi * P.ncand; qi = oi; }
+  else { const int64_t p = P.d_pairs[g.out0 + e]; oi = 0; oj = p; qi = kidx(P.pq, p); }
   const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
-  if (t < 0) return false;
-  if (SIDE == 1) {
-    if (t < g.t_lo || t >= g.t_hi) return false;
-    /* a masked target row is zeroed when written: no need to look */
-  } else {
-    if ((int64_t)t >= seq_len(P.d, dj) || !mask_ok(P.dm, P.d, dj, t)) return false;
-  }
+  if (t < g.t_lo || t >= g.t_hi) return false; /* also -1 */
+  if (P.q.off.data && s >= seq_len(P.q, qi)) return false;
+  if (!mask_ok(P.qm, P.q, qi, s)) return false;
+  /* a masked target row is zeroed when written: no need to look */
   R scale = grad_at<R>(P, oi, oj);
-  if (P.normalize) {
-    const R *nrm = reinterpret_cast<const R *>(SIDE == 0 ? P.dnorm : P.qnorm);
-    scale *= inv_norm<R>(nrm[SIDE == 0 ? tok_index(P.d, dj, t) : tok_index(P.q, qi, s)]);
-  }
+  if (P.normalize) scale *= inv_norm<R>(reinterpret_cast<const R *>(P.qnorm)[tok_index(P.q, qi, s)]);
   gg = scale;
-  if (SIDE == 0) {
-    tl = (int)(s + g.lbase);
-    off = seq_base(P.d, dj) + (int64_t)t * P.d.sl;
-  } else {
-    tl = (int)(t + g.lbase);
-    off = seq_base(P.q, qi) + s * P.q.sl;
-  }
+  tl = (int)(t + g.lbase);
+  off = seq_base(P.q, qi) + s * P.q.sl;
   return true;
 }
 
@@ -285,25 +441,169 @@ template <typename R> struct Smem {
   int cnt[EPT * NW + 1];
 };
 
-template <typename T, typename R, int CPL, int SIDE>
-__global__ void __launch_bounds__(NT, 2) rows_kernel(const Params P) {
+/* Evaluates candidates [base, base + CH) of segment g into the list (stable,
+ * candidate order).  Returns the list length.  Block-wide (barriers). */
+template <typename R>
+__device__ __forceinline__ int eval_chunk(const Params &P, const Seg &g, int64_t ncands, int64_t base,
+                                          Smem<R> &sm) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int tl[EPT];
+  R gg[EPT];
+  int64_t off[EPT];
+  bool ok[EPT];
+  {
+    int64_t c = base + tid;
+    int64_t e = c / g.width, w = c - e * g.width;
+    const int64_t se = NT / g.width, sw = NT - se * g.width;
+#pragma unroll
+    for (int k = 0; k < EPT; ++k) {
+      ok[k] = c < ncands && candidate<R>(P, g, e, w, tl[k], gg[k], off[k]);
+      c += NT;
+      e += se;
+      w += sw;
+      if (w >= g.width) { w -= g.width; ++e; }
+    }
+  }
+  unsigned bal[EPT];
+#pragma unroll
+  for (int k = 0; k < EPT; ++k) {
+    bal[k] = __ballot_sync(0xffffffffu, ok[k]);
+    if (lane == 0) sm.cnt[k * NW + warp] = __popc(bal[k]);
+  }
+  __syncthreads();
+  if (warp == 0) { /* exclusive scan of the EPT * NW counts, k-major */
+    const int v = lane < EPT * NW ? sm.cnt[lane] : 0;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (lane < EPT * NW) sm.cnt[lane] = x - v;
+    if (lane == 31) sm.cnt[EPT * NW] = x;
+  }
+  __syncthreads();
+  const unsigned lt_mask = (1u << lane) - 1u;
+#pragma unroll
+  for (int k = 0; k < EPT; ++k)
+    if (ok[k]) {
+      const int pos = sm.cnt[k * NW + warp] + __popc(bal[k] & lt_mask);
+      sm.tl[pos] = tl[k];
+      sm.g[pos] = gg[k];
+      sm.off[pos] = off[k];
+    }
+  __syncthreads();
+  return sm.cnt[EPT * NW];
+}
+
+/* Warp `warp` adds the list's terms whose local row r (tl - row0) is in
+ * [0, rows) and r % 8 == warp, in list order, into acc (rows of dpad). */
+template <typename T, typename R, int CPL>
+__device__ __forceinline__ void accumulate(const Params &P, const Smem<R> &sm, int L, int row0,
+                                           int rows, R *acc, int dpad) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int CW = 32 * CPL;
+  const int64_t dim = P.d.dim;
+  const T *src = reinterpret_cast<const T *>(P.q.data);
+  for (int b0 = 0; b0 < L; b0 += 32) {
+    const int idx = b0 + lane;
+    int r = idx < L ? sm.tl[idx] - row0 : -1;
+    const bool mine = r >= 0 && r < rows && (r % NW) == warp;
+    unsigned m = __ballot_sync(0xffffffffu, mine);
+    while (m) {
+      constexpr int U = 8;
+      int pos[U], cnt = 0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pos[u] = m ? b0 + __ffs(m) - 1 : b0;
+        if (m) { m &= m - 1; cnt = u + 1; }
+      }
+      for (int ch = 0; ch < P.nch; ++ch) {
+        const int col = ch * CW + lane * CPL;
+        const int lim = (int)min((int64_t)CPL, dim - col);
+        if (lim <= 0) continue;
+        R v[U][CPL];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (u < cnt)
+            load_cols<T, R, CPL>(src + sm.off[pos[u]] + (int64_t)col * P.q.sk, P.q.sk, lim,
+                                 P.vec_src != 0, v[u]);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (u < cnt) {
+            const R gv = sm.g[pos[u]];
+            R *a = acc + (int64_t)(sm.tl[pos[u]] - row0) * dpad + col;
+#pragma unroll
+            for (int k = 0; k < CPL; ++k) a[k] = fma(gv, v[u][k], a[k]);
+          }
+      }
+    }
+  }
+}
+
+/* Finishes rows [0, rows) of the accumulator: local row l is token t0 + l of
+ * document n (padded), or packed row r0 + l. */
+template <typename T, typename R, int CPL>
+__device__ __forceinline__ void finish_tile(const Params &P, bool packed, int64_t n, int64_t t0,
+                                            int64_t r0, int rows, R *acc, int dpad) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const KSeq &TS = P.d;
+  for (int l = warp; l < rows; l += NW) {
+    int64_t nn = n, t;
+    bool valid;
+    if (!packed) {
+      t = t0 + l;
+      valid = true;
+    } else {
+      const int64_t r = r0 + l;
+      nn = seq_of_row(TS, r);
+      valid = nn >= 0 && nn < TS.count && r < kidx(TS.off, nn + 1);
+      t = valid ? r - kidx(TS.off, nn) : 0;
+    }
+    valid = valid && mask_ok(P.dm, TS, nn, t);
+    const int64_t obase = packed ? (r0 + l) * P.gd.sl : seq_base(P.gd, nn) + t * P.gd.sl;
+    R *a = acc + (int64_t)l * dpad + lane * CPL;
+    finish_row<T, R, CPL>(P, TS, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, nn, t,
+                          valid, obase, [&](int ch, int k) -> R & { return a[ch * 32 * CPL + k]; });
+  }
+}
+
+template <typename T, typename R, int CPL>
+__global__ void __launch_bounds__(NT, 2) gradd_kernel(const Params P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem<R> &sm = *reinterpret_cast<Smem<R> *>(smem_raw);
   R *acc = reinterpret_cast<R *>(smem_raw + (sizeof(Smem<R>) + 15) / 16 * 16);
-
-  const KSeq &TS = SIDE == 0 ? P.q : P.d;  /* target side */
-  const KSeq &SS = SIDE == 0 ? P.d : P.q;  /* source side */
-  const KMask &TM = SIDE == 0 ? P.qm : P.dm;
-  const KSeq &GS = SIDE == 0 ? P.gq : P.gd; /* output */
-  const T *src = reinterpret_cast<const T *>(SS.data);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t dim = TS.dim;
-  const int CW = 32 * CPL;            /* columns per chunk */
-  const int dpad = P.nch * CW;
+  const KSeq &TS = P.d;
+  const int tid = threadIdx.x;
+  const int dpad = P.nch * 32 * CPL;
   const int tt = P.tt;
-
-  /* the tile */
   const bool packed = TS.off.data != nullptr;
+
+  if (P.sparse) { /* padded, one document, tiles [k0, k0 + tpc) */
+    const int64_t runs = (P.tps + P.tpc - 1) / P.tpc;
+    const int64_t n = (int64_t)blockIdx.x / runs;
+    const int64_t k0 = ((int64_t)blockIdx.x % runs) * P.tpc;
+    const int64_t t0 = k0 * tt, t1 = min(TS.len, (k0 + P.tpc) * (int64_t)tt);
+    Seg g;
+    g.n = n;
+    g.t_lo = t0;
+    g.t_hi = t1;
+    g.lbase = -t0;
+    seg_outputs(P, g);
+    const int64_t ncands = g.nout * g.width; /* <= CH */
+    const int L = ncands > 0 ? eval_chunk<R>(P, g, ncands, 0, sm) : 0;
+    for (int64_t t = t0; t < t1; t += tt) {
+      const int rows = (int)min((int64_t)tt, t1 - t);
+      for (int i = tid; i < rows * dpad; i += NT) acc[i] = (R)0;
+      __syncthreads();
+      accumulate<T, R, CPL>(P, sm, L, (int)(t - t0), rows, acc, dpad);
+      __syncthreads();
+      finish_tile<T, R, CPL>(P, false, n, t, 0, rows, acc, dpad);
+      __syncthreads();
+    }
+    return;
+  }
+
   int64_t n_first, n_last, r0 = 0, t0 = 0;
   int rows;
   if (!packed) {
@@ -311,19 +611,15 @@ __global__ void __launch_bounds__(NT, 2) rows_kernel(const Params P) {
     t0 = ((int64_t)blockIdx.x % P.tps) * tt;
     rows = (int)min((int64_t)tt, TS.len - t0);
   } else {
-    const int64_t total = SIDE == 0 ? P.q_total : P.d_total;
     r0 = (int64_t)blockIdx.x * tt;
-    rows = (int)min((int64_t)tt, total - r0);
+    rows = (int)min((int64_t)tt, P.d_total - r0);
     n_first = seq_of_row(TS, r0);
     n_last = seq_of_row(TS, r0 + rows - 1);
     if (n_first < 0) n_first = 0;
     if (n_last >= TS.count) n_last = TS.count - 1;
   }
-
-  for (int i = tid; i < tt * dpad; i += NT) acc[i] = (R)0;
+  for (int i = tid; i < rows * dpad; i += NT) acc[i] = (R)0;
   __syncthreads();
-
-  const unsigned lt_mask = (1u << lane) - 1u;
   for (int64_t n = n_first; n <= n_last; ++n) {
     Seg g;
     g.n = n;
@@ -336,169 +632,18 @@ __global__ void __launch_bounds__(NT, 2) rows_kernel(const Params P) {
       g.t_lo = max(r0, o0) - o0;
       g.t_hi = min(r0 + rows, o1) - o0;
       g.lbase = o0 - r0;
-      if (g.t_hi <= g.t_lo && SIDE == 0) continue;
       if (g.t_hi <= g.t_lo) continue;
     }
-    seg_outputs<SIDE>(P, g);
+    seg_outputs(P, g);
     if (g.nout <= 0 || g.width <= 0) continue;
     const int64_t ncands = g.nout * g.width;
     for (int64_t base = 0; base < ncands; base += CH) {
-      /* phase a: evaluate, compact in candidate order */
-      int tl[EPT];
-      R gg[EPT];
-      int64_t off[EPT];
-      bool ok[EPT];
-      {
-        int64_t c = base + tid;
-        int64_t e = c / g.width, w = c - e * g.width;
-        const int64_t se = NT / g.width, sw = NT - se * g.width;
-#pragma unroll
-        for (int k = 0; k < EPT; ++k) {
-          ok[k] = c < ncands && candidate<R, SIDE>(P, g, e, w, tl[k], gg[k], off[k]);
-          c += NT;
-          e += se;
-          w += sw;
-          if (w >= g.width) { w -= g.width; ++e; }
-        }
-      }
-      unsigned bal[EPT];
-#pragma unroll
-      for (int k = 0; k < EPT; ++k) {
-        bal[k] = __ballot_sync(0xffffffffu, ok[k]);
-        if (lane == 0) sm.cnt[k * NW + warp] = __popc(bal[k]);
-      }
-      __syncthreads();
-      if (warp == 0) { /* exclusive scan of the EPT * NW counts, k-major */
-        int v = lane < EPT * NW ? sm.cnt[lane] : 0, x = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int y = __shfl_up_sync(0xffffffffu, x, o);
-          if (lane >= o) x += y;
-        }
-        if (lane < EPT * NW) sm.cnt[lane] = x - v;
-        if (lane == 31) sm.cnt[EPT * NW] = x;
-      }
-      __syncthreads();
-#pragma unroll
-      for (int k = 0; k < EPT; ++k)
-        if (ok[k]) {
-          const int pos = sm.cnt[k * NW + warp] + __popc(bal[k] & lt_mask);
-          sm.tl[pos] = tl[k];
-          sm.g[pos] = gg[k];
-          sm.off[pos] = off[k];
-        }
-      __syncthreads();
-      const int L = sm.cnt[EPT * NW];
-      /* phase b: warp `warp` adds the terms of its rows, in list order */
-      for (int b0 = 0; b0 < L; b0 += 32) {
-        const int idx = b0 + lane;
-        const bool mine = idx < L && (sm.tl[idx] % NW) == warp;
-        unsigned m = __ballot_sync(0xffffffffu, mine);
-        while (m) {
-          /* up to 4 terms: loads first, then the accumulations in order */
-          int pos[4], cnt = 0;
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            if (m) {
-              pos[u] = b0 + __ffs(m) - 1;
-              m &= m - 1;
-              cnt = u + 1;
-            } else {
-              pos[u] = -1;
-            }
-          }
-          for (int ch = 0; ch < P.nch; ++ch) {
-            const int col = ch * CW + lane * CPL;
-            const int lim = (int)min((int64_t)CPL, dim - col);
-            R v[4][CPL];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-              if (u < cnt && lim > 0) {
-                load_cols<T, R, CPL>(src + sm.off[pos[u]] + (int64_t)col * SS.sk, SS.sk, lim,
-                                     P.vec_src != 0, v[u]);
-              }
-            }
-            if (lim > 0) {
-#pragma unroll
-              for (int u = 0; u < 4; ++u) {
-                if (u < cnt) {
-                  const R gv = sm.g[pos[u]];
-                  R *a = acc + (int64_t)sm.tl[pos[u]] * dpad + col;
-#pragma unroll
-                  for (int k = 0; k < CPL; ++k) a[k] = fma(gv, v[u][k], a[k]);
-                }
-              }
-            }
-          }
-        }
-      }
+      const int L = eval_chunk<R>(P, g, ncands, base, sm);
+      accumulate<T, R, CPL>(P, sm, L, 0, rows, acc, dpad);
       __syncthreads();
     }
   }
-
-  /* finish: warp per row: mask, normalize Jacobian, convert, store once */
-  T *out = reinterpret_cast<T *>(const_cast<void *>(GS.data));
-  const T *tin = reinterpret_cast<const T *>(TS.data);
-  for (int l = warp; l < rows; l += NW) {
-    int64_t n, t;
-    bool valid;
-    if (!packed) {
-      n = n_first;
-      t = t0 + l;
-      valid = true;
-    } else {
-      const int64_t r = r0 + l;
-      n = seq_of_row(TS, r);
-      valid = n >= 0 && n < TS.count && r < kidx(TS.off, n + 1);
-      t = valid ? r - kidx(TS.off, n) : 0;
-    }
-    valid = valid && mask_ok(TM, TS, n, t);
-    const int64_t obase = packed ? (r0 + l) * GS.sl : seq_base(GS, n) + t * GS.sl;
-    R *a = acc + (int64_t)l * dpad;
-    if (valid && P.normalize) {
-      const R nrm = reinterpret_cast<const R *>(SIDE == 0 ? P.qnorm : P.dnorm)[tok_index(TS, n, t)];
-      const R inv = inv_norm<R>(nrm);
-      if (nrm > (R)LIK_NORM_EPS) {
-        const int64_t ibase = seq_base(TS, n) + t * TS.sl;
-        R dot = 0;
-        for (int ch = 0; ch < P.nch; ++ch) {
-          const int col = ch * CW + lane * CPL;
-          const int lim = (int)min((int64_t)CPL, dim - col);
-          if (lim <= 0) continue;
-          R y[CPL];
-          load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, P.vec_tgt != 0, y);
-#pragma unroll
-          for (int k = 0; k < CPL; ++k) dot = fma(a[col + k], y[k] * inv, dot);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        for (int ch = 0; ch < P.nch; ++ch) {
-          const int col = ch * CW + lane * CPL;
-          const int lim = (int)min((int64_t)CPL, dim - col);
-          if (lim <= 0) continue;
-          R y[CPL];
-          load_cols<T, R, CPL>(tin + ibase + (int64_t)col * TS.sk, TS.sk, lim, P.vec_tgt != 0, y);
-#pragma unroll
-          for (int k = 0; k < CPL; ++k) a[col + k] = (a[col + k] - y[k] * inv * dot) * inv;
-        }
-      } else {
-        for (int ch = 0; ch < P.nch; ++ch) {
-          const int col = ch * CW + lane * CPL;
-#pragma unroll
-          for (int k = 0; k < CPL; ++k) a[col + k] = a[col + k] * inv;
-        }
-      }
-    }
-    for (int ch = 0; ch < P.nch; ++ch) {
-      const int col = ch * CW + lane * CPL;
-      const int lim = (int)min((int64_t)CPL, dim - col);
-      if (lim <= 0) continue;
-      R v[CPL];
-#pragma unroll
-      for (int k = 0; k < CPL; ++k) v[k] = valid ? a[col + k] : (R)0;
-      store_cols<T, R, CPL>(out + obase + (int64_t)col * GS.sk, GS.sk, lim, P.vec_out != 0, v);
-    }
-  }
+  finish_tile<T, R, CPL>(P, packed, n_first, t0, r0, rows, acc, dpad);
 }
 
 /* ---- token norms ------------------------------------------------------------ */
@@ -630,50 +775,93 @@ struct Scratch {
   }
 };
 
+static int smem_optin(int dev, cudaError_t &e) {
+  int v = 0;
+  e = cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return v;
+}
+
+/* grad_Q: a warp per Q row, 8 rows per CTA.  cudaErrorInvalidConfiguration:
+ * d too large for the per-warp shared-memory row. */
 template <typename T, typename R, int CPL>
-static cudaError_t launch_rows(Params P, int side, int sms, int dev, cudaStream_t st) {
-  const KSeq &TS = side == 0 ? P.q : P.d;
-  const int64_t dim = TS.dim;
+static cudaError_t launch_gradq(Params P, int dev, cudaStream_t st) {
   const int cw = 32 * CPL;
-  const int64_t nch = (dim + cw - 1) / cw;
+  const int64_t nch = (P.q.dim + cw - 1) / cw;
+  const int64_t total = P.q.off.data ? P.q_total : P.q.count * P.q.len;
+  if (total <= 0) return cudaSuccess;
+  const int64_t blocks = (total + NW - 1) / NW;
+  if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
+  P.nch = (int)nch;
+  cudaError_t e;
+  if (nch == 1) {
+    gradq_kernel<T, R, CPL, true><<<(unsigned)blocks, NT, 0, st>>>(P);
+    return cudaGetLastError();
+  }
+  const size_t smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
+  const int mx = smem_optin(dev, e);
+  if (e != cudaSuccess) return e;
+  if (smem > (size_t)mx) return cudaErrorInvalidConfiguration;
+  if ((e = cudaFuncSetAttribute(gradq_kernel<T, R, CPL, false>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+    return e;
+  gradq_kernel<T, R, CPL, false><<<(unsigned)blocks, NT, smem, st>>>(P);
+  return cudaGetLastError();
+}
+
+/* grad_D: tiles of tt rows; the sparse mode where a document's candidates
+ * fit one chunk.  Tile sizes change only the work split, never a row's
+ * arithmetic. */
+template <typename T, typename R, int CPL>
+static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
+  const KSeq &TS = P.d;
+  const int cw = 32 * CPL;
+  const int64_t nch = (TS.dim + cw - 1) / cw;
   const size_t row_bytes = (size_t)(nch * cw) * sizeof(R);
   const size_t fixed = (sizeof(Smem<R>) + 15) / 16 * 16;
-  int smem_max = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  cudaError_t e;
+  const int smem_max = smem_optin(dev, e);
   if (e != cudaSuccess) return e;
-  /* rows per tile: up to 64 while the accumulator fits; fewer while the
-   * grid would leave SMs idle (a row's arithmetic does not depend on it) */
   const bool packed = TS.off.data != nullptr;
   const int64_t len = packed ? 0 : TS.len;
-  const int64_t total = packed ? (side == 0 ? P.q_total : P.d_total) : TS.count * TS.len;
+  const int64_t total = packed ? P.d_total : TS.count * TS.len;
+  if (total <= 0) return cudaSuccess;
   int tt = 64;
   while (tt > 1 && fixed + (size_t)tt * row_bytes > (size_t)smem_max) tt >>= 1;
   if (fixed + (size_t)tt * row_bytes > (size_t)smem_max) return cudaErrorInvalidConfiguration;
   if (!packed)
-    while (tt > 8 && tt / 2 >= len) tt >>= 1; /* short sequences: no empty rows */
-  auto items = [&](int t) -> int64_t {
-    if (packed) return (total + t - 1) / t;
-    return TS.count * ((len + t - 1) / t);
-  };
-  while (tt > 8 && items(tt) < 4 * (int64_t)sms) tt >>= 1;
-  const int64_t nitems = items(tt);
-  if (nitems <= 0) return cudaSuccess;
-  if (nitems > INT_MAX) return cudaErrorInvalidConfiguration;
+    while (tt > 8 && tt / 2 >= len) tt >>= 1; /* short documents: no empty rows */
+  /* sparse mode: every candidate of a document in one chunk (KD, pairs, few
+   * queries): evaluated once per CTA, which then walks several tiles */
+  const int64_t ncands = P.pairing == 0 ? P.q.count * P.q.len : P.q.len;
+  const bool sparse = !packed && P.pairing != 2 && ncands <= CH;
+  int64_t items;
+  P.sparse = 0;
+  P.tpc = 1;
+  if (sparse) {
+    P.tps = (len + tt - 1) / tt;
+    int64_t tpc = P.tps;
+    while (tpc > 1 && TS.count * ((P.tps + tpc - 1) / tpc) < 2 * (int64_t)sms) tpc = (tpc + 1) / 2;
+    P.sparse = 1;
+    P.tpc = (int)tpc;
+    items = TS.count * ((P.tps + tpc - 1) / tpc);
+  } else {
+    auto count = [&](int t) -> int64_t {
+      if (packed) return (total + t - 1) / t;
+      return TS.count * ((len + t - 1) / t);
+    };
+    while (tt > 8 && count(tt) < 4 * (int64_t)sms) tt >>= 1;
+    P.tps = packed ? 0 : (len + tt - 1) / tt;
+    items = count(tt);
+  }
+  if (items <= 0) return cudaSuccess;
+  if (items > INT_MAX) return cudaErrorInvalidConfiguration;
   P.tt = tt;
-  P.tps = packed ? 0 : (len + tt - 1) / tt;
   P.nch = (int)nch;
   const size_t smem = fixed + (size_t)tt * row_bytes;
-  if (side == 0) {
-    e = cudaFuncSetAttribute(rows_kernel<T, R, CPL, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-    if (e != cudaSuccess) return e;
-    rows_kernel<T, R, CPL, 0><<<(unsigned)nitems, NT, smem, st>>>(P);
-  } else {
-    e = cudaFuncSetAttribute(rows_kernel<T, R, CPL, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-    if (e != cudaSuccess) return e;
-    rows_kernel<T, R, CPL, 1><<<(unsigned)nitems, NT, smem, st>>>(P);
-  }
+  if ((e = cudaFuncSetAttribute(gradd_kernel<T, R, CPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)smem)))
+    return e;
+  gradd_kernel<T, R, CPL><<<(unsigned)items, NT, smem, st>>>(P);
   return cudaGetLastError();
 }
 
@@ -761,7 +949,7 @@ static lik_status run(const lik_bw *bw, Params P, int dev, cudaStream_t st) {
     P.vec_src = vd;
     P.vec_tgt = vq;
     P.vec_out = vec_ok(bw->gq, CPL);
-    if ((e = launch_rows<T, R, CPL>(P, 0, sms, dev, st)))
+    if ((e = launch_gradq<T, R, CPL>(P, dev, st)))
       return e == cudaErrorInvalidConfiguration
                  ? lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld is too large for the CUDA backward",
                             (long long)p->q.dim)
@@ -771,7 +959,7 @@ static lik_status run(const lik_bw *bw, Params P, int dev, cudaStream_t st) {
     P.vec_src = vq;
     P.vec_tgt = vd;
     P.vec_out = vec_ok(bw->gd, CPL);
-    if ((e = launch_rows<T, R, CPL>(P, 1, sms, dev, st)))
+    if ((e = launch_gradd<T, R, CPL>(P, sms, dev, st)))
       return e == cudaErrorInvalidConfiguration
                  ? lik_fail(LIK_ERR_UNSUPPORTED, "D: d=%lld is too large for the CUDA backward",
                             (long long)p->d.dim)
