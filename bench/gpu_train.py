@@ -246,7 +246,7 @@ def main():
                     rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
                 Q.grad = D.grad = None
                 torch.cuda.empty_cache()
-                if not args.no_graph and "error" not in rec:
+                if not args.no_graph and "error" not in rec and rec.get("peak_mb", 0) < 20e3:
                     try:
                         gr = graph_of(step)
                         rec["graph_ms"] = tt.do_bench(gr.replay, warmup=25, rep=args.rep, return_mode="median")

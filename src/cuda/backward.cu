@@ -35,6 +35,7 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -69,8 +70,6 @@ struct Params {
   /* tiling of the target side of one launch */
   int tt;           /* grad_D: rows per tile (<= 64) */
   int64_t tps;      /* grad_D padded: tiles per document; packed: 0 (global row tiles) */
-  int sparse;       /* grad_D sparse mode (see gradd_kernel) */
-  int tpc;          /* grad_D sparse mode: tiles per CTA */
   int nch;          /* column chunks of 32 * CPL */
   int vec_src, vec_tgt, vec_out; /* CPL-element vector accesses are legal */
 };
@@ -266,7 +265,7 @@ __device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, cons
  * adds the valid terms in order, 8 source rows in flight, into registers
  * (REG: d <= 32 * CPL) or a warp-private shared-memory row. */
 template <typename T, typename R, int CPL, bool REG>
-__global__ void __launch_bounds__(NT) gradq_kernel(const Params P) {
+__global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = (int64_t)blockIdx.x * NW + warp;
@@ -380,9 +379,7 @@ __global__ void __launch_bounds__(NT) gradq_kernel(const Params P) {
 
 /* ---- grad_D: destination-owned tiles ------------------------------------------------
  * One CTA per tile of P.tt document rows (padded: tokens [tile * tt, ...) of
- * document n; packed: rows [b * tt, ...)), or, in the sparse mode (P.sparse,
- * padded, a document's candidates fit one chunk: KD, pairs, few queries), per
- * run of P.tpc tiles of one document whose candidates are evaluated once.
+ * document n; packed: rows [b * tt, ...)) (the sparse mode: gradd_sparse_kernel).
  * The candidates (output, query token) of each document of the tile are
  * walked in ascending order in chunks of 1024; a stable compaction keeps the
  * terms landing in the CTA's rows; warp w adds the terms of its rows
@@ -452,9 +449,16 @@ __device__ __forceinline__ int eval_chunk(const Params &P, const Seg &g, int64_t
   int64_t off[EPT];
   bool ok[EPT];
   {
-    int64_t c = base + tid;
-    int64_t e = c / g.width, w = c - e * g.width;
-    const int64_t se = NT / g.width, sw = NT - se * g.width;
+    int64_t c = base + tid, e, w;
+    if (c <= 0xffffffffll && g.width <= 0xffffffffll) { /* 32-bit division: the common case */
+      const unsigned cu = (unsigned)c, wu = (unsigned)g.width, eu = cu / wu;
+      e = eu;
+      w = cu - eu * wu;
+    } else {
+      e = c / g.width;
+      w = c - e * g.width;
+    }
+    const int64_t se = g.width > NT ? 0 : NT / (int)g.width, sw = NT - se * g.width;
 #pragma unroll
     for (int k = 0; k < EPT; ++k) {
       ok[k] = c < ncands && candidate<R>(P, g, e, w, tl[k], gg[k], off[k]);
@@ -579,31 +583,6 @@ __global__ void __launch_bounds__(NT, 2) gradd_kernel(const Params P) {
   const int tt = P.tt;
   const bool packed = TS.off.data != nullptr;
 
-  if (P.sparse) { /* padded, one document, tiles [k0, k0 + tpc) */
-    const int64_t runs = (P.tps + P.tpc - 1) / P.tpc;
-    const int64_t n = (int64_t)blockIdx.x / runs;
-    const int64_t k0 = ((int64_t)blockIdx.x % runs) * P.tpc;
-    const int64_t t0 = k0 * tt, t1 = min(TS.len, (k0 + P.tpc) * (int64_t)tt);
-    Seg g;
-    g.n = n;
-    g.t_lo = t0;
-    g.t_hi = t1;
-    g.lbase = -t0;
-    seg_outputs(P, g);
-    const int64_t ncands = g.nout * g.width; /* <= CH */
-    const int L = ncands > 0 ? eval_chunk<R>(P, g, ncands, 0, sm) : 0;
-    for (int64_t t = t0; t < t1; t += tt) {
-      const int rows = (int)min((int64_t)tt, t1 - t);
-      for (int i = tid; i < rows * dpad; i += NT) acc[i] = (R)0;
-      __syncthreads();
-      accumulate<T, R, CPL>(P, sm, L, (int)(t - t0), rows, acc, dpad);
-      __syncthreads();
-      finish_tile<T, R, CPL>(P, false, n, t, 0, rows, acc, dpad);
-      __syncthreads();
-    }
-    return;
-  }
-
   int64_t n_first, n_last, r0 = 0, t0 = 0;
   int rows;
   if (!packed) {
@@ -644,6 +623,104 @@ __global__ void __launch_bounds__(NT, 2) gradd_kernel(const Params P) {
     }
   }
   finish_tile<T, R, CPL>(P, packed, n_first, t0, r0, rows, acc, dpad);
+}
+
+/* grad_D, sparse mode (padded; a document's candidates fit one chunk: KD,
+ * pairs, few queries): one CTA per document.  It first writes the document's
+ * gradient rows as zeros (streaming stores), evaluates its candidates once
+ * (stable compaction), then warp w builds every hit row r with r % 8 == w at
+ * its first occurrence in the list: the row's terms in list order into a
+ * warp-private shared-memory row, finished and stored over the zeros (the
+ * barrier in between orders the two writes). */
+template <typename T, typename R, int CPL>
+__global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, size_t fixed) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem<R> &sm = *reinterpret_cast<Smem<R> *>(smem_raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int CW = 32 * CPL;
+  const int dpad = P.nch * CW;
+  R *wrow = reinterpret_cast<R *>(smem_raw + fixed) + (int64_t)warp * dpad;
+  unsigned *done = reinterpret_cast<unsigned *>(smem_raw + fixed + (size_t)NW * dpad * sizeof(R));
+  const KSeq &TS = P.d;
+  const int64_t n = blockIdx.x, len = TS.len, dim = TS.dim;
+  T *out = reinterpret_cast<T *>(const_cast<void *>(P.gd.data));
+  const int64_t gbase = seq_base(P.gd, n);
+  for (int64_t t = warp; t < len; t += NW) {
+    R z[CPL];
+#pragma unroll
+    for (int k = 0; k < CPL; ++k) z[k] = (R)0;
+    for (int ch = 0; ch < P.nch; ++ch) {
+      const int col = ch * CW + lane * CPL;
+      const int lim = (int)min((int64_t)CPL, dim - col);
+      if (lim > 0)
+        store_cols<T, R, CPL>(out + gbase + t * P.gd.sl + (int64_t)col * P.gd.sk, P.gd.sk, lim,
+                              P.vec_out != 0, z);
+    }
+  }
+  for (int64_t i = tid; i < (len + 31) / 32; i += NT) done[i] = 0u;
+  Seg g;
+  g.n = n;
+  g.t_lo = 0;
+  g.t_hi = len;
+  g.lbase = 0;
+  seg_outputs(P, g);
+  const int64_t ncands = g.nout * g.width; /* <= CH */
+  const int L = ncands > 0 ? eval_chunk<R>(P, g, ncands, 0, sm) : 0; /* ends with a barrier */
+  if (ncands <= 0) __syncthreads();
+  const T *src = reinterpret_cast<const T *>(P.q.data);
+  for (int k0 = 0; k0 < L; k0 += 32) {
+    const int idx = k0 + lane;
+    const int r = idx < L ? sm.tl[idx] : -1;
+    unsigned m = __ballot_sync(0xffffffffu, r >= 0 && (r % NW) == warp);
+    while (m) {
+      const int b = __ffs(m) - 1;
+      m &= m - 1;
+      const int row = __shfl_sync(0xffffffffu, r, b);
+      if (done[row >> 5] & (1u << (row & 31))) continue;
+      __syncwarp();
+      if (lane == 0) done[row >> 5] |= 1u << (row & 31);
+      for (int i = lane; i < dpad; i += 32) wrow[i] = (R)0;
+      __syncwarp();
+      for (int j0 = k0 + b; j0 < L; j0 += 32) {
+        const int jj = j0 + lane;
+        unsigned mm = __ballot_sync(0xffffffffu, jj < L && sm.tl[jj] == row);
+        while (mm) {
+          constexpr int U = 8;
+          int pos[U], cnt = 0;
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            pos[u] = mm ? j0 + __ffs(mm) - 1 : j0;
+            if (mm) { mm &= mm - 1; cnt = u + 1; }
+          }
+          for (int ch = 0; ch < P.nch; ++ch) {
+            const int col = ch * CW + lane * CPL;
+            const int lim = (int)min((int64_t)CPL, dim - col);
+            if (lim <= 0) continue;
+            R v[U][CPL];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (u < cnt)
+                load_cols<T, R, CPL>(src + sm.off[pos[u]] + (int64_t)col * P.q.sk, P.q.sk, lim,
+                                     P.vec_src != 0, v[u]);
+            R *a = wrow + col;
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (u < cnt) {
+                const R gv = sm.g[pos[u]];
+#pragma unroll
+                for (int k = 0; k < CPL; ++k) a[k] = fma(gv, v[u][k], a[k]);
+              }
+          }
+        }
+      }
+      __syncwarp();
+      const bool valid = mask_ok(P.dm, TS, n, row);
+      finish_row<T, R, CPL>(P, TS, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, n,
+                            (int64_t)row, valid, gbase + (int64_t)row * P.gd.sl,
+                            [&](int ch, int k) -> R & { return wrow[ch * CW + lane * CPL + k]; });
+      __syncwarp();
+    }
+  }
 }
 
 /* ---- token norms ------------------------------------------------------------ */
@@ -825,26 +902,33 @@ static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
   const int64_t len = packed ? 0 : TS.len;
   const int64_t total = packed ? P.d_total : TS.count * TS.len;
   if (total <= 0) return cudaSuccess;
-  int tt = 64;
+  int tt = 128;
   while (tt > 1 && fixed + (size_t)tt * row_bytes > (size_t)smem_max) tt >>= 1;
   if (fixed + (size_t)tt * row_bytes > (size_t)smem_max) return cudaErrorInvalidConfiguration;
-  if (!packed)
-    while (tt > 8 && tt / 2 >= len) tt >>= 1; /* short documents: no empty rows */
   /* sparse mode: every candidate of a document in one chunk (KD, pairs, few
-   * queries): evaluated once per CTA, which then walks several tiles */
+   * queries): a CTA per document (gradd_sparse_kernel) */
   const int64_t ncands = P.pairing == 0 ? P.q.count * P.q.len : P.q.len;
-  const bool sparse = !packed && P.pairing != 2 && ncands <= CH;
+  const char *env = getenv("LIK_CUDA_BW_SPARSE"); /* "0": never (the tests cover both paths) */
+  const bool sparse_ok = !(env && env[0] == '0' && env[1] == 0);
+  if (sparse_ok && !packed && P.pairing != 2 && ncands <= CH && len <= (1 << 20) &&
+      TS.count <= INT_MAX) {
+    P.nch = (int)nch;
+    const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)((len + 31) / 32) * 4;
+    if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
+    if ((e = cudaFuncSetAttribute(gradd_sparse_kernel<T, R, CPL>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+      return e;
+    gradd_sparse_kernel<T, R, CPL><<<(unsigned)TS.count, NT, smem, st>>>(P, fixed);
+    return cudaGetLastError();
+  }
+  /* dense: tiles of up to 128 rows while two CTAs fit an SM, fewer while
+   * the grid would leave SMs idle */
+  if (tt > 64 && 2 * (fixed + (size_t)128 * row_bytes) <= (size_t)smem_max) tt = 128;
+  else if (tt > 64) tt = 64;
+  if (!packed)
+    while (tt > 8 && tt / 2 >= len) tt >>= 1;
   int64_t items;
-  P.sparse = 0;
-  P.tpc = 1;
-  if (sparse) {
-    P.tps = (len + tt - 1) / tt;
-    int64_t tpc = P.tps;
-    while (tpc > 1 && TS.count * ((P.tps + tpc - 1) / tpc) < 2 * (int64_t)sms) tpc = (tpc + 1) / 2;
-    P.sparse = 1;
-    P.tpc = (int)tpc;
-    items = TS.count * ((P.tps + tpc - 1) / tpc);
-  } else {
+  {
     auto count = [&](int t) -> int64_t {
       if (packed) return (total + t - 1) / t;
       return TS.count * ((len + t - 1) / t);
