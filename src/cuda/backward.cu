@@ -640,9 +640,13 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
   const int CW = 32 * CPL;
   const int dpad = P.nch * CW;
   R *wrow = reinterpret_cast<R *>(smem_raw + fixed) + (int64_t)warp * dpad;
-  unsigned *done = reinterpret_cast<unsigned *>(smem_raw + fixed + (size_t)NW * dpad * sizeof(R));
   const KSeq &TS = P.d;
   const int64_t n = blockIdx.x, len = TS.len, dim = TS.dim;
+  /* rows already built: one bitmap per warp over its own rows (bit row / 8),
+   * so no word is shared between warps */
+  const int64_t wwords = ((len + NW - 1) / NW + 31) / 32;
+  unsigned *done = reinterpret_cast<unsigned *>(smem_raw + fixed + (size_t)NW * dpad * sizeof(R)) +
+                   warp * wwords;
   T *out = reinterpret_cast<T *>(const_cast<void *>(P.gd.data));
   const int64_t gbase = seq_base(P.gd, n);
   for (int64_t t = warp; t < len; t += NW) {
@@ -657,7 +661,7 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
                               P.vec_out != 0, z);
     }
   }
-  for (int64_t i = tid; i < (len + 31) / 32; i += NT) done[i] = 0u;
+  for (int64_t i = lane; i < wwords; i += 32) done[i] = 0u;
   Seg g;
   g.n = n;
   g.t_lo = 0;
@@ -676,9 +680,10 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
       const int b = __ffs(m) - 1;
       m &= m - 1;
       const int row = __shfl_sync(0xffffffffu, r, b);
-      if (done[row >> 5] & (1u << (row & 31))) continue;
+      const int q = row / NW; /* row % NW == warp */
+      if (done[q >> 5] & (1u << (q & 31))) continue;
       __syncwarp();
-      if (lane == 0) done[row >> 5] |= 1u << (row & 31);
+      if (lane == 0) done[q >> 5] |= 1u << (q & 31);
       for (int i = lane; i < dpad; i += 32) wrow[i] = (R)0;
       __syncwarp();
       for (int j0 = k0 + b; j0 < L; j0 += 32) {
@@ -913,7 +918,7 @@ static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
   if (sparse_ok && !packed && P.pairing != 2 && ncands <= CH && len <= (1 << 20) &&
       TS.count <= INT_MAX) {
     P.nch = (int)nch;
-    const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)((len + 31) / 32) * 4;
+    const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)NW * (((len + NW - 1) / NW + 31) / 32) * 4;
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
     if ((e = cudaFuncSetAttribute(gradd_sparse_kernel<T, R, CPL>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
