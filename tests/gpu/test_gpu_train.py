@@ -173,7 +173,9 @@ CROSS = [
 @pytest.mark.parametrize("normalize", [False, True])
 def test_cross_vs_reference(case, normalize, g):
     dt, Nq, Nd, Lq, Ld, d = case
-    check_padded(0, DT[dt], Nq, Nd, Lq, Ld, d, normalize, g, ties=True, zero_tok=normalize)
+    # a valid zero-norm token under normalize: dx = dy / 1e-12, which overflows
+    # float16 to +-inf (as the CPU backward does): checked for the other dtypes
+    check_padded(0, DT[dt], Nq, Nd, Lq, Ld, d, normalize, g, ties=True, zero_tok=normalize and dt != "f16")
 
 
 @pytest.mark.parametrize("dt", ["bf16", "f32", "f64"])
