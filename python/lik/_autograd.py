@@ -21,8 +21,9 @@ Rules (see docs/training.md):
   double and the scores are re-summed in double from its argmax), so
   ``torch.autograd.gradcheck`` works.
 * Gradients come back in the input dtype, masked tokens get exactly zero,
-  and on the CPU every ``backward=`` strategy is deterministic and bitwise
-  independent of the thread count.
+  and every ``backward=`` strategy is deterministic: bitwise independent of
+  the thread count on the CPU, bitwise equal run to run on CUDA (the C calls
+  run on the current torch stream: graph capturable).
 * Double backward is not supported (the backward is not itself
   differentiable).
 
@@ -386,9 +387,9 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
 
     Args:
         backward: ``"auto" | "unified" | "lowmem"``, the backward strategy
-            (lik.h ``lik_backward``).  On the CPU all three are deterministic
-            and give bitwise identical gradients; they differ in memory and
-            speed only.
+            (lik.h ``lik_backward``).  All three are deterministic and give
+            bitwise identical gradients; on the CPU they differ in memory and
+            speed only, on CUDA they run the same kernels.
 
     Returns:
         scores as :func:`lik._api.maxsim`; float64 for float64 inputs.
