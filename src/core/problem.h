@@ -9,23 +9,6 @@
 
 #include "lik.h"
 
-/* The CPU backward's error flags (lik_bw.bad*) are C11 atomics; the CUDA
- * backend (C++) sees the same struct and never touches them: there they are
- * plain integers of the same size and alignment. */
-#ifdef __cplusplus
-typedef int lik_atomic_int;
-typedef long long lik_atomic_llong;
-#else
-#include <stdatomic.h>
-typedef atomic_int lik_atomic_int;
-typedef atomic_llong lik_atomic_llong;
-_Static_assert(sizeof(atomic_int) == sizeof(int) && _Alignof(atomic_int) == _Alignof(int),
-               "lik_bw layout differs between C and C++");
-_Static_assert(sizeof(atomic_llong) == sizeof(long long) &&
-                   _Alignof(atomic_llong) == _Alignof(long long),
-               "lik_bw layout differs between C and C++");
-#endif
-
 /* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
 typedef struct {
   const void *data; /* NULL = absent */
@@ -86,7 +69,8 @@ typedef struct {
   int64_t argmax_si, argmax_sj, argmax_ss;
 
   int normalize;
-  int num_threads; /* resolved: >= 1 */
+  int num_threads;      /* resolved: >= 1 */
+  lik_context *context; /* resolved: never NULL */
   lik_device_type device;
   int32_t device_id;
   void *stream;
@@ -107,25 +91,9 @@ typedef struct lik_bw {
   /* Outputs (data NULL: skip).  Same geometry as p.q / p.d. */
   lik_seqs gq, gd;
 
-  /* LIK_PAIRING_LIST: pairs grouped by query and by document (CSR), each
-   * group in ascending pair order. */
-  const int64_t *q_start, *q_pairs; /* [nq+1], [P] */
-  const int64_t *d_start, *d_pairs; /* [nd+1], [P] */
-
-  /* normalize: per-token norms ||x|| in the compute type, indexed by token
-   * index (lik_bw_tok). */
-  const void *q_norm, *d_norm;
-
-  /* unified: full-size working copies (normalised, compute type), row of
-   * token index t at ws + t*dim; NULL under lowmem. */
-  const void *q_ws, *d_ws;
-
-  int64_t lq_max, ld_max; /* longest sequence of each side (CPU backend) */
-  int64_t q_total, d_total; /* packed: rows of Q / D (every backend) */
-  int use_f64;            /* compute type double (F64 inputs) */
-
-  lik_atomic_int bad;         /* set when an argmax entry is out of range (CPU) */
-  lik_atomic_llong bad_where; /* first detected: item index (diagnostic)  */
+  /* Packed layouts: rows of Q / D (the CUDA backend, which does not read
+   * cu_seqlens on the host, sizes its grid by them). */
+  int64_t q_total, d_total;
 } lik_bw;
 
 /* Token index of (n, l): packed row, or n*len + l. */
@@ -185,7 +153,7 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
 
 /* Runs the backward described by bw (validated) on the CPU; strategy is
  * lowmem or unified (auto resolved by the caller or here). */
-lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy);
+lik_status lik_cpu_maxsim_backward(const lik_bw *bw, lik_backward strategy);
 
 #ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim(const lik_problem *p);

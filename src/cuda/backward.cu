@@ -41,6 +41,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "common.cuh"
+#include "device.cuh"
 
 namespace lik_cuda {
 namespace bw {
@@ -857,16 +858,23 @@ struct Scratch {
   }
 };
 
-static int smem_optin(int dev, cudaError_t &e) {
-  int v = 0;
-  e = cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  return v;
+/* The kernel's dynamic shared memory limit raised to smem on dev, once per
+ * (kernel, device, size): cached in the call's context. */
+static cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
+  FnInfo fi;
+  if (fn_info_find(dev, fn, (int64_t)smem, &fi)) return cudaSuccess;
+  const cudaError_t e =
+      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return e;
+  fi = FnInfo{};
+  fn_info_put(dev, fn, (int64_t)smem, fi);
+  return cudaSuccess;
 }
 
 /* grad_Q: a warp per Q row, 8 rows per CTA.  cudaErrorInvalidConfiguration:
  * d too large for the per-warp shared-memory row. */
 template <typename T, typename R, int CPL>
-static cudaError_t launch_gradq(Params P, int dev, cudaStream_t st) {
+static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st) {
   const int cw = 32 * CPL;
   const int64_t nch = (P.q.dim + cw - 1) / cw;
   const int64_t total = P.q.off.data ? P.q_total : P.q.count * P.q.len;
@@ -880,12 +888,8 @@ static cudaError_t launch_gradq(Params P, int dev, cudaStream_t st) {
     return cudaGetLastError();
   }
   const size_t smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
-  const int mx = smem_optin(dev, e);
-  if (e != cudaSuccess) return e;
-  if (smem > (size_t)mx) return cudaErrorInvalidConfiguration;
-  if ((e = cudaFuncSetAttribute(gradq_kernel<T, R, CPL, false>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-    return e;
+  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
+  if ((e = allow_smem(dev, (const void *)gradq_kernel<T, R, CPL, false>, smem))) return e;
   gradq_kernel<T, R, CPL, false><<<(unsigned)blocks, NT, smem, st>>>(P);
   return cudaGetLastError();
 }
@@ -894,15 +898,15 @@ static cudaError_t launch_gradq(Params P, int dev, cudaStream_t st) {
  * fit one chunk.  Tile sizes change only the work split, never a row's
  * arithmetic. */
 template <typename T, typename R, int CPL>
-static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
+static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
   const KSeq &TS = P.d;
   const int cw = 32 * CPL;
   const int64_t nch = (TS.dim + cw - 1) / cw;
   const size_t row_bytes = (size_t)(nch * cw) * sizeof(R);
   const size_t fixed = (sizeof(Smem<R>) + 15) / 16 * 16;
   cudaError_t e;
-  const int smem_max = smem_optin(dev, e);
-  if (e != cudaSuccess) return e;
+  const int64_t smem_max = dev.info->smem_max;
+  const int sms = dev.info->sms;
   const bool packed = TS.off.data != nullptr;
   const int64_t len = packed ? 0 : TS.len;
   const int64_t total = packed ? P.d_total : TS.count * TS.len;
@@ -920,9 +924,7 @@ static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
     P.nch = (int)nch;
     const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)NW * (((len + NW - 1) / NW + 31) / 32) * 4;
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
-    if ((e = cudaFuncSetAttribute(gradd_sparse_kernel<T, R, CPL>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-      return e;
+    if ((e = allow_smem(dev, (const void *)gradd_sparse_kernel<T, R, CPL>, smem))) return e;
     gradd_sparse_kernel<T, R, CPL><<<(unsigned)TS.count, NT, smem, st>>>(P, fixed);
     return cudaGetLastError();
   }
@@ -947,9 +949,7 @@ static cudaError_t launch_gradd(Params P, int sms, int dev, cudaStream_t st) {
   P.tt = tt;
   P.nch = (int)nch;
   const size_t smem = fixed + (size_t)tt * row_bytes;
-  if ((e = cudaFuncSetAttribute(gradd_kernel<T, R, CPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)smem)))
-    return e;
+  if ((e = allow_smem(dev, (const void *)gradd_kernel<T, R, CPL>, smem))) return e;
   gradd_kernel<T, R, CPL><<<(unsigned)items, NT, smem, st>>>(P);
   return cudaGetLastError();
 }
@@ -992,13 +992,11 @@ static cudaError_t build_csr(Scratch &sc, const KIndex &key, int64_t np, int64_t
 }
 
 template <typename T, typename R, int CPL>
-static lik_status run(const lik_bw *bw, Params P, int dev, cudaStream_t st) {
+static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_t st) {
   const lik_problem *p = &bw->p;
   const bool want_q = bw->gq.data && p->q.count > 0;
   const bool want_d = bw->gd.data && p->d.count > 0;
-  int sms = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  cudaError_t e;
   Scratch sc(st);
   const int64_t ntq = p->q.offsets.data ? bw->q_total : p->q.count * p->q.len;
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
@@ -1048,7 +1046,7 @@ static lik_status run(const lik_bw *bw, Params P, int dev, cudaStream_t st) {
     P.vec_src = vq;
     P.vec_tgt = vd;
     P.vec_out = vec_ok(bw->gd, CPL);
-    if ((e = launch_gradd<T, R, CPL>(P, sms, dev, st)))
+    if ((e = launch_gradd<T, R, CPL>(P, dev, st)))
       return e == cudaErrorInvalidConfiguration
                  ? lik_fail(LIK_ERR_UNSUPPORTED, "D: d=%lld is too large for the CUDA backward",
                             (long long)p->d.dim)
@@ -1094,11 +1092,14 @@ extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp) {
   P.gsj = bwp->gs_sj;
   P.q_total = bwp->q_total;
   P.d_total = bwp->d_total;
+  Device dev;
+  const lik_status ds = device_of(p, &dev);
+  if (ds != LIK_OK) return ds;
   cudaStream_t st = (cudaStream_t)p->stream;
   switch (p->q.dtype) {
-  case LIK_BF16: return run<__nv_bfloat16, float, 4>(bwp, P, p->device_id, st);
-  case LIK_F16: return run<__half, float, 4>(bwp, P, p->device_id, st);
-  case LIK_F32: return run<float, float, 4>(bwp, P, p->device_id, st);
-  default: return run<double, double, 2>(bwp, P, p->device_id, st);
+  case LIK_BF16: return run<__nv_bfloat16, float, 4>(bwp, P, dev, st);
+  case LIK_F16: return run<__half, float, 4>(bwp, P, dev, st);
+  case LIK_F32: return run<float, float, 4>(bwp, P, dev, st);
+  default: return run<double, double, 2>(bwp, P, dev, st);
   }
 }
