@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 
 #define LIK_RETRIEVE_BLOCK 2048
@@ -41,9 +42,13 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   if (k > nd) k = nd;
   if (nq <= 0 || k <= 0) return LIK_OK;
   const int64_t B = nd < LIK_RETRIEVE_BLOCK ? nd : LIK_RETRIEVE_BLOCK;
-  float *blk = (float *)malloc((size_t)(nq * B) * sizeof(float));
+  int64_t nblk = 0, nmrg = 0;
+  size_t blk_bytes = 0, mrg_bytes = 0;
+  const int sizes_ok = !lik_mul_i64(nq, B, &nblk) && !lik_bytes(nblk, sizeof(float), &blk_bytes) &&
+                       !lik_add_i64(k, B, &nmrg) && !lik_bytes(nmrg, sizeof(hit), &mrg_bytes);
+  float *blk = sizes_ok ? (float *)malloc(blk_bytes) : NULL;
   hit *col = (hit *)malloc((size_t)B * sizeof(hit));
-  hit *mrg = (hit *)malloc((size_t)(k + B) * sizeof(hit));
+  hit *mrg = sizes_ok ? (hit *)malloc(mrg_bytes) : NULL;
   int64_t *cnt = (int64_t *)calloc((size_t)nq, sizeof(int64_t));
   lik_status st = LIK_OK;
   if (!blk || !col || !mrg || !cnt) {
