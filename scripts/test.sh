@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # test.sh — sets up a fresh machine and runs every test lik has:
-#   1. the C tests (ctest) in a Release build, every CPU ISA path;
+#   1. the C tests (ctest) in a Release build, every CPU ISA path, and the
+#      fuzz targets' corpus and past crashes replayed;
 #   2. the same C tests under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the Python tests (pytest) against the installed package and the `lik`
+#   3. the fuzz targets under libFuzzer + ASan + UBSan, 60 s each
+#      (scripts/fuzz.sh; FUZZ_SECONDS changes it);
+#   4. the Python tests (pytest) against the installed package and the `lik`
 #      command, torch included (pinned in tests/requirements.txt).
 # GPU tests are marked `gpu` and skip themselves where no CUDA device exists.
 set -euo pipefail
@@ -16,6 +19,7 @@ cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
 scripts/sanitize.sh
+scripts/fuzz.sh
 
 export PATH="$PWD/.venv/bin:$PATH"
 python -m pytest -q tests
