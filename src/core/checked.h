@@ -20,6 +20,11 @@ static inline int lik_add_i64(int64_t a, int64_t b, int64_t *out) {
   return __builtin_add_overflow(a, b, out);
 }
 
+/* *out = a - b; nonzero on int64 overflow. */
+static inline int lik_sub_i64(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_sub_overflow(a, b, out);
+}
+
 /* *out = n elements of elem bytes, as a size_t; nonzero when n < 0 or the
  * byte count does not fit. */
 static inline int lik_bytes(int64_t n, size_t elem, size_t *out) {

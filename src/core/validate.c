@@ -66,7 +66,7 @@ static int extent(const lik_tensor *t, int64_t *lo, int64_t *hi) {
   }
   *lo = a;
   *hi = b;
-  return lik_add_i64(b, 1, &step) || lik_add_i64(step, -a, &step) ||
+  return lik_sub_i64(b, a, &step) || lik_add_i64(step, 1, &step) ||
          lik_mul_i64(step, (int64_t)lik_dtype_size(t->dtype), &bytes);
 }
 
