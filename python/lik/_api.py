@@ -12,7 +12,9 @@ PyLate's ``colbert_scores`` / ``colbert_scores_pairwise`` /
 
 A masked document token loses the max as -inf (negative similarities are
 honoured; NaN/Inf stored in masked tokens never reach a result); a query token
-with no valid document token contributes 0.
+with no valid document token contributes 0.  A valid token's -inf similarity
+is a max like any number (the query token then adds -inf); a NaN one never
+wins (lik.h).
 
 Inputs are numpy arrays or torch tensors (CPU, or CUDA where the library was
 built with CUDA) and are passed to the C library as zero-copy views (any
