@@ -573,3 +573,17 @@ def test_threads_out_of_int_range(tmp_path):
         p = run(q, d, "-t", v, check=False)
         assert p.returncode == 2, (v, p.stderr)
         assert "--threads expects an integer in [0, 2147483647]" in p.stderr, p.stderr
+
+
+def test_out_of_memory_names_file_and_sizes(tmp_path):
+    # legal ragged queries whose padded block (1000 x 100000 tokens x d=4 fp32,
+    # 1.6 GB) exceeds the ceiling: a clean error naming the file and the sizes
+    emb = np.zeros((100000, 4), np.float32)
+    cu = np.concatenate([np.zeros(1000, np.int64), [100000]])
+    _, d = _small_pair(tmp_path, dq=4, dd=4)
+    write_safetensors(tmp_path / "long.safetensors", {"embeddings": emb, "cu_seqlens": cu})
+    p, secs = _bounded(tmp_path / "long.safetensors", d)
+    assert p.returncode == 1, p.stderr
+    assert (f"{tmp_path / 'long.safetensors'}: out of memory for a padded block of 1000 queries x "
+            "100000 tokens x d=4 (F32)") in p.stderr, p.stderr
+    assert secs < 1.0
