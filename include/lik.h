@@ -149,17 +149,28 @@ typedef enum lik_backward {
   LIK_BACKWARD_LOWMEM = 2   /* destination-owned, written in input dtype     */
 } lik_backward;
 
+/* A context: what calls read of their environment (thread count, CPU kernel
+ * path, CUDA switches), resolved once, plus the backends' cached device
+ * properties.  Created and freed with lik_experimental.h's
+ * lik_context_create / lik_context_free; NULL selects the process's default
+ * context, made on first use from the environment variables LIK_NUM_THREADS,
+ * LIK_CPU_ISA and LIK_CUDA_WGMMA / LIK_CUDA_SPLIT / LIK_CUDA_BULK (read once:
+ * setting them later changes nothing). */
+typedef struct lik_context lik_context;
+
 typedef struct lik_options {
   int normalize;         /* fused per-token L2 normalisation (0/1)          */
-  int num_threads;       /* CPU threads; 0 = $LIK_NUM_THREADS or all cores  */
+  int num_threads;       /* CPU threads; 0 = the context's (default context:
+                            $LIK_NUM_THREADS or all cores)                   */
   void *stream;          /* cudaStream_t for CUDA tensors; NULL = default   */
   lik_backward backward; /* backward strategy (training calls only)         */
   int64_t max_seqlen_q;  /* packed calls: >= every query's length, 0 = unknown
                             (FlashAttention's max_seqlen_q; lik_maxsim_varlen) */
+  lik_context *context;  /* NULL = the default context                      */
 } lik_options;
 
 /* Zero-initialised options are the defaults; NULL options means defaults. */
-#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO, 0}
+#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO, 0, NULL}
 
 /* ---- forward ---------------------------------------------------------------
  *
@@ -231,10 +242,10 @@ LIK_API lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D,
 
 /* ---- CPU kernel selection ----------------------------------------------- */
 
-/* Name of the CPU kernel path chosen at run time ("avx512", "avx2",
- * "portable").  Chosen once from cpuid + xgetbv; the environment variable
- * LIK_CPU_ISA=portable|avx2|avx512 forces a path (a path the CPU cannot run
- * is ignored and the best available one is used). */
+/* Name of the CPU kernel path of the default context ("avx512", "avx2",
+ * "portable").  The best the CPU runs (cpuid + xgetbv); the environment
+ * variable LIK_CPU_ISA=portable|avx2|avx512, read once, asks for a path (a
+ * path the CPU cannot run is ignored and the best available one is used). */
 LIK_API const char *lik_cpu_isa(void);
 
 /* ---- training and packed layouts -------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
-from ._lib import LikError
+from ._lib import Context, LikError
 from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
 
 __version__: str = _lib.version_string()
@@ -74,6 +74,7 @@ __all__ = [
     "maxsim_padded",
     "MaxSimScorer",
     "LikError",
+    "Context",
     "cpu_isa",
     "set_num_threads",
     "get_num_threads",

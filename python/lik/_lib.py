@@ -103,6 +103,15 @@ class LikOptions(ctypes.Structure):
         ("stream", ctypes.c_void_p),
         ("backward", ctypes.c_int),
         ("max_seqlen_q", ctypes.c_int64),
+        ("context", ctypes.c_void_p),
+    ]
+
+
+class LikContextOptions(ctypes.Structure):
+    _fields_ = [
+        ("num_threads", ctypes.c_int),
+        ("cpu_isa", ctypes.c_char_p),
+        ("cuda_off", ctypes.c_uint),
     ]
 
 
@@ -161,6 +170,10 @@ for _fn in ("lik_maxsim", "lik_maxsim_pairs"):
     getattr(lib, _fn).restype = ctypes.c_int
     getattr(lib, _fn).argtypes = [_PT, _PT, _PT, _PT, _PO, _PT, _PT]
 lib.lik_retrieve.restype = ctypes.c_int
+lib.lik_context_create.restype = ctypes.c_int
+lib.lik_context_create.argtypes = [ctypes.POINTER(LikContextOptions), ctypes.POINTER(ctypes.c_void_p)]
+lib.lik_context_free.restype = None
+lib.lik_context_free.argtypes = [ctypes.c_void_p]
 lib.lik_retrieve.argtypes = [_PT, _PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
 
 
@@ -238,6 +251,59 @@ def get_num_threads() -> int:
     return _num_threads
 
 
+_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4}  # LIK_CUDA_NO_* (lik_experimental.h)
+_current = threading.local()
+
+
+class Context:
+    """A lik context (``lik_context``, ``lik_experimental.h``): what calls read
+    of their environment, resolved once, plus cached CUDA device properties.
+
+    Use it as a context manager: calls made by this thread inside ``with ctx:``
+    run in it; outside, calls use the process's default context (made on first
+    use from ``LIK_NUM_THREADS``, ``LIK_CPU_ISA`` and ``LIK_CUDA_WGMMA`` /
+    ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK``, read once).
+
+    Args:
+        num_threads: int >= 0, CPU threads for calls (0: the default context's
+            rule; :func:`lik.set_num_threads` still takes precedence).
+        cpu_isa: ``None``, ``"portable"``, ``"avx2"`` or ``"avx512"`` (a path
+            the CPU cannot run falls back to the best it can).
+        cuda_off: names of CUDA features to turn off, of ``"wgmma"``,
+            ``"split"``, ``"bulk"`` (they exist to compare kernel families in
+            tests: results agree, only speed differs).
+
+    Raises:
+        ValueError: a negative ``num_threads``, an unknown ISA or feature name.
+    """
+
+    def __init__(self, *, num_threads: int = 0, cpu_isa: str | None = None, cuda_off=()):
+        bad = [f for f in cuda_off if f not in _CUDA_FEATURES]
+        if bad:
+            raise ValueError(f"Context: cuda_off: unknown feature(s) {bad}, expected some of {list(_CUDA_FEATURES)}")
+        o = LikContextOptions()
+        o.num_threads = num_threads
+        o.cpu_isa = cpu_isa.encode() if cpu_isa is not None else None
+        o.cuda_off = sum(_CUDA_FEATURES[f] for f in set(cuda_off))
+        h = ctypes.c_void_p()
+        check(lib.lik_context_create(ctypes.byref(o), ctypes.byref(h)))
+        self._handle = h.value
+        self._outer: list = []
+
+    def __enter__(self) -> "Context":
+        self._outer.append(getattr(_current, "handle", None))
+        _current.handle = self._handle
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _current.handle = self._outer.pop()
+
+    def __del__(self) -> None:
+        h, self._handle = getattr(self, "_handle", None), None
+        if h and lib is not None:
+            lib.lik_context_free(h)
+
+
 def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None,
                  max_seqlen_q: int = 0) -> LikOptions:
     o = LikOptions()
@@ -246,6 +312,7 @@ def make_options(*, normalize: bool = False, backward: str = "auto", stream: int
     o.stream = stream
     o.backward = BACKWARD_CODES[backward]
     o.max_seqlen_q = max_seqlen_q
+    o.context = getattr(_current, "handle", None)
     return o
 
 

@@ -7,8 +7,6 @@
 #ifndef LIK_PROBLEM_H
 #define LIK_PROBLEM_H
 
-#include <stdatomic.h>
-
 #include "lik.h"
 
 /* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
@@ -71,7 +69,8 @@ typedef struct {
   int64_t argmax_si, argmax_sj, argmax_ss;
 
   int normalize;
-  int num_threads; /* resolved: >= 1 */
+  int num_threads;      /* resolved: >= 1 */
+  lik_context *context; /* resolved: never NULL */
   lik_device_type device;
   int32_t device_id;
   void *stream;
@@ -91,25 +90,6 @@ typedef struct lik_bw {
 
   /* Outputs (data NULL: skip).  Same geometry as p.q / p.d. */
   lik_seqs gq, gd;
-
-  /* LIK_PAIRING_LIST: pairs grouped by query and by document (CSR), each
-   * group in ascending pair order. */
-  const int64_t *q_start, *q_pairs; /* [nq+1], [P] */
-  const int64_t *d_start, *d_pairs; /* [nd+1], [P] */
-
-  /* normalize: per-token norms ||x|| in the compute type, indexed by token
-   * index (lik_bw_tok). */
-  const void *q_norm, *d_norm;
-
-  /* unified: full-size working copies (normalised, compute type), row of
-   * token index t at ws + t*dim; NULL under lowmem. */
-  const void *q_ws, *d_ws;
-
-  int64_t lq_max, ld_max; /* longest sequence of each side */
-  int use_f64;            /* compute type double (F64 inputs) */
-
-  atomic_int bad;         /* set when an argmax entry is out of range */
-  atomic_llong bad_where; /* first detected: item index (diagnostic)  */
 } lik_bw;
 
 /* Token index of (n, l): packed row, or n*len + l. */
@@ -169,7 +149,7 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
 
 /* Runs the backward described by bw (validated) on the CPU; strategy is
  * lowmem or unified (auto resolved by the caller or here). */
-lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy);
+lik_status lik_cpu_maxsim_backward(const lik_bw *bw, lik_backward strategy);
 
 #ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim(const lik_problem *p);

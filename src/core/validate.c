@@ -1,12 +1,13 @@
 /* validate.c — argument checks shared by the public entry points. */
+#include "context.h"
 #include "validate.h"
 
 #include <stdint.h>
-
-#include "checked.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "checked.h"
 
 const char *lik_dtype_name(lik_dtype dtype) {
   switch (dtype) {
@@ -301,20 +302,11 @@ lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *
 }
 
 void lik_fill_options(lik_problem *p, const lik_options *opts) {
+  p->context = lik_context_of(opts);
   p->normalize = opts ? opts->normalize != 0 : 0;
-  p->num_threads = lik_resolve_threads(opts);
+  p->num_threads = opts && opts->num_threads > 0 ? opts->num_threads
+                                                 : lik_context_threads(p->context);
   p->stream = opts ? opts->stream : NULL;
-}
-
-int lik_resolve_threads(const lik_options *opts) {
-  if (opts && opts->num_threads > 0) return opts->num_threads;
-  const char *env = getenv("LIK_NUM_THREADS");
-  if (env) {
-    long n = strtol(env, NULL, 10);
-    if (n > 0 && n <= 4096) return (int)n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
 }
 
 lik_seqs lik_seqs_from(const lik_tensor *t) {

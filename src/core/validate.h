@@ -67,12 +67,9 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
 lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *p,
                          int64_t grid[2], int *ndim, int *has_i, int *has_j);
 
-/* normalize, num_threads (resolved) and stream from opts (NULL: defaults). */
+/* normalize, context, num_threads (resolved) and stream from opts (NULL:
+ * defaults). */
 void lik_fill_options(lik_problem *p, const lik_options *opts);
-
-/* Threads to use: opts->num_threads if > 0, else $LIK_NUM_THREADS if > 0,
- * else the number of online processors. */
-int lik_resolve_threads(const lik_options *opts);
 
 /* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
 lik_seqs lik_seqs_from(const lik_tensor *t);

@@ -9,12 +9,12 @@
  *   3. grad_Q:    one item per query   (rows owned by the item)
  *   4. grad_D:    one item per document (rows owned by the item)
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/checked.h"
 #include "backward_internal.h"
+#include "cpu_internal.h"
 
 #define R float
 #define KN(x) bw_port_f32_##x
@@ -33,90 +33,55 @@ const lik_bw_kernels lik_bw_kernels_portable_f32 = {bw_port_f32_query_item, bw_p
 const lik_bw_kernels lik_bw_kernels_portable_f64 = {bw_port_f64_query_item, bw_port_f64_doc_item,
                                                     bw_port_f64_norm_item, bw_port_f64_ws_item};
 
-static const lik_bw_kernels *pick_kernels(int f64) {
-#if defined(__x86_64__)
-  const char *isa = lik_cpu_isa();
-  if (isa && (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0))
-    return f64 ? &lik_bw_kernels_avx2_f64 : &lik_bw_kernels_avx2_f32;
-#endif
-  return f64 ? &lik_bw_kernels_portable_f64 : &lik_bw_kernels_portable_f32;
-}
-
-int64_t lik_bw_scratch_elems(const lik_bw *bw) {
+int64_t lik_bw_scratch_elems(const lik_bw_cpu *bw) {
   const int64_t l = bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max;
   /* acc [l*dim] + tmp [2*dim] + int32 list [l] (an R holds >= one int32);
    * l, dim <= INT32_MAX (validated), so this fits int64 */
-  return l * bw->p.q.dim + 2 * bw->p.q.dim + l + 8;
+  return l * bw->call.p.q.dim + 2 * bw->call.p.q.dim + l + 8;
 }
 
 enum { JOB_NORM, JOB_WS, JOB_QUERY, JOB_DOC };
 
 typedef struct {
-  lik_bw *bw;
+  lik_bw_cpu *bw;
   const lik_bw_kernels *k;
   int kind, side;
-  int64_t count;
-  size_t scratch_bytes;
-  atomic_llong next;
-  atomic_int alloc_failed;
+  void **scratch; /* per thread */
 } bw_job;
 
-static void *bw_worker(void *arg) {
-  bw_job *job = (bw_job *)arg;
-  void *scratch = NULL;
-  if (job->scratch_bytes) {
-    scratch = malloc(job->scratch_bytes);
-    if (!scratch) {
-      atomic_store(&job->alloc_failed, 1);
-      return NULL;
-    }
+static void bw_task(void *ctx, int tid, int64_t n) {
+  bw_job *job = (bw_job *)ctx;
+  switch (job->kind) {
+  case JOB_NORM: job->k->norm_item(job->bw, job->side, n); break;
+  case JOB_WS: job->k->ws_item(job->bw, job->side, n); break;
+  case JOB_QUERY: job->k->query_item(job->bw, n, job->scratch[tid]); break;
+  default: job->k->doc_item(job->bw, n, job->scratch[tid]); break;
   }
-  for (;;) {
-    const int64_t n = (int64_t)atomic_fetch_add(&job->next, 1);
-    if (n >= job->count) break;
-    switch (job->kind) {
-    case JOB_NORM: job->k->norm_item(job->bw, job->side, n); break;
-    case JOB_WS: job->k->ws_item(job->bw, job->side, n); break;
-    case JOB_QUERY: job->k->query_item(job->bw, n, scratch); break;
-    default: job->k->doc_item(job->bw, n, scratch); break;
-    }
-  }
-  free(scratch);
-  return NULL;
 }
 
-/* Runs items 0..count-1 on up to nthreads threads (the caller's included).
- * If threads cannot be started the caller runs the rest: same results. */
-static lik_status bw_run(lik_bw *bw, const lik_bw_kernels *k, int kind, int side, int64_t count,
+/* Runs items 0..count-1 on the shared thread runner (threads.c), each thread
+ * with scratch_bytes of its own.  Threads whose scratch cannot be allocated
+ * are not started (the others run their items: same results); no scratch at
+ * all is LIK_ERR_ALLOC. */
+static lik_status bw_run(lik_bw_cpu *bw, const lik_bw_kernels *k, int kind, int side, int64_t count,
                          size_t scratch_bytes) {
   if (count <= 0) return LIK_OK;
-  bw_job job;
-  job.bw = bw;
-  job.k = k;
-  job.kind = kind;
-  job.side = side;
-  job.count = count;
-  job.scratch_bytes = scratch_bytes;
-  atomic_init(&job.next, 0);
-  atomic_init(&job.alloc_failed, 0);
-  int nt = bw->p.num_threads < 1 ? 1 : bw->p.num_threads;
+  enum { MAX_THREADS = 256 };
+  void *scratch[MAX_THREADS] = {0};
+  int nt = bw->call.p.num_threads < 1 ? 1 : bw->call.p.num_threads;
   if (nt > count) nt = (int)count;
-  if (nt > 256) nt = 256;
-  pthread_t th[256];
-  int started = 0;
-  for (int t = 1; t < nt; t++) {
-    if (pthread_create(&th[started], NULL, bw_worker, &job) != 0) break;
-    started++;
-  }
-  bw_worker(&job);
-  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-  if (atomic_load(&job.alloc_failed)) {
-    /* Some worker could not get scratch; if the caller's worker did, every
-     * item ran.  Otherwise report the failure. */
-    if (atomic_load(&job.next) < count)
+  if (nt > MAX_THREADS) nt = MAX_THREADS;
+  if (scratch_bytes) {
+    int got = 0;
+    while (got < nt && (scratch[got] = malloc(scratch_bytes)) != NULL) got++;
+    if (got == 0)
       return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate %zu bytes of scratch",
                       scratch_bytes);
+    nt = got;
   }
+  bw_job job = {bw, k, kind, side, scratch};
+  lik_parallel_run(nt, count, bw_task, &job);
+  for (int t = 0; t < nt; t++) free(scratch[t]);
   return LIK_OK;
 }
 
@@ -153,14 +118,19 @@ static lik_status build_csr(const lik_index *key, int64_t nkeys, int64_t np, int
   return LIK_OK;
 }
 
-lik_status lik_cpu_maxsim_backward(lik_bw *bw, lik_backward strategy) {
-  lik_problem *p = &bw->p;
-  const int want_q = bw->gq.data != NULL && p->q.count > 0;
-  const int want_d = bw->gd.data != NULL && p->d.count > 0;
+lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
+  lik_bw_cpu run;
+  memset(&run, 0, sizeof run);
+  run.call = *call;
+  lik_bw_cpu *bw = &run;
+  lik_problem *p = &bw->call.p;
+  const int want_q = bw->call.gq.data != NULL && p->q.count > 0;
+  const int want_d = bw->call.gd.data != NULL && p->d.count > 0;
   if (!want_q && !want_d) return LIK_OK;
   bw->use_f64 = p->q.dtype == LIK_F64;
   const size_t rs = bw->use_f64 ? sizeof(double) : sizeof(float);
-  const lik_bw_kernels *k = pick_kernels(bw->use_f64);
+  const lik_cpu_kernels *isa = lik_cpu_kernels_for(p->context);
+  const lik_bw_kernels *k = bw->use_f64 ? isa->bw_f64 : isa->bw_f32;
   bw->lq_max = max_len(&p->q);
   bw->ld_max = max_len(&p->d);
   atomic_init(&bw->bad, 0);
@@ -256,6 +226,5 @@ done:
   free(dn);
   free(qws);
   free(dws);
-  bw->q_norm = bw->d_norm = bw->q_ws = bw->d_ws = NULL;
   return st;
 }

@@ -42,6 +42,8 @@ typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
 typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
                             int64_t cnt, int normalize, float *dst);
 
+struct lik_bw_kernels; /* backward row kernels (backward_internal.h) */
+
 typedef struct {
   const char *isa;     /* "portable", "avx2", "avx512" */
   int w;               /* query lanes per panel (ldq)                      */
@@ -50,6 +52,8 @@ typedef struct {
   int w_tail;          /* 0, or a narrower width for a last, partly full panel */
   lik_tile_fn tile_tail;
   lik_pack_fn pack;
+  /* backward row kernels, fp32 and fp64 compute (avx512 uses avx2's) */
+  const struct lik_bw_kernels *bw_f32, *bw_f64;
 } lik_cpu_kernels;
 
 extern const lik_cpu_kernels lik_cpu_kernels_portable;
@@ -59,8 +63,9 @@ extern const lik_cpu_kernels lik_cpu_kernels_avx2;
 extern const lik_cpu_kernels lik_cpu_kernels_avx512;
 #endif
 
-/* The table chosen once (cpuid + xgetbv, LIK_CPU_ISA override). */
-const lik_cpu_kernels *lik_cpu_kernels_get(void);
+/* The table of a call: the best the CPU runs (cpuid + xgetbv, found once),
+ * or the lower path ctx asks for (dispatch.c). */
+const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
 /* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
 

@@ -1,13 +1,13 @@
 /*
- * dispatch.c — picks the kernel table once per process: the best ISA that
- * both the CPU (cpuid) and the OS (xgetbv: YMM/ZMM state saved on context
- * switch) support, or the one named by LIK_CPU_ISA=portable|avx2|avx512 when
- * it can run here (otherwise the best available is kept).
+ * dispatch.c — the kernel table of a call: the best ISA that both the CPU
+ * (cpuid) and the OS (xgetbv: YMM/ZMM state saved on context switch) support
+ * (found once per process), or the one the call's context asks for
+ * (lik_context_options.cpu_isa, LIK_CPU_ISA in the default context) when it
+ * can run here (otherwise the best available).
  */
 #include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "../core/context.h"
 #include "cpu_internal.h"
 
 #if defined(LIK_CPU_X86)
@@ -38,29 +38,24 @@ static int best_level(void) {
 }
 #endif
 
-static const lik_cpu_kernels *chosen = &lik_cpu_kernels_portable;
+static int best = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void choose(void) {
+static void find_best(void) {
 #if defined(LIK_CPU_X86)
-  int best = best_level(), level = best;
-  const char *env = getenv("LIK_CPU_ISA");
-  if (env) {
-    int want = -1;
-    if (!strcmp(env, "portable")) want = 0;
-    else if (!strcmp(env, "avx2")) want = 1;
-    else if (!strcmp(env, "avx512")) want = 2;
-    if (want >= 0 && want <= best) level = want;
-  }
-  chosen = level == 2   ? &lik_cpu_kernels_avx512
-           : level == 1 ? &lik_cpu_kernels_avx2
-                        : &lik_cpu_kernels_portable;
+  best = best_level();
 #endif
 }
 
-const lik_cpu_kernels *lik_cpu_kernels_get(void) {
-  pthread_once(&once, choose);
-  return chosen;
+const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
+  pthread_once(&once, find_best);
+  int level = lik_context_cpu_level(ctx);
+  if (level > best) level = best;
+#if defined(LIK_CPU_X86)
+  if (level == 2) return &lik_cpu_kernels_avx512;
+  if (level == 1) return &lik_cpu_kernels_avx2;
+#endif
+  return &lik_cpu_kernels_portable;
 }
 
-LIK_API const char *lik_cpu_isa(void) { return lik_cpu_kernels_get()->isa; }
+LIK_API const char *lik_cpu_isa(void) { return lik_cpu_kernels_for(lik_context_default())->isa; }

@@ -211,7 +211,7 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
   drv g;
   memset(&g, 0, sizeof g);
   g.p = p;
-  g.kt = lik_cpu_kernels_get();
+  g.kt = lik_cpu_kernels_for(p->context);
   g.o = *o;
   g.nout = lik_cpu_out_rows(p);
   int64_t ncand = o->cend - o->cbeg;

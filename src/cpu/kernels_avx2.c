@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "backward_internal.h"
 #include "cpu_internal.h"
 
 #define MR 6
@@ -150,4 +151,5 @@ static void lik_pack_avx2(const lik_seqs *s, int64_t n, const int32_t *tok,
 }
 
 const lik_cpu_kernels lik_cpu_kernels_avx2 = {
-    "avx2", 16, MR, lik_tile_avx2_6x16, 8, lik_tile_avx2_6x8, lik_pack_avx2};
+    "avx2", 16, MR, lik_tile_avx2_6x16, 8, lik_tile_avx2_6x8, lik_pack_avx2,
+    &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};

@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "backward_internal.h"
 #include "cpu_internal.h"
 
 #define MR 12
@@ -138,4 +139,4 @@ static void lik_pack_avx512(const lik_seqs *s, int64_t n, const int32_t *tok,
 
 const lik_cpu_kernels lik_cpu_kernels_avx512 = {
     "avx512", 32, MR, lik_tile_avx512_12x32, 16, lik_tile_avx512_12x16,
-    lik_pack_avx512};
+    lik_pack_avx512, &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};

@@ -4,6 +4,7 @@
  * lanes of accumulators, which compilers keep in vector registers at the
  * baseline ISA.  Used where no SIMD path is available or LIK_CPU_ISA=portable.
  */
+#include "backward_internal.h"
 #include "cpu_internal.h"
 
 #define PW 16 /* query lanes */
@@ -34,4 +35,5 @@ void lik_pack_portable(const lik_seqs *s, int64_t n, const int32_t *tok,
                        int64_t cnt, int normalize, float *dst);
 
 const lik_cpu_kernels lik_cpu_kernels_portable = {
-    "portable", PW, PR, lik_tile_portable_4x16, 0, NULL, lik_pack_portable};
+    "portable", PW, PR, lik_tile_portable_4x16, 0, NULL, lik_pack_portable,
+    &lik_bw_kernels_portable_f32, &lik_bw_kernels_portable_f64};

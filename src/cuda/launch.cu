@@ -73,42 +73,6 @@ static int vec_ok(const lik_seqs &s) {
   return 1;
 }
 
-static bool env_is(const char *name, const char *value) {
-  const char *env = getenv(name);
-  return env && strcmp(env, value) == 0;
-}
-
-/* An sm_90 feature: compute capability 9.0 or newer, not turned off with
- * `env`=0.  Thread-block clusters (the Ld split): LIK_CUDA_SPLIT; 1-D bulk
- * copies and TMA (cp.async.bulk[.tensor]): LIK_CUDA_BULK (off: every tile
- * loads by cp.async; the parity suite checks both loaders). */
-static bool sm90_feature_ok(int dev, const char *env) {
-  if (env_is(env, "0")) return false;
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major >= 9;
-}
-
-/* The sm_90a wgmma kernel can run: built for sm_90a (cmake/cuda.cmake
- * defines LIK_CUDA_SM90A), a compute capability 9.0 device that runs that
- * machine code (not the compute_90 PTX, where wgmma does not exist: so not
- * under CUDA_FORCE_PTX_JIT=1), and not turned off with LIK_CUDA_WGMMA=0 (the
- * parity suite runs both families on a Hopper GPU that way). */
-static bool wgmma_ok(int dev) {
-#ifdef LIK_CUDA_SM90A
-  if (env_is("LIK_CUDA_WGMMA", "0") || env_is("CUDA_FORCE_PTX_JIT", "1")) return false;
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
-#else
-  (void)dev;
-  return false;
-#endif
-}
-
 /* cuTensorMapEncodeTiled, reached through the runtime (no link to libcuda);
  * null where the driver has none. */
 static PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
@@ -161,14 +125,6 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
   const int64_t small = (256 + bd * 4 + wn * 256 + 127) / 128 * 128;
   return small + 3 * bd * row + (row_bytes + 127) / 128 * 32 * row;
 }
-
-/* What the tile heuristic reads of the device: shared memory per CTA (opt
- * in), per SM and reserved per CTA, in bytes; wgmma, clusters and bulk
- * copies usable. */
-struct DevInfo {
-  int64_t smem_max, smem_sm, smem_rsv;
-  bool wg, clusters, bulk;
-};
 
 /* THE tile heuristic: one place decides which kernel and tile shape runs.
  * Sizes are in bytes of a token's row, rb = d * element size (a half d of
@@ -355,24 +311,14 @@ static KParams make_params(const lik_problem *p) {
   return P;
 }
 
-/* Launches the forward for P (scores / argmax already set). */
-static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
-                              int dev) {
+/* Launches the forward for P (scores / argmax already set) on dev. */
+static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev) {
   /* queries can share a CTA's rows in the cross pairing, padded or packed
    * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
    * kernel masks each slot's rows past its query's own length) */
   const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
-  int sms = 0, smem_max = 0, smem_sm = 0, smem_rsv = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&smem_rsv, cudaDevAttrReservedSharedMemoryPerBlock, dev);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  const DevInfo info = {smem_max, smem_sm, smem_rsv, wgmma_ok(dev),
-                        sm90_feature_ok(dev, "LIK_CUDA_SPLIT"), sm90_feature_ok(dev, "LIK_CUDA_BULK")};
+  const DevInfo &info = *dev.info;
+  cudaError_t e;
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
@@ -394,13 +340,13 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream,
   if (P.nkc < 1) P.nkc = 1;
   const bool am = P.argmax != nullptr;
   if (c.simt) {
-    e = launch_simt(P, dt, am, stream, sms);
+    e = launch_simt(P, dt, am, stream, dev);
   } else if (dt == LIK_BF16) {
-    e = launch_mma_bf16(P, c, am, stream, sms);
+    e = launch_mma_bf16(P, c, am, stream, dev);
   } else if (dt == LIK_F16) {
-    e = launch_mma_f16(P, c, am, stream, sms);
+    e = launch_mma_f16(P, c, am, stream, dev);
   } else {
-    e = launch_mma_f32(P, c, am, stream, sms);
+    e = launch_mma_f32(P, c, am, stream, dev);
   }
   if (e != cudaSuccess) return cuda_fail(e, "the MaxSim kernel launch");
   return LIK_OK;
@@ -419,10 +365,13 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   DeviceGuard g(p->device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "selecting the device");
   (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
+  Device dev;
+  const lik_status st = device_of(p, &dev);
+  if (st != LIK_OK) return st;
   KParams P = make_params(p);
   P.fast_q = vec_ok(p->q);
   P.fast_d = vec_ok(p->d);
-  return run_forward(P, p->q.dtype, (cudaStream_t)p->stream, p->device_id);
+  return run_forward(P, p->q.dtype, (cudaStream_t)p->stream, dev);
 }
 
 /* ---- retrieve ------------------------------------------------------------ */

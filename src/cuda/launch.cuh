@@ -6,6 +6,7 @@
 #define LIK_CUDA_LAUNCH_CUH
 
 #include "common.cuh"
+#include "device.cuh"
 
 namespace lik_cuda {
 
@@ -30,16 +31,17 @@ struct TileCfg {
 void decompose(KParams &P, const int64_t *slots, int bd, int max_split);
 
 /* Launchers per dtype (mma_bf16.cu, mma_f16.cu, mma_f32.cu, simt.cu).  Each sets the
- * decomposition through decompose() from the occupancy it reads, then
- * launches on `stream`; returns the CUDA error of the launch. */
+ * decomposition through decompose() from the kernel's occupancy on dev (cached
+ * in the context, with the shared memory attribute set once), then launches
+ * on `stream`; returns the CUDA error of the launch. */
 cudaError_t launch_mma_bf16(KParams &P, const TileCfg &c, bool argmax,
-                            cudaStream_t stream, int sms);
+                            cudaStream_t stream, const Device &dev);
 cudaError_t launch_mma_f16(KParams &P, const TileCfg &c, bool argmax,
-                           cudaStream_t stream, int sms);
+                           cudaStream_t stream, const Device &dev);
 cudaError_t launch_mma_f32(KParams &P, const TileCfg &c, bool argmax,
-                           cudaStream_t stream, int sms);
+                           cudaStream_t stream, const Device &dev);
 cudaError_t launch_simt(KParams &P, lik_dtype dt, bool argmax,
-                        cudaStream_t stream, int sms);
+                        cudaStream_t stream, const Device &dev);
 
 } // namespace lik_cuda
 

@@ -27,31 +27,33 @@ constexpr bool can_split() {
 }
 
 /* kern runs sm_90 code here: machine code for 9.0+, or PTX for 9.0+ (not
- * a build for sm_80 only, JIT-compiled on a Hopper GPU). */
+ * a build for sm_80 only, JIT-compiled on a Hopper GPU).  Read once per
+ * function and device (cached as FnInfo.occ of a zero-byte entry). */
 template <class K>
-static bool built_for_sm90(K kern) {
-  cudaFuncAttributes fa;
-  const bool ok = cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.binaryVersion >= 90 &&
-                  (fa.ptxVersion == 0 || fa.ptxVersion >= 90);
-  (void)cudaGetLastError();
-  return ok;
+static bool built_for_sm90(K kern, const Device &dev) {
+  FnInfo fi;
+  if (!fn_info_find(dev, (const void *)kern, -1, &fi)) {
+    cudaFuncAttributes fa;
+    fi = FnInfo{};
+    fi.occ = cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.binaryVersion >= 90 &&
+             (fa.ptxVersion == 0 || fa.ptxVersion >= 90);
+    (void)cudaGetLastError();
+    fn_info_put(dev, (const void *)kern, -1, fi);
+  }
+  return fi.occ != 0;
 }
 
 /* Resident CTAs of the split kernel in clusters of s = 2 .. split_max
- * (slots[s]); returns the largest usable size, 1 where the split cannot run:
- * no cluster code in the binary (a build for sm_80 only, JIT-compiled on a
- * Hopper GPU), too little shared memory, a failed query.  Errors of the
- * queries are cleared (they only mean: no split). */
+ * (fi->slots[s]) and the largest usable size (fi->split_max; 1 where the
+ * split cannot run: no cluster code in the binary (a build for sm_80 only,
+ * JIT-compiled on a Hopper GPU), too little shared memory, a failed query).
+ * Errors of the queries are cleared (they only mean: no split). */
 template <class C, class K>
-static int split_slots(K kern_split, int base, int split_max, int64_t *slots) {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-      !built_for_sm90(kern_split))
-    split_max = 1;
-  while (split_max > 1 && base + xch_bytes<C>(split_max) > optin) --split_max;
+static void split_slots(K kern_split, int base, int split_max, const Device &dev, FnInfo *fi) {
+  if (!built_for_sm90(kern_split, dev)) split_max = 1;
+  while (split_max > 1 && base + xch_bytes<C>(split_max) > dev.info->smem_max) --split_max;
   if (split_max > 1 && cudaFuncSetAttribute(kern_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            base + xch_bytes<C>(split_max)) != cudaSuccess)
+                                            (int)dev.info->smem_max) != cudaSuccess)
     split_max = 1;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -67,30 +69,52 @@ static int split_slots(K kern_split, int base, int split_max, int64_t *slots) {
     cfg.gridDim = dim3((unsigned)s);
     cfg.dynamicSmemBytes = base + xch_bytes<C>(s);
     if (cudaOccupancyMaxActiveClusters(&nclusters, kern_split, &cfg) == cudaSuccess)
-      slots[s] = (int64_t)nclusters * s;
+      fi->slots[s] = (int64_t)nclusters * s;
   }
   (void)cudaGetLastError();
-  return split_max;
+  fi->split_max = split_max;
+}
+
+/* kern's resident CTAs per SM with `base` bytes of dynamic shared memory,
+ * and (cluster kernels) the split's slots: queried on the first launch of a
+ * (function, size, device), the function's shared memory limit raised to the
+ * device's opt-in maximum then (once), cached in the context. */
+template <class C, bool CAN, class K>
+static cudaError_t kernel_info(K kern, K kern_split, int base, int split_max, const Device &dev,
+                               FnInfo *fi) {
+  if (fn_info_find(dev, (const void *)kern, base, fi)) return cudaSuccess;
+  *fi = FnInfo{};
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)dev.info->smem_max);
+  if (e != cudaSuccess) return e;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fi->occ, kern, C::NT, base);
+  if (e != cudaSuccess) return e;
+  fi->split_max = 1;
+  if (CAN && split_max > 1) split_slots<C>(kern_split, base, split_max, dev, fi);
+  fn_info_put(dev, (const void *)kern, base, *fi);
+  return cudaSuccess;
 }
 
 template <class C, bool ARGMAX>
-static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, int sms) {
+static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, const Device &dev) {
   constexpr int STAGES = stages_of<C>();
   constexpr bool CAN = can_split<C, ARGMAX>();
   auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES, false>;
   auto kern_split = maxsim_mma_kernel<C, ARGMAX, STAGES, CAN>;
   const int base = C::smem_bytes(STAGES, P.nkc);
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, base);
+  FnInfo fi;
+  cudaError_t e = kernel_info<C, CAN>(kern, kern_split, base, split_max, dev, &fi);
   if (e != cudaSuccess) return e;
-  int occ = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::NT, base);
-  if (e != cudaSuccess) return e;
-  int64_t slots[9] = {0, (int64_t)sms * (occ > 0 ? occ : 1)};
+  int64_t slots[9] = {0, (int64_t)dev.info->sms * (fi.occ > 0 ? fi.occ : 1)};
   /* The Ld split only where the items alone leave CTA slots empty (few,
    * long documents); resident clusters per size from the runtime (a
    * cluster's CTAs share a GPC, so fewer may be resident than CTAs alone). */
-  if (!CAN || split_max < 2 || P.nrows * P.ncand >= slots[1]) split_max = 1;
-  else split_max = split_slots<C>(kern_split, base, split_max, slots);
+  if (!CAN || split_max < 2 || P.nrows * P.ncand >= slots[1]) {
+    split_max = 1;
+  } else {
+    split_max = fi.split_max;
+    for (int s = 2; s <= split_max; ++s) slots[s] = fi.slots[s];
+  }
   decompose(P, slots, C::BD, split_max);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -116,32 +140,32 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, in
 }
 
 template <class C>
-static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s, int sms) {
-  return argmax ? launch_one<C, true>(P, c.split_max, s, sms)
-                : launch_one<C, false>(P, c.split_max, s, sms);
+static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s, const Device &dev) {
+  return argmax ? launch_one<C, true>(P, c.split_max, s, dev)
+                : launch_one<C, false>(P, c.split_max, s, dev);
 }
 
 template <typename T, int KC>
 static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
-                               cudaStream_t s, int sms) {
+                               cudaStream_t s, const Device &dev) {
   if constexpr (sizeof(T) == 2) { /* wgmma: half types only; TMA tiles where c.tma */
     if (c.wg == 1)
-      return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, sms)
-                   : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, sms);
+      return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
+                   : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
     if (c.wg == 2 && c.bn == 104) /* stacked queries: chosen with TMA tiles only */
-      return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, sms);
+      return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
     if (c.wg == 2)
-      return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, sms)
-                   : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, sms);
+      return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
+                   : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);
   }
   if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
     if constexpr (KC * sizeof(T) == 256)
-      return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, c, argmax, s, sms);
-    else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, c, argmax, s, sms);
+      return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, c, argmax, s, dev);
+    else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, c, argmax, s, dev);
   }
-  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, sms);
-  if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, c, argmax, s, sms);
-  return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, sms);
+  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, dev);
+  if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, c, argmax, s, dev);
+  return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, dev);
 }
 
 /* c.kc is the bytes of a row's k-chunk (96, 128 or 256); KC counts elements.
@@ -152,22 +176,22 @@ static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
  * code. */
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
-                                cudaStream_t s, int sms) {
+                                cudaStream_t s, const Device &dev) {
   constexpr int K96 = 96 / sizeof(T), K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
   if (!c.qreg && c.wn == 8)
-    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 8, 5, K128, false>>(P, c, argmax, s, sms)
-                     : launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, sms);
+    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 8, 5, K128, false>>(P, c, argmax, s, dev)
+                     : launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, dev);
   if (!c.qreg)
-    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, sms)
-                     : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, sms);
+    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, dev)
+                     : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, dev);
   if (c.kc == 96) {
     using Dense = MmaCfg<T, 1, 2, 4, K96, true, 8, true>;
-    if (c.bulk && built_for_sm90(maxsim_mma_kernel<Dense, false, stages_of<Dense>(), false>))
-      return launch_am<Dense>(P, c, argmax, s, sms);
-    return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, sms);
+    if (c.bulk && built_for_sm90(maxsim_mma_kernel<Dense, false, stages_of<Dense>(), false>, dev))
+      return launch_am<Dense>(P, c, argmax, s, dev);
+    return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, dev);
   }
-  if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, sms);
-  return launch_qreg<T, K256>(P, c, argmax, s, sms);
+  if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, dev);
+  return launch_qreg<T, K256>(P, c, argmax, s, dev);
 }
 
 } // namespace lik_cuda

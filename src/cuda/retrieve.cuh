@@ -195,9 +195,11 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
   int64_t B = ((int64_t)8 << 20) / nq;
   if (B < 1024) B = 1024;
   if (B > nd) B = nd;
-  int sms = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device_id);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  Device dev;
+  lik_status dst = device_of(p, &dev);
+  if (dst != LIK_OK) return dst;
+  const int sms = dev.info->sms;
+  cudaError_t e;
   const int64_t gmax = topk_slices(nq, B, k, sms);
   const size_t sc_bytes = (size_t)(nq * B) * sizeof(float);
   const size_t kb = (size_t)(nq * k), gkb = kb * (size_t)gmax;
@@ -250,7 +252,7 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
     P.d = kseq(dsh);
     P.fast_q = vec_ok(p->q);
     P.fast_d = vec_ok(dsh);
-    st = run_forward(P, p->q.dtype, stream, p->device_id);
+    st = run_forward(P, p->q.dtype, stream, dev);
     if (st != LIK_OK) break;
     const int64_t G = topk_slices(nq, nb, k, sms);
     if (G > 1) { /* the slices' top-k, then their merge with the running top-k */

@@ -122,15 +122,14 @@ CASES = [
 ]
 
 # On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the
-# mma.sync family they replace there is checked too (LIK_CUDA_WGMMA=0).  On
-# sm_90+ the scores-only calls of the few-document, one-query cases split each
-# document's tiles over a cluster of CTAs; the unsplit kernels are checked too
-# (LIK_CUDA_SPLIT=0).  On sm_90+ the half-type tiles of d <= 128 load by bulk
-# copies (one query, 96-byte rows) or TMA (the wgmma kernels); the cp.async
-# loaders they replace are checked too (LIK_CUDA_BULK=0).
-FAMILY_ENV = {"default": None, "mma.sync": "LIK_CUDA_WGMMA", "no-split": "LIK_CUDA_SPLIT",
-              "no-bulk": "LIK_CUDA_BULK"}
-FAMILY_CASES = [(f, c) for f in FAMILY_ENV for c in CASES
+# mma.sync family they replace there is checked too (a context with
+# cuda_off=["wgmma"]).  On sm_90+ the scores-only calls of the few-document,
+# one-query cases split each document's tiles over a cluster of CTAs; the
+# unsplit kernels are checked too ("split").  On sm_90+ the half-type tiles of
+# d <= 128 load by bulk copies (one query, 96-byte rows) or TMA (the wgmma
+# kernels); the cp.async loaders they replace are checked too ("bulk").
+FAMILY_OFF = {"default": (), "mma.sync": ("wgmma",), "no-split": ("split",), "no-bulk": ("bulk",)}
+FAMILY_CASES = [(f, c) for f in FAMILY_OFF for c in CASES
                 if f != "no-bulk" or (c[0] in ("bf16", "f16") and c[5] <= 128)]
 
 
@@ -138,9 +137,14 @@ FAMILY_CASES = [(f, c) for f in FAMILY_ENV for c in CASES
 @pytest.mark.parametrize("masks", [False, True])
 @pytest.mark.parametrize("family,case", FAMILY_CASES,
                          ids=[f + "-" + "-".join(map(str, c)) for f, c in FAMILY_CASES])
-def test_cross(case, masks, normalize, family, gen, monkeypatch):
-    if FAMILY_ENV[family]:
-        monkeypatch.setenv(FAMILY_ENV[family], "0")
+def test_cross(case, masks, normalize, family, gen):
+    import lik
+
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        _check_cross(case, masks, normalize, gen)
+
+
+def _check_cross(case, masks, normalize, gen):
     api = _lik()
     dt, Nq, Nd, Lq, Ld, d = case
     Q = rand((Nq, Lq, d), DT[dt], gen)
@@ -449,12 +453,12 @@ def _kernel_grids(fn):
 
 @pytest.mark.parametrize("dt,lq,d", [("bf16", 32, 128), ("f16", 20, 48), ("bf16", 64, 64),
                                      ("f32", 32, 40), ("f16", 32, 128), ("bf16", 1, 17)])
-def test_ld_split(dt, lq, d, gen, monkeypatch):
+def test_ld_split(dt, lq, d, gen):
     """One query against a few long documents (Ld up to 1500), scores only: on
     sm_90+ each document's tiles are dealt to the CTAs of a cluster (ranks
     past a short document's last tile get none) and rank 0 merges the row
     maxima.  Against the float64 reference, and bitwise equal to the unsplit
-    kernel (LIK_CUDA_SPLIT=0: the same MMAs in the same order, max is exact),
+    kernel (a context with cuda_off=["split"]: the same MMAs in the same order, max is exact),
     padded with masks and packed with lengths 1500, 3, 0, 1, 700, 65; the
     argmax call (never split) against the reference too."""
     import itertools
@@ -469,10 +473,11 @@ def test_ld_split(dt, lq, d, gen, monkeypatch):
     D[~dm] = float("nan")
     ref, mx, live, S = ref_scores(ref_sim(Q, D, True), qm[:, None, :], dm[None, :, None, :])
     runs, grids = {}, {}
+    ctx = {"1": lik.Context(), "0": lik.Context(cuda_off=["split"])}
     for split in ["1", "0"]:
-        monkeypatch.setenv("LIK_CUDA_SPLIT", split)
-        grids[split] = _kernel_grids(lambda: runs.__setitem__(
-            split, api.maxsim(Q, D, qm, dm, normalize=True)))
+        with ctx[split]:
+            grids[split] = _kernel_grids(lambda: runs.__setitem__(
+                split, api.maxsim(Q, D, qm, dm, normalize=True)))
     if torch.cuda.get_device_capability()[0] >= 9:  # the split ran: more CTAs
         assert grids["1"][0] > grids["0"][0], grids
     check_scores(runs["1"], ref, lq)
@@ -489,8 +494,8 @@ def test_ld_split(dt, lq, d, gen, monkeypatch):
     qmp, dmp = rmask((lq,), gen), rmask((sum(ld),), gen, 0.7)
     out = {}
     for split in ["1", "0"]:
-        monkeypatch.setenv("LIK_CUDA_SPLIT", split)
-        out[split] = lik.maxsim_varlen(Qp, Dp, cq, cd, q_mask=qmp, d_mask=dmp, normalize=True)
+        with ctx[split]:
+            out[split] = lik.maxsim_varlen(Qp, Dp, cq, cd, q_mask=qmp, d_mask=dmp, normalize=True)
         torch.cuda.synchronize()
     check_scores(out["1"].float(), _packed_ref(Qp, Dp, cq, cd, qmp, dmp), lq)
     assert torch.equal(out["1"], out["0"])
@@ -506,11 +511,16 @@ INF_CASES = [("bf16", 2, 3, 37, 150, 128), ("f16", 2, 3, 20, 90, 64), ("f32", 2,
              ("bf16", 9, 5, 32, 150, 128), ("bf16", 1, 4, 100, 260, 128), ("bf16", 1, 2, 20, 50, 2100)]
 
 
-@pytest.mark.parametrize("family", list(FAMILY_ENV))
+@pytest.mark.parametrize("family", list(FAMILY_OFF))
 @pytest.mark.parametrize("case", INF_CASES, ids=["-".join(map(str, c)) for c in INF_CASES])
-def test_infinite_similarities(case, family, gen, monkeypatch):
-    if FAMILY_ENV[family]:
-        monkeypatch.setenv(FAMILY_ENV[family], "0")
+def test_infinite_similarities(case, family, gen):
+    import lik
+
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        _check_infinite(case, gen)
+
+
+def _check_infinite(case, gen):
     api = _lik()
     dt, Nq, Nd, Lq, Ld, d = case
     big = float("inf") if dt == "f16" else 1e20

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Host cost per call: what a small, eager call costs before any kernel work.
+
+    python3 bench/host_cost.py [--calls 3000] [--peers flash,lik045]
+
+Problem: one query against one document, Lq = Ld = 16, d = 16 (the kernel
+itself takes a few µs), bf16 on CUDA, float32 on the CPU.  Each row is the
+wall time of N back-to-back calls divided by N (median of 5 rounds), so it is
+the host time per call wherever the host is slower than the GPU; the GPU is
+synchronised only after the N calls.
+
+Rows:
+* ``C API`` — ``lik_maxsim`` through ctypes with views and options built once
+  (the C library's own host cost plus one ctypes call, ~0.5 µs, reported as
+  ``ctypes call``: a trivial C function through the same path);
+* ``lik.maxsim`` — the Python function on torch tensors (no grad), and with
+  ``requires_grad`` inputs (the forward that saves the argmax);
+* peers (CUDA): late-interaction-kernels 0.4.5 ``maxsim``, flash-maxsim 0.3.0
+  ``flash_maxsim_batched``;
+* CPU: the C API, ``lik.maxsim`` on numpy arrays and on torch tensors, one
+  thread (the fixed cost of a call: validation, scratch, the thread runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import time
+
+
+def per_call_us(fn, calls: int, sync=lambda: None, rounds: int = 5) -> float:
+    fn()
+    sync()
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def c_api_call(lib, _lib, Q, D, S, opts):
+    """A closure calling lik_maxsim with views and options made once."""
+    keep = [_lib.view(x) for x in (Q, D, S)]
+    q, d, s = (ctypes.byref(t) for _, t in keep)
+    o = ctypes.byref(opts)
+    fn = lib.lik_maxsim
+
+    def call():
+        if fn(q, d, None, None, o, s, None):
+            raise RuntimeError(_lib.lib.lik_last_error().decode())
+
+    call.keep = keep
+    return call
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--peers", default="flash,lik045")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+
+    import lik
+    from lik import _lib
+
+    rows = {}
+    N = args.calls
+    lib = _lib.lib
+    rows["ctypes call (lik_version_number)"] = per_call_us(lib.lik_version_number, N)
+
+    # ---- CPU ------------------------------------------------------------
+    lik.set_num_threads(1)
+    Qn = np.random.randn(1, 16, 16).astype(np.float32)
+    Dn = np.random.randn(1, 16, 16).astype(np.float32)
+    Sn = np.empty((1, 1), np.float32)
+    rows["CPU: C API lik_maxsim"] = per_call_us(
+        c_api_call(lib, _lib, Qn, Dn, Sn, _lib.make_options()), N)
+    rows["CPU: lik.maxsim (numpy)"] = per_call_us(lambda: lik.maxsim(Qn, Dn), N)
+    Qt, Dt = torch.from_numpy(Qn), torch.from_numpy(Dn)
+    rows["CPU: lik.maxsim (torch)"] = per_call_us(lambda: lik.maxsim(Qt, Dt), N)
+    lik.set_num_threads(0)
+
+    # ---- CUDA -----------------------------------------------------------
+    if torch.cuda.is_available():
+        dev = torch.device("cuda")
+        sync = torch.cuda.synchronize
+        Q = torch.randn(1, 16, 16, device=dev, dtype=torch.bfloat16)
+        D = torch.randn(1, 16, 16, device=dev, dtype=torch.bfloat16)
+        S = torch.empty(1, 1, device=dev, dtype=torch.float32)
+        opts = _lib.make_options(stream=_lib.cuda_stream_of(Q))
+        rows["CUDA: C API lik_maxsim"] = per_call_us(c_api_call(lib, _lib, Q, D, S, opts), N, sync)
+        with torch.no_grad():
+            rows["CUDA: lik.maxsim"] = per_call_us(lambda: lik.maxsim(Q, D), N, sync)
+        Qg, Dg = Q.clone().requires_grad_(), D.clone().requires_grad_()
+        rows["CUDA: lik.maxsim, requires_grad (forward)"] = per_call_us(
+            lambda: lik.maxsim(Qg, Dg), N, sync)
+        peers = set(args.peers.split(",")) if args.peers else set()
+        if "lik045" in peers:
+            try:
+                import late_interaction_kernels as lk
+
+                with torch.no_grad():
+                    rows["CUDA: late-interaction-kernels 0.4.5 maxsim"] = per_call_us(
+                        lambda: lk.maxsim(Q, D), N, sync)
+            except ImportError as e:
+                print("skip late-interaction-kernels:", e)
+        if "flash" in peers:
+            try:
+                import flash_maxsim
+
+                with torch.no_grad():
+                    rows["CUDA: flash-maxsim 0.3.0 flash_maxsim_batched"] = per_call_us(
+                        lambda: flash_maxsim.flash_maxsim_batched(Q, D), N, sync)
+            except ImportError as e:
+                print("skip flash-maxsim:", e)
+
+    width = max(len(k) for k in rows)
+    for k, v in rows.items():
+        print(f"{k:<{width}}  {v:8.2f} µs/call")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+/* device.cu — the CUDA backend's state in a lik_context (device.cuh). */
+#include <map>
+#include <mutex>
+#include <new>
+#include <tuple>
+
+#include <string.h>
+
+extern "C" {
+#include "../core/context.h"
+}
+#include "device.cuh"
+
+namespace lik_cuda {
+
+enum { MAX_DEVICES = 64 };
+
+struct State {
+  std::mutex lock;
+  bool have[MAX_DEVICES] = {};
+  DevInfo dev[MAX_DEVICES] = {};
+  std::map<std::tuple<const void *, int, int64_t>, FnInfo> fns;
+};
+
+static void *create_state() { return new (std::nothrow) State; }
+static void destroy_state(void *s) { delete static_cast<State *>(s); }
+
+/* The sm_90a wgmma kernels run on this device: built for sm_90a
+ * (cmake/cuda.cmake defines LIK_CUDA_SM90A), compute capability exactly 9.0
+ * running that machine code (not the compute_90 PTX, where wgmma does not
+ * exist: so not under CUDA_FORCE_PTX_JIT=1). */
+static bool wgmma_runs(int major, int minor) {
+#ifdef LIK_CUDA_SM90A
+  const char *jit = getenv("CUDA_FORCE_PTX_JIT");
+  return major == 9 && minor == 0 && !(jit && strcmp(jit, "1") == 0);
+#else
+  (void)major;
+  (void)minor;
+  return false;
+#endif
+}
+
+static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
+  int v[6] = {0};
+  const cudaDeviceAttr attrs[6] = {
+      cudaDevAttrMultiProcessorCount, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+      cudaDevAttrMaxSharedMemoryPerMultiprocessor, cudaDevAttrReservedSharedMemoryPerBlock,
+      cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor};
+  for (int i = 0; i < 6; i++) {
+    const cudaError_t e = cudaDeviceGetAttribute(&v[i], attrs[i], id);
+    if (e != cudaSuccess) return e;
+  }
+  out->sms = v[0];
+  out->smem_max = v[1];
+  out->smem_sm = v[2];
+  out->smem_rsv = v[3];
+  out->wg = !(off & LIK_CUDA_NO_WGMMA) && wgmma_runs(v[4], v[5]);
+  out->clusters = !(off & LIK_CUDA_NO_SPLIT) && v[4] >= 9;
+  out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;
+  return cudaSuccess;
+}
+
+lik_status device_of(const lik_problem *p, Device *out) {
+  lik_context *ctx = p->context ? p->context : lik_context_default();
+  State *s = static_cast<State *>(lik_context_backend_state(ctx, create_state, destroy_state));
+  if (!s) return lik_fail(LIK_ERR_ALLOC, "CUDA: cannot allocate the context's device cache");
+  const int id = p->device_id;
+  if (id < 0 || id >= MAX_DEVICES)
+    return lik_fail(LIK_ERR_DEVICE, "CUDA device %d: ordinals of 0 .. %d are supported", id,
+                    MAX_DEVICES - 1);
+  std::lock_guard<std::mutex> g(s->lock);
+  if (!s->have[id]) {
+    const cudaError_t e = read_info(id, lik_context_cuda_off(ctx), &s->dev[id]);
+    if (e != cudaSuccess)
+      return lik_fail(LIK_ERR_CUDA, "CUDA error in cudaDeviceGetAttribute: %s (%s)",
+                      cudaGetErrorName(e), cudaGetErrorString(e));
+    s->have[id] = true;
+  }
+  out->id = id;
+  out->info = &s->dev[id];
+  out->state = s;
+  return LIK_OK;
+}
+
+bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out) {
+  std::lock_guard<std::mutex> g(dev.state->lock);
+  const auto it = dev.state->fns.find(std::make_tuple(fn, dev.id, smem));
+  if (it == dev.state->fns.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void fn_info_put(const Device &dev, const void *fn, int64_t smem, const FnInfo &info) {
+  std::lock_guard<std::mutex> g(dev.state->lock);
+  dev.state->fns[std::make_tuple(fn, dev.id, smem)] = info;
+}
+
+} // namespace lik_cuda

@@ -1,0 +1,58 @@
+/*
+ * device.cuh — what the launchers know of a device, cached in the call's
+ * lik_context (src/core/context.h) so that a warm call queries nothing:
+ * properties read once per device, and per kernel function its occupancy and
+ * dynamic shared memory attribute, set once.
+ */
+#ifndef LIK_CUDA_DEVICE_CUH
+#define LIK_CUDA_DEVICE_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../core/problem.h"
+}
+
+namespace lik_cuda {
+
+/* Properties the tile heuristic and launchers read: SMs; shared memory per
+ * CTA (opt-in), per SM and reserved per CTA, in bytes; whether the sm_90a
+ * wgmma kernels, thread-block clusters (the Ld split) and bulk / TMA copies
+ * are usable (the device and the build can, the context does not turn them
+ * off). */
+struct DevInfo {
+  int sms;
+  int64_t smem_max, smem_sm, smem_rsv;
+  bool wg, clusters, bulk;
+};
+
+/* What one kernel function needs on one device: resident CTAs per SM for a
+ * dynamic shared memory size; for a cluster kernel the largest usable
+ * cluster and the resident CTAs in clusters of s (slots[s]). */
+struct FnInfo {
+  int occ;
+  int split_max;
+  int64_t slots[9];
+};
+
+struct State;
+
+/* A device as a call sees it: ordinal, properties, the context's cache. */
+struct Device {
+  int id;
+  const DevInfo *info;
+  State *state;
+};
+
+/* Fills *out for device `id` of p's context; reads the properties on the
+ * first call for that device.  LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
+lik_status device_of(const lik_problem *p, Device *out);
+
+/* The cached FnInfo of (fn, smem) on dev, or false. */
+bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out);
+void fn_info_put(const Device &dev, const void *fn, int64_t smem, const FnInfo &info);
+
+} // namespace lik_cuda
+
+#endif
