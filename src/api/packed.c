@@ -66,7 +66,7 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
 #endif
   }
   if ((st = lik_cpu_maxsim(&p))) return st;
-  if (argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
+  if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)
       for (int64_t j = 0; j < nj; j++) {

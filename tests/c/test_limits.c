@@ -392,6 +392,29 @@ static void group_aliasing(void) {
   group_end();
 }
 
+/* Empty queries with an argmax of width 0 (NULL data): nothing to write, and
+ * no arithmetic on the NULL pointer (fuzz_api found it; UBSan). */
+static void group_empty_argmax(void) {
+  group_begin("empty-argmax");
+  float db[9 * 8] = {0}, sc[5];
+  int64_t cuq[3] = {0, 0, 0}, cud[4] = {0, 3, 6, 9};
+  int64_t pq[5] = {0, 1, 0, 1, 1}, pd[5] = {0, 1, 2, 2, 0};
+  lik_tensor Q = dense(NULL, LIK_F32, 2, DIMS(0, 8)), D = dense(db, LIK_F32, 2, DIMS(9, 8));
+  lik_tensor CQ = dense(cuq, LIK_I64, 1, DIMS(3)), CD = dense(cud, LIK_I64, 1, DIMS(4));
+  lik_tensor PQ = dense(pq, LIK_I64, 1, DIMS(5)), PD = dense(pd, LIK_I64, 1, DIMS(5));
+  case_begin("score_pairs_packed, argmax [5, 0]");
+  lik_tensor S = dense(sc, LIK_F32, 1, DIMS(5)), A = dense(NULL, LIK_I32, 2, DIMS(5, 0));
+  for (int i = 0; i < 5; i++) sc[i] = 7;
+  lik_status st = lik_score_pairs_packed(&Q, &D, &CQ, &CD, &PQ, &PD, NULL, NULL, NULL, &S, &A);
+  CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
+  for (int i = 0; i < 5; i++) CHECK(sc[i] == 0, "scores[%d] = %g, expected 0", i, sc[i]);
+  case_begin("maxsim_varlen, argmax [2, 3, 0]");
+  lik_tensor S2 = dense(sc, LIK_F32, 2, DIMS(2, 3)), A2 = dense(NULL, LIK_I32, 3, DIMS(2, 3, 0));
+  st = lik_maxsim_varlen(&Q, &D, &CQ, &CD, NULL, NULL, NULL, &S2, &A2);
+  CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
+  group_end();
+}
+
 int main(void) {
   test_init("test_limits");
   group_lengths();
@@ -400,5 +423,6 @@ int main(void) {
   group_inf_random();
   group_inf_retrieve();
   group_aliasing();
+  group_empty_argmax();
   return test_finish("test_limits");
 }
