@@ -396,7 +396,7 @@ static void group_aliasing(void) {
  * no arithmetic on the NULL pointer (fuzz_api found it; UBSan). */
 static void group_empty_argmax(void) {
   group_begin("empty-argmax");
-  float db[9 * 8] = {0}, sc[5];
+  float db[9 * 8] = {0}, sc[6];
   int64_t cuq[3] = {0, 0, 0}, cud[4] = {0, 3, 6, 9};
   int64_t pq[5] = {0, 1, 0, 1, 1}, pd[5] = {0, 1, 2, 2, 0};
   lik_tensor Q = dense(NULL, LIK_F32, 2, DIMS(0, 8)), D = dense(db, LIK_F32, 2, DIMS(9, 8));
