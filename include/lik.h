@@ -15,7 +15,9 @@
  *   inputs such as 1e20 * -1e20) is the max when no valid token scores
  *   higher, and the query token then contributes -inf (argmax: the first
  *   such token); +inf beats everything.  Contributions are summed as numbers
- *   (+inf + -inf = NaN).
+ *   (+inf + -inf = NaN).  (CUDA fp32 runs as 3xTF32, which splits every
+ *   input in two: there an infinite fp32 input gives a NaN similarity, while
+ *   overflow of finite inputs gives +-inf as everywhere.)
  * - A NaN similarity never wins a max (comparisons with NaN are false): a
  *   valid token holding NaN is skipped as if masked, so a query token whose
  *   valid tokens all score NaN contributes 0.  Unlike torch.max, NaN does not
