@@ -38,7 +38,9 @@ if ! have_libfuzzer && command -v apt-get >/dev/null; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   $sudo apt-get update -qq || true
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-dev || true
+  for pkg in clang libclang-rt-dev; do # (the runtime's package name varies: one at a time)
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" || true
+  done
 fi
 
 if ! have_libfuzzer; then
