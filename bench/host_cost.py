@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
 """Host cost per call: what a small, eager call costs before any kernel work.
 
-    python3 bench/host_cost.py [--calls 3000] [--peers flash,lik045]
+    python3 bench/host_cost.py [--calls 500] [--peers flash,lik045]
 
 Problem: one query against one document, Lq = Ld = 16, d = 16 (the kernel
 itself takes a few µs), bf16 on CUDA, float32 on the CPU.  Each row is the
-wall time of N back-to-back calls divided by N (median of 5 rounds), so it is
-the host time per call wherever the host is slower than the GPU; the GPU is
-synchronised only after the N calls.
+host time of N back-to-back calls divided by N (median of 7 rounds; the GPU
+synchronised between rounds, outside the timed span).
 
 Rows:
 * ``C API`` — ``lik_maxsim`` through ctypes with views and options built once
@@ -27,19 +26,28 @@ import argparse
 import ctypes
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))  # lik from the tree
 
 
-def per_call_us(fn, calls: int, sync=lambda: None, rounds: int = 5) -> float:
+def per_call_us(fn, calls: int, sync=lambda: None, rounds: int = 7) -> float:
+    """Median over rounds of (host time of `calls` back-to-back calls) / calls.
+    The GPU is synchronised before each round and after it, outside the
+    timed span, so a GPU slower than the host cannot inflate the figure (at
+    most ~1000 launches can be queued: keep calls below that)."""
     fn()
     sync()
     out = []
     for _ in range(rounds):
+        sync()
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        sync()
         out.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
     return statistics.median(out)
 
 
@@ -60,7 +68,7 @@ def c_api_call(lib, _lib, Q, D, S, opts):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--peers", default="flash,lik045")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

@@ -20,7 +20,7 @@ python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 15
 step "memcheck (small cases)"
 compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/gpu/sanitize_small.py 2>&1 | tail -n 4
 step "host cost per call"
-python3 bench/host_cost.py --calls 3000 --out "$OUT/host_cost.json"
+python3 bench/host_cost.py --out "$OUT/host_cost.json"
 step "forward table, lik column"
 python3 bench/gpu_forward.py --peers "" --no-first-call --out "$OUT/forward.json" 2>&1 | tail -n 25
 step "done"

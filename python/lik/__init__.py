@@ -13,6 +13,9 @@ late-interaction-kernels):
 * :func:`maxsim_pairs` — scores ``[B]`` for same-index pairs.
 * :func:`retrieve` — exact top-k documents per query.
 * :class:`MaxSimScorer` — stateless scorer (a ``torch.nn.Module`` with torch).
+* :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
+  PLAID / ColBERTv2 compressed documents; the codec and the centroid score
+  are in :mod:`lik.plaid`.
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
 
@@ -28,6 +31,8 @@ from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
 from ._lib import Context, LikError
 from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
+from . import plaid
+from .plaid import maxsim_residual, maxsim_residual_varlen
 
 __version__: str = _lib.version_string()
 
@@ -72,6 +77,9 @@ __all__ = [
     "maxsim_varlen",
     "score_pairs_packed",
     "maxsim_padded",
+    "maxsim_residual",
+    "maxsim_residual_varlen",
+    "plaid",
     "MaxSimScorer",
     "LikError",
     "Context",

@@ -175,6 +175,8 @@ lib.lik_context_create.argtypes = [ctypes.POINTER(LikContextOptions), ctypes.POI
 lib.lik_context_free.restype = None
 lib.lik_context_free.argtypes = [ctypes.c_void_p]
 lib.lik_retrieve.argtypes = [_PT, _PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
+lib.lik_topk_merge.restype = ctypes.c_int
+lib.lik_topk_merge.argtypes = [_PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
 
 
 def version_string() -> str:
@@ -465,3 +467,114 @@ def call_retrieve(Q, D, q_mask, d_mask, top_k: int, scores, indices, *, normaliz
     """lik_retrieve into caller-allocated ``scores`` (F32) and ``indices`` (I64)."""
     opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
     _run(lib.lik_retrieve, Q, D, q_mask, d_mask, opts, [ctypes.c_int64(top_k)], scores, indices)
+
+
+# ---- residual codec and compressed scoring (include/lik_experimental.h) ---------
+
+RESIDUAL_LAYOUTS = {"colbert": 0, "lik": 1}
+
+
+class LikCodec(ctypes.Structure):
+    _fields_ = [
+        ("centroids", _PT),
+        ("bucket_cutoffs", _PT),
+        ("bucket_weights", _PT),
+        ("nbits", ctypes.c_int),
+        ("layout", ctypes.c_int),
+    ]
+
+
+_PC = ctypes.POINTER(LikCodec)
+lib.lik_codec_train.restype = ctypes.c_int
+lib.lik_codec_train.argtypes = [_PT, ctypes.c_int, _PT, _PT]
+lib.lik_codec_compress.restype = ctypes.c_int
+lib.lik_codec_compress.argtypes = [_PC, _PT, _PO, _PT, _PT]
+lib.lik_codec_decompress.restype = ctypes.c_int
+lib.lik_codec_decompress.argtypes = [_PC, _PT, _PT, _PO, _PT]
+for _fn in ("lik_maxsim_residual", "lik_maxsim_residual_varlen"):
+    getattr(lib, _fn).restype = ctypes.c_int
+    getattr(lib, _fn).argtypes = [_PT, _PC, _PT, _PT, _PT, _PO, _PT, _PT]
+lib.lik_plaid_approx_score.restype = ctypes.c_int
+lib.lik_plaid_approx_score.argtypes = [_PT, _PT, _PT, _PO, _PT]
+
+
+def _views(keep, *xs):
+    """lik_tensor pointers (or None) for arrays; the views stay alive in keep."""
+    out = []
+    for x in xs:
+        k, t = view(x)
+        keep.append((k, t))
+        out.append(ctypes.byref(t) if t is not None else None)
+    return out
+
+
+def _make_codec(keep, centroids, cutoffs, weights, nbits: int, layout: str) -> LikCodec:
+    c = LikCodec()
+    for field, x in (("centroids", centroids), ("bucket_cutoffs", cutoffs), ("bucket_weights", weights)):
+        k, t = view(x)
+        keep.append((k, t))
+        setattr(c, field, ctypes.pointer(t) if t is not None else None)
+    c.nbits = nbits
+    c.layout = RESIDUAL_LAYOUTS[layout]
+    return c
+
+
+def call_codec_train(residuals, nbits: int, cutoffs, weights) -> None:
+    """lik_codec_train into caller-allocated F32 ``cutoffs`` / ``weights``."""
+    keep = []
+    check(lib.lik_codec_train(*_views(keep, residuals), nbits, *_views(keep, cutoffs, weights)))
+
+
+def call_codec_compress(X, centroids, cutoffs, nbits: int, layout: str, codes, residuals) -> None:
+    """lik_codec_compress into caller-allocated ``codes`` [T] and ``residuals`` [T, d*nbits/8]."""
+    keep = []
+    codec = _make_codec(keep, centroids, cutoffs, None, nbits, layout)
+    opts = make_options()
+    check(lib.lik_codec_compress(ctypes.byref(codec), *_views(keep, X), ctypes.byref(opts),
+                                 *_views(keep, codes, residuals)))
+
+
+def call_codec_decompress(codes, residuals, centroids, weights, nbits: int, layout: str, out, *,
+                          normalize: bool) -> None:
+    """lik_codec_decompress into caller-allocated ``out`` [T, d]."""
+    keep = []
+    codec = _make_codec(keep, centroids, None, weights, nbits, layout)
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(codes))
+    check(lib.lik_codec_decompress(ctypes.byref(codec), *_views(keep, codes, residuals),
+                                   ctypes.byref(opts), *_views(keep, out)))
+
+
+def call_maxsim_residual(Q, codes, residuals, lengths, centroids, weights, nbits: int, layout: str,
+                         scores, argmax=None, *, normalize: bool, packed: bool) -> None:
+    """lik_maxsim_residual (``lengths`` = doc_lengths) or, with ``packed``,
+    lik_maxsim_residual_varlen (``lengths`` = cu_seqlens_d)."""
+    keep = []
+    codec = _make_codec(keep, centroids, None, weights, nbits, layout)
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    fn = lib.lik_maxsim_residual_varlen if packed else lib.lik_maxsim_residual
+    q, c, r, n = _views(keep, Q, codes, residuals, lengths)
+    check(fn(q, ctypes.byref(codec), c, r, n, ctypes.byref(opts), *_views(keep, scores, argmax)))
+
+
+def call_plaid_approx(centroid_scores, codes, cu_seqlens_d, scores) -> None:
+    """lik_plaid_approx_score into caller-allocated ``scores``."""
+    keep = []
+    opts = make_options(stream=cuda_stream_of(centroid_scores))
+    cs, c, cu = _views(keep, centroid_scores, codes, cu_seqlens_d)
+    check(lib.lik_plaid_approx_score(cs, c, cu, ctypes.byref(opts), *_views(keep, scores)))
+
+
+def call_topk_merge(scores, indices, lengths, top_k: int, out_scores, out_indices) -> None:
+    """lik_topk_merge (lik_experimental.h): R sorted candidate lists per query,
+    ``scores`` F32 / ``indices`` I64 ``[R, Nq, K]``, optional ``lengths`` I64
+    ``[R, Nq]`` (any strides), into caller-allocated ``out_scores`` F32 /
+    ``out_indices`` I64 ``[Nq, top_k]`` (CPU arrays)."""
+    opts = make_options()
+    keep, tv = [], []
+    for x in (scores, indices, lengths, out_scores, out_indices):
+        k, t = view(x)
+        keep.append(k)
+        tv.append(t)
+    check(lib.lik_topk_merge(_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), ctypes.c_int64(top_k),
+                             ctypes.byref(opts), _ptr(tv[3]), _ptr(tv[4])))
+    del keep

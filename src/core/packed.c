@@ -6,12 +6,9 @@
 
 #include "validate.h"
 
-/* cu_seqlens: 1-D I32/I64 [N+1], starts at 0, non-decreasing, last == rows.
- * The values are checked (and *maxlen found) on the host only: on CUDA they
- * stay on the device (no copy, no sync) and *maxlen is -1. */
-static lik_status check_cu(const lik_tensor *cu, const char *name, int64_t rows,
-                           const char *rows_name, int on_host, lik_index *out,
-                           int64_t *count, int64_t *maxlen) {
+lik_status lik_check_cu_seqlens(const lik_tensor *cu, const char *name, int64_t rows,
+                                const char *rows_name, int on_host, lik_index *out,
+                                int64_t *count, int64_t *maxlen) {
   lik_status st;
   if (!cu) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
   if ((st = lik_check_tensor(cu, name, 1, 1))) return st;
@@ -91,9 +88,9 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
   }
   const int host = p->device != LIK_CUDA;
   lik_index iq = {0}, id = {0};
-  if ((st = check_cu(cu_q, "cu_seqlens_q", Q->shape[0], "Q rows", host, &iq, &pd->nq,
+  if ((st = lik_check_cu_seqlens(cu_q, "cu_seqlens_q", Q->shape[0], "Q rows", host, &iq, &pd->nq,
                      &pd->lq_max)) ||
-      (st = check_cu(cu_d, "cu_seqlens_d", D->shape[0], "D rows", host, &id, &pd->nd,
+      (st = lik_check_cu_seqlens(cu_d, "cu_seqlens_d", D->shape[0], "D rows", host, &id, &pd->nd,
                      &pd->ld_max)))
     return st;
   const int64_t mq = opts ? opts->max_seqlen_q : 0;

@@ -93,6 +93,14 @@ typedef struct {
   int64_t nq, nd, lq_max, ld_max, npairs;
 } lik_packed_dims;
 
+/* cu_seqlens: 1-D I32/I64 [N+1], starts at 0, non-decreasing, last == rows
+ * (named rows_name in messages); *out views it, *count = N.  The values are
+ * checked (and *maxlen found) on the host only: on CUDA they stay on the
+ * device (no copy, no sync) and *maxlen is -1. */
+lik_status lik_check_cu_seqlens(const lik_tensor *cu, const char *name, int64_t rows,
+                                const char *rows_name, int on_host, lik_index *out,
+                                int64_t *count, int64_t *maxlen);
+
 /* Q, D [rows, d], cu_seqlens (checked on the host unless on CUDA), optional
  * pair lists, masks and options into p and pd (devices of the inputs set). */
 lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_tensor *Q,

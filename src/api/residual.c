@@ -1,0 +1,152 @@
+/*
+ * residual.c — lik_maxsim_residual, lik_maxsim_residual_varlen and
+ * lik_plaid_approx_score: validate once, describe the call, route it to the
+ * CPU or CUDA backend.
+ */
+#include "../core/residual_check.h"
+
+static lik_status no_cuda_backend(void) {
+  return lik_fail(LIK_ERR_UNSUPPORTED,
+                  "tensors are on CUDA but this build of lik has no CUDA backend");
+}
+
+/* scores F32 grid[0 .. ndim), argmax NULL or I32 grid + [lq]. */
+static lik_status check_outputs(const lik_tensor *scores, const lik_tensor *argmax, int ndim,
+                                const int64_t *grid, int64_t lq) {
+  lik_status st;
+  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
+      (st = lik_check_no_overlap(scores, "scores")))
+    return st;
+  if (!argmax) return LIK_OK;
+  int64_t shape[3];
+  for (int i = 0; i < ndim; i++) shape[i] = grid[i];
+  shape[ndim] = lq;
+  if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, shape))) return st;
+  return lik_check_no_overlap(argmax, "argmax");
+}
+
+static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
+                                   const lik_tensor *codes, const lik_tensor *residuals,
+                                   const lik_tensor *doc_lengths, const lik_tensor *cu_seqlens_d,
+                                   const lik_options *opts, lik_tensor *scores,
+                                   lik_tensor *argmax) {
+  lik_clear_error();
+  lik_status st;
+  lik_residual_problem p = {0};
+  if ((st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q"))) return st;
+  if ((st = lik_codec_view_from(codec, 0, 1, &p.codec))) return st;
+  if (Q->shape[Q->ndim - 1] != p.codec.dim)
+    return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match centroids' d=%lld",
+                    (long long)Q->shape[Q->ndim - 1], (long long)p.codec.dim);
+  const lik_tensor *lens = doc_lengths ? doc_lengths : cu_seqlens_d;
+  const lik_tensor *ts[] = {Q,         codec->centroids, codec->bucket_weights, codes,
+                            residuals, lens,             scores,                argmax};
+  const char *names[] = {"Q",         "centroids",                                 "bucket_weights",
+                         "codes",     "residuals",
+                         doc_lengths ? "doc_lengths" : "cu_seqlens_d", "scores", "argmax"};
+  if ((st = lik_check_devices(ts, names, 8, &p.call.device, &p.call.device_id))) return st;
+  const int host = p.call.device != LIK_CUDA;
+  if (doc_lengths)
+    st = lik_ctokens_padded(codes, residuals, doc_lengths, &p.codec, host, &p.d);
+  else
+    st = lik_ctokens_packed(codes, residuals, cu_seqlens_d, p.codec.ncent, &p.codec, host, &p.d);
+  if (st) return st;
+  p.q = lik_seqs_from(Q);
+  if (p.q.len > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "Q: Lq=%lld exceeds the int32 argmax range",
+                    (long long)p.q.len);
+  const int q3 = Q->ndim == 3;
+  int64_t grid[2];
+  int ndim = 0;
+  if (q3) grid[ndim++] = p.q.count;
+  grid[ndim++] = p.d.count;
+  if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len))) return st;
+  p.scores = (float *)scores->data;
+  p.score_si = q3 ? scores->strides[0] : 0;
+  p.score_sj = scores->strides[ndim - 1];
+  if (argmax) {
+    p.argmax = (int32_t *)argmax->data;
+    p.argmax_si = q3 ? argmax->strides[0] : 0;
+    p.argmax_sj = argmax->strides[ndim - 1];
+    p.argmax_ss = argmax->strides[ndim];
+  }
+  lik_call_from(&p.call, opts);
+  if (p.q.count == 0 || p.d.count == 0) return LIK_OK;
+  if (p.call.device == LIK_CUDA) {
+#ifdef LIK_WITH_CUDA
+    return lik_cuda_maxsim_residual(&p);
+#else
+    return no_cuda_backend();
+#endif
+  }
+  return lik_cpu_maxsim_residual(&p);
+}
+
+lik_status lik_maxsim_residual(const lik_tensor *Q, const lik_codec *codec,
+                               const lik_tensor *codes, const lik_tensor *residuals,
+                               const lik_tensor *doc_lengths, const lik_options *opts,
+                               lik_tensor *scores, lik_tensor *argmax) {
+  if (!doc_lengths) {
+    lik_clear_error();
+    return lik_fail(LIK_ERR_NULL, "doc_lengths: is NULL");
+  }
+  return residual_forward(Q, codec, codes, residuals, doc_lengths, NULL, opts, scores, argmax);
+}
+
+lik_status lik_maxsim_residual_varlen(const lik_tensor *Q, const lik_codec *codec,
+                                      const lik_tensor *codes, const lik_tensor *residuals,
+                                      const lik_tensor *cu_seqlens_d, const lik_options *opts,
+                                      lik_tensor *scores, lik_tensor *argmax) {
+  if (!cu_seqlens_d) {
+    lik_clear_error();
+    return lik_fail(LIK_ERR_NULL, "cu_seqlens_d: is NULL");
+  }
+  return residual_forward(Q, codec, codes, residuals, NULL, cu_seqlens_d, opts, scores, argmax);
+}
+
+lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_tensor *codes,
+                                  const lik_tensor *cu_seqlens_d, const lik_options *opts,
+                                  lik_tensor *scores) {
+  lik_clear_error();
+  lik_status st;
+  const lik_tensor *cs = centroid_scores;
+  if ((st = lik_check_tensor(cs, "centroid_scores", 2, 3))) return st;
+  if (cs->dtype != LIK_F32 && cs->dtype != LIK_F16 && cs->dtype != LIK_BF16)
+    return lik_fail(LIK_ERR_DTYPE,
+                    "centroid_scores: dtype %s, expected float32, float16 or bfloat16",
+                    lik_dtype_name(cs->dtype));
+  lik_approx_problem p = {0};
+  const int q3 = cs->ndim == 3;
+  p.cs = cs->data;
+  p.cs_dtype = cs->dtype;
+  p.nq = q3 ? cs->shape[0] : 1;
+  p.lq = cs->shape[cs->ndim - 2];
+  p.ncent = cs->shape[cs->ndim - 1];
+  p.cs_si = q3 ? cs->strides[0] : 0;
+  p.cs_ss = cs->strides[cs->ndim - 2];
+  p.cs_sc = cs->strides[cs->ndim - 1];
+  const lik_tensor *ts[] = {cs, codes, cu_seqlens_d, scores};
+  const char *names[] = {"centroid_scores", "codes", "cu_seqlens_d", "scores"};
+  if ((st = lik_check_devices(ts, names, 4, &p.call.device, &p.call.device_id))) return st;
+  if ((st = lik_ctokens_packed(codes, NULL, cu_seqlens_d, p.ncent, NULL, p.call.device != LIK_CUDA,
+                               &p.d)))
+    return st;
+  int64_t grid[2];
+  int ndim = 0;
+  if (q3) grid[ndim++] = p.nq;
+  grid[ndim++] = p.d.count;
+  if ((st = check_outputs(scores, NULL, ndim, grid, 0))) return st;
+  p.scores = (float *)scores->data;
+  p.score_si = q3 ? scores->strides[0] : 0;
+  p.score_sj = scores->strides[ndim - 1];
+  lik_call_from(&p.call, opts);
+  if (p.nq == 0 || p.d.count == 0) return LIK_OK;
+  if (p.call.device == LIK_CUDA) {
+#ifdef LIK_WITH_CUDA
+    return lik_cuda_plaid_approx(&p);
+#else
+    return no_cuda_backend();
+#endif
+  }
+  return lik_cpu_plaid_approx(&p);
+}

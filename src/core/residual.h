@@ -1,0 +1,160 @@
+/*
+ * residual.h — the validated description of a codec / residual-scoring call
+ * (lik_experimental.h), passed from src/api/codec.c and src/api/residual.c to
+ * a backend.  Backends may assume everything here is valid: shapes agree,
+ * dtypes are supported, codes and lengths are in range (host data), pointers
+ * of non-empty tensors are set.  Also the one definition of the residual bit
+ * layouts (lik_res_field / lik_res_byte).
+ */
+#ifndef LIK_CORE_RESIDUAL_H
+#define LIK_CORE_RESIDUAL_H
+
+#include "lik_experimental.h"
+#include "problem.h"
+
+/* A codec: centroids, and the cutoffs / weights the call needs (data NULL
+ * where absent).  Vectors have 2^nbits - 1 (cutoffs) / 2^nbits entries. */
+typedef struct {
+  const void *cent;
+  lik_dtype cent_dtype;
+  int64_t ncent, dim, cent_sc, cent_sk; /* element (c, k) at c*cent_sc + k*cent_sk */
+  const void *cutoffs, *weights;
+  lik_dtype cutoffs_dtype, weights_dtype;
+  int64_t cutoffs_s, weights_s;
+  int nbits;
+  lik_residual_layout layout;
+  int64_t width; /* residual bytes per token: dim * nbits / 8 */
+} lik_codec_view;
+
+/* Compressed tokens.  Document n has lik_ct_len tokens; its token l is
+ * flat token lik_ct_tok(n, l), whose code is codes[tok*code_s] and whose
+ * residual byte p is res[tok*res_st + p*res_sp]; flat tokens are
+ *   packed (offsets.data set):   row offsets[n] + l;
+ *   padded (otherwise):          n*len + l, the code / residual views being
+ *                                [count, len(, width)] with the strides
+ *                                code_sn / res_sn for n (then code_s / res_st
+ *                                stride l);
+ * lengths.data NULL with offsets.data NULL: every document has len tokens. */
+typedef struct {
+  const void *codes;
+  lik_dtype codes_dtype; /* I32 or I64 */
+  int64_t code_sn, code_s;
+  const uint8_t *res;
+  int64_t res_sn, res_st, res_sp;
+  int64_t count, len; /* documents; padded Ld, or the longest (-1: unknown, CUDA) */
+  lik_index lengths;  /* padded: doc_lengths */
+  lik_index offsets;  /* packed: cu_seqlens_d */
+} lik_ctokens;
+
+static inline int64_t lik_ct_len(const lik_ctokens *c, int64_t n) {
+  if (c->offsets.data) return lik_index_at(&c->offsets, n + 1) - lik_index_at(&c->offsets, n);
+  return c->lengths.data ? lik_index_at(&c->lengths, n) : c->len;
+}
+
+/* Total flat tokens (packed: offsets[count]; padded: count * len). */
+static inline int64_t lik_ct_ntok(const lik_ctokens *c) {
+  return c->offsets.data ? lik_index_at(&c->offsets, c->count) : c->count * c->len;
+}
+
+static inline int64_t lik_ct_tok(const lik_ctokens *c, int64_t n, int64_t l) {
+  return c->offsets.data ? lik_index_at(&c->offsets, n) + l : n * c->len + l;
+}
+
+/* Element offsets of the code / first residual byte of token l of document n. */
+static inline int64_t lik_ct_code_off(const lik_ctokens *c, int64_t n, int64_t l) {
+  return c->offsets.data ? (lik_index_at(&c->offsets, n) + l) * c->code_s
+                         : n * c->code_sn + l * c->code_s;
+}
+static inline int64_t lik_ct_res_off(const lik_ctokens *c, int64_t n, int64_t l) {
+  return c->offsets.data ? (lik_index_at(&c->offsets, n) + l) * c->res_st
+                         : n * c->res_sn + l * c->res_st;
+}
+
+static inline int64_t lik_ct_code(const lik_ctokens *c, int64_t off) {
+  return c->codes_dtype == LIK_I32 ? (int64_t)((const int32_t *)c->codes)[off]
+                                   : ((const int64_t *)c->codes)[off];
+}
+
+/* ---- the bit layouts (the one definition) ---- */
+
+static inline uint8_t lik_reverse8(uint8_t b) {
+  b = (uint8_t)((b & 0xf0u) >> 4 | (b & 0x0fu) << 4);
+  b = (uint8_t)((b & 0xccu) >> 2 | (b & 0x33u) << 2);
+  return (uint8_t)((b & 0xaau) >> 1 | (b & 0x55u) << 1);
+}
+
+/* Bucket index of field i (dimension p * 8/nbits + i of byte p). */
+static inline unsigned lik_res_field(uint8_t byte, int i, int nbits, lik_residual_layout layout) {
+  if (layout == LIK_RESIDUAL_COLBERT) byte = lik_reverse8(byte);
+  return (unsigned)(byte >> (i * nbits)) & ((1u << nbits) - 1u);
+}
+
+/* The byte holding the 8/nbits bucket indices b[0 ..] (inverse of lik_res_field). */
+static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_layout layout) {
+  unsigned v = 0;
+  for (int i = 0; i < 8 / nbits; i++) v |= (unsigned)b[i] << (i * nbits);
+  return layout == LIK_RESIDUAL_COLBERT ? lik_reverse8((uint8_t)v) : (uint8_t)v;
+}
+
+/* ---- validated calls ---- */
+
+/* What a call takes from its options and tensors, resolved. */
+typedef struct {
+  int normalize;
+  int num_threads;      /* >= 1 */
+  lik_context *context; /* never NULL */
+  void *stream;
+  lik_device_type device;
+  int32_t device_id;
+} lik_call;
+
+/* lik_codec_compress / lik_codec_decompress: x is [T, d] as a lik_seqs with
+ * count 1, len T (X, or the output of decompress), tok the [T] codes and
+ * [T, width] residuals (count 1, len T). */
+typedef struct {
+  lik_codec_view codec;
+  lik_seqs x;
+  lik_ctokens tok;
+  lik_call call;
+} lik_codec_problem;
+
+/* lik_maxsim_residual(_varlen): queries q (padded, q.count queries of q.len
+ * tokens), documents d; output (i, j) at scores[i*score_si + j*score_sj],
+ * argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] (NULL: not wanted). */
+typedef struct {
+  lik_seqs q;
+  lik_ctokens d;
+  lik_codec_view codec;
+  float *scores;
+  int64_t score_si, score_sj;
+  int32_t *argmax;
+  int64_t argmax_si, argmax_sj, argmax_ss;
+  lik_call call;
+} lik_residual_problem;
+
+/* lik_plaid_approx_score: centroid score (i, s, c) at
+ * cs[i*cs_si + s*cs_ss + c*cs_sc] (F32/F16/BF16), documents d (packed). */
+typedef struct {
+  const void *cs;
+  lik_dtype cs_dtype;
+  int64_t nq, lq, ncent, cs_si, cs_ss, cs_sc;
+  lik_ctokens d;
+  float *scores;
+  int64_t score_si, score_sj;
+  lik_call call;
+} lik_approx_problem;
+
+/* Backends (src/cpu/codec.c, src/cpu/residual.c, src/cuda/residual.cu). */
+lik_status lik_cpu_codec_train(const lik_tensor *residuals, int nbits, float *cutoffs,
+                               int64_t cutoffs_s, float *weights, int64_t weights_s);
+lik_status lik_cpu_codec_compress(const lik_codec_problem *p);
+lik_status lik_cpu_codec_decompress(const lik_codec_problem *p);
+lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p);
+lik_status lik_cpu_plaid_approx(const lik_approx_problem *p);
+#ifdef LIK_WITH_CUDA
+lik_status lik_cuda_codec_decompress(const lik_codec_problem *p);
+lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p);
+lik_status lik_cuda_plaid_approx(const lik_approx_problem *p);
+#endif
+
+#endif /* LIK_CORE_RESIDUAL_H */

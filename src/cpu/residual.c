@@ -1,0 +1,309 @@
+/*
+ * residual.c — the CPU residual scorer (lik_maxsim_residual, _varlen) and
+ * PLAID's approximate score (lik_plaid_approx_score): the drivers over the
+ * kernels of residual_internal.h (this file holds their portable instance).
+ *
+ * One call:
+ *   1. marks the centroids the documents use (parallel over documents) and
+ *      numbers them (u = 0 .. nused-1);
+ *   2. scoring: widens the used centroids to fp32 and, under normalize,
+ *      computes every token's 1 / ||c + r|| once (parallel);
+ *   3. per query: builds its tables (QC over the used centroids and the byte
+ *      tables; approx: the query's centroid scores over the used centroids),
+ *      then scores blocks of documents in parallel.
+ * Every output (i, j) is computed by one task in a fixed order (tokens
+ * ascending, strict-> max, lowest index on ties; the score summed over query
+ * tokens ascending), so results do not depend on the thread count.
+ */
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+#include "residual_internal.h"
+
+#define KN(x) res_portable_##x
+#define VW 4
+#include "residual_kernel.inc"
+#undef KN
+#undef VW
+
+const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
+                                                  res_portable_centroid_row, res_portable_inv_norm,
+                                                  res_portable_adc, res_portable_max_rows};
+
+#define LB LIK_RES_LB
+#define CH 256    /* tokens per kernel call */
+#define UROWS 64  /* table rows per task */
+#define PREFETCH 4 /* tokens ahead */
+
+static const lik_res_kernels *res_kernels(const lik_context *ctx) {
+#if defined(__x86_64__)
+  const char *isa = lik_cpu_kernels_for(ctx)->isa;
+  if (!strcmp(isa, "avx512")) return &lik_res_kernels_avx512;
+  if (!strcmp(isa, "avx2")) return &lik_res_kernels_avx2;
+#endif
+  return &lik_res_kernels_portable;
+}
+
+typedef struct {
+  /* the call */
+  const lik_residual_problem *rp; /* scoring, or NULL */
+  const lik_approx_problem *ap;   /* approx, or NULL */
+  const lik_ctokens *d;
+  const lik_res_kernels *rk;
+  lik_res_table wt;
+  int64_t ncent, dim, width, nq, lq, lqp, nlb;
+  /* used centroids */
+  uint8_t *used;  /* [ncent] */
+  int32_t *umap;  /* [ncent]: row u of a used centroid */
+  int32_t *ulist; /* [nused]: its centroid id */
+  int64_t nused;
+  float *cent;    /* scoring: [nused][dim] fp32 */
+  float *inv;     /* scoring: [tokens] 1/||x|| (or 1) */
+  /* the current query */
+  int64_t qi;
+  float *qt;  /* scoring: [dim][lqp] */
+  float *qc;  /* [nlb][nused][LB]: QC, or the approx centroid scores */
+  float *tab; /* scoring: [nlb][width][256][LB] */
+  int64_t ntab_tasks;
+  /* work split over documents */
+  int64_t dblock, ndblocks;
+  char **scratch;
+  size_t off_urow, off_inv, off_m, off_ix;
+} rctx;
+
+/* 64-byte aligned (a table row never straddles a cache line), never NULL for n = 0. */
+static void *xmalloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- 1. used centroids, 2. centroids and norms --------------------------------- */
+
+static void mark_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  rctx *g = (rctx *)ctx;
+  const lik_ctokens *d = g->d;
+  for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
+    const int64_t len = lik_ct_len(d, n);
+    for (int64_t l = 0; l < len; l++)
+      __atomic_store_n(&g->used[lik_ct_code(d, lik_ct_code_off(d, n, l))], 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void cent_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  rctx *g = (rctx *)ctx;
+  for (int64_t u = task * UROWS; u < min64((task + 1) * UROWS, g->nused); u++)
+    lik_res_centroid(&g->rp->codec, g->ulist[u], g->cent + u * g->dim);
+}
+
+static void norm_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  rctx *g = (rctx *)ctx;
+  const lik_ctokens *d = g->d;
+  for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
+    const int64_t len = lik_ct_len(d, n);
+    for (int64_t l = 0; l < len; l++) {
+      const int64_t u = g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l))];
+      if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
+        const float *c = g->cent + g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH))] * g->dim;
+        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(c + k);
+      }
+      g->inv[lik_ct_tok(d, n, l)] =
+          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, g->cent + u * g->dim,
+                                             d->res + lik_ct_res_off(d, n, l), d->res_sp)
+                           : 1.0f;
+    }
+  }
+}
+
+/* ---- 3. per query: tables, documents ------------------------------------------- */
+
+/* Query qi, widened (and normalised) into qt[k][s], lanes past lq zero. */
+static void load_query(rctx *g) {
+  const lik_seqs *q = &g->rp->q;
+  const int64_t dim = g->dim;
+  float *row = g->qt + dim * g->lqp; /* scratch row after qt */
+  memset(g->qt, 0, (size_t)(dim * g->lqp) * sizeof(float));
+  for (int64_t s = 0; s < g->lq; s++) {
+    const int64_t off = lik_token_offset(q, g->qi, s);
+    for (int64_t k = 0; k < dim; k++) row[k] = lik_res_load(q->data, q->dtype, off + k * q->sk);
+    const float inv = g->rp->call.normalize ? lik_res_inv_norm(row, dim) : 1.0f;
+    for (int64_t k = 0; k < dim; k++) g->qt[k * g->lqp + s] = row[k] * inv;
+  }
+}
+
+static void table_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  rctx *g = (rctx *)ctx;
+  if (task < g->ntab_tasks) { /* byte table p of lane block b */
+    const int64_t b = task / g->width, p = task % g->width;
+    g->rk->byte_table(g->qt + b * LB, g->lqp, &g->wt, p,
+                      g->tab + ((b * g->width + p) << 8) * LB);
+    return;
+  }
+  task -= g->ntab_tasks;
+  const int64_t nub = (g->nused + UROWS - 1) / UROWS, b = task / nub, u0 = (task % nub) * UROWS;
+  float *dst = g->qc + b * g->nused * LB;
+  for (int64_t u = u0; u < min64(u0 + UROWS, g->nused); u++) {
+    if (g->rp) {
+      g->rk->centroid_row(g->cent + u * g->dim, g->dim, g->qt + b * LB, g->lqp, dst + u * LB);
+      continue;
+    }
+    const lik_approx_problem *a = g->ap; /* approx: the query's centroid scores */
+    for (int l = 0; l < LB; l++) {
+      const int64_t s = b * LB + l;
+      dst[u * LB + l] = s < g->lq ? lik_res_load(a->cs, a->cs_dtype,
+                                                 g->qi * a->cs_si + s * a->cs_ss + g->ulist[u] * a->cs_sc)
+                                  : 0.0f;
+    }
+  }
+}
+
+static void doc_task(void *ctx, int tid, int64_t task) {
+  rctx *g = (rctx *)ctx;
+  const lik_ctokens *d = g->d;
+  char *sc = g->scratch[tid];
+  int64_t *roff = (int64_t *)sc;
+  int32_t *urow = (int32_t *)(sc + g->off_urow);
+  float *inv = (float *)(sc + g->off_inv), *m = (float *)(sc + g->off_m);
+  int32_t *ix = (int32_t *)(sc + g->off_ix);
+  for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
+    for (int64_t s = 0; s < g->lqp; s++) {
+      m[s] = -INFINITY;
+      ix[s] = -1;
+    }
+    const int64_t len = lik_ct_len(d, n);
+    for (int64_t l0 = 0; l0 < len; l0 += CH) {
+      const int64_t cnt = min64(CH, len - l0);
+      for (int64_t t = 0; t < cnt; t++) {
+        urow[t] = g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l0 + t))];
+        if (g->rp) {
+          roff[t] = lik_ct_res_off(d, n, l0 + t);
+          inv[t] = g->inv[lik_ct_tok(d, n, l0 + t)];
+        }
+      }
+      for (int64_t b = 0; b < g->nlb; b++) {
+        const float *qc = g->qc + b * g->nused * LB;
+        if (g->rp)
+          g->rk->adc(qc, g->tab + b * g->width * 256 * LB, g->width, d->res, d->res_sp, roff, urow,
+                     inv, cnt, (int32_t)l0, m + b * LB, ix + b * LB);
+        else
+          g->rk->max_rows(qc, urow, cnt, m + b * LB);
+      }
+    }
+    float s = 0.0f;
+    for (int64_t q = 0; q < g->lq; q++)
+      if (m[q] != -INFINITY) s += m[q]; /* no winning token: adds 0 */
+    if (g->rp) {
+      const lik_residual_problem *p = g->rp;
+      p->scores[g->qi * p->score_si + n * p->score_sj] = s;
+      if (p->argmax)
+        for (int64_t q = 0; q < g->lq; q++)
+          p->argmax[g->qi * p->argmax_si + n * p->argmax_sj + q * p->argmax_ss] = ix[q];
+    } else {
+      g->ap->scores[g->qi * g->ap->score_si + n * g->ap->score_sj] = s;
+    }
+  }
+}
+
+/* ---- the call -------------------------------------------------------------------- */
+
+static void release(rctx *g) {
+  for (int t = 0; t < 256 && g->scratch[t]; t++) free(g->scratch[t]);
+  free(g->used);
+  free(g->umap);
+  free(g->ulist);
+  free(g->cent);
+  free(g->inv);
+  free(g->qt);
+  free(g->tab);
+  free(g->qc);
+}
+
+/* Steps 1 and 2 and every allocation; 0 on allocation failure. */
+static int prepare(rctx *g, int nth) {
+  const lik_ctokens *d = g->d;
+  g->used = (uint8_t *)calloc((size_t)g->ncent + 1, 1);
+  g->umap = (int32_t *)xmalloc((size_t)g->ncent * sizeof(int32_t));
+  if (!g->used || !g->umap) return 0;
+  lik_parallel_run(nth, g->ndblocks, mark_task, g);
+  for (int64_t c = 0; c < g->ncent; c++) g->umap[c] = g->used[c] ? (int32_t)g->nused++ : -1;
+  g->ulist = (int32_t *)xmalloc((size_t)g->nused * sizeof(int32_t));
+  g->qc = (float *)xmalloc((size_t)(g->nlb * g->nused * LB) * sizeof(float));
+  if (!g->ulist || !g->qc) return 0;
+  for (int64_t c = 0; c < g->ncent; c++)
+    if (g->umap[c] >= 0) g->ulist[g->umap[c]] = (int32_t)c;
+  if (g->rp) {
+    g->cent = (float *)xmalloc((size_t)(g->nused * g->dim) * sizeof(float));
+    g->inv = (float *)xmalloc((size_t)lik_ct_ntok(d) * sizeof(float));
+    g->qt = (float *)xmalloc((size_t)((g->lqp + 1) * g->dim) * sizeof(float));
+    g->tab = (float *)xmalloc((size_t)(g->nlb * g->width * 256 * LB) * sizeof(float));
+    if (!g->cent || !g->inv || !g->qt || !g->tab) return 0;
+    lik_parallel_run(nth, (g->nused + UROWS - 1) / UROWS, cent_task, g);
+    lik_parallel_run(nth, g->ndblocks, norm_task, g);
+    g->ntab_tasks = g->nlb * g->width;
+  }
+  size_t off = CH * sizeof(int64_t);
+  g->off_urow = off;
+  off += CH * sizeof(int32_t);
+  g->off_inv = off;
+  off += CH * sizeof(float);
+  g->off_m = off;
+  off += (size_t)g->lqp * sizeof(float);
+  g->off_ix = off;
+  off += (size_t)g->lqp * sizeof(int32_t);
+  for (int t = 0; t < nth; t++)
+    if (!(g->scratch[t] = (char *)malloc(off))) return 0;
+  return 1;
+}
+
+static lik_status run(rctx *g, int num_threads) {
+  const int nth = num_threads < 256 ? num_threads : 256;
+  char *ptrs[256] = {0};
+  g->scratch = ptrs;
+  g->lqp = (g->lq + LB - 1) / LB * LB;
+  g->nlb = g->lqp / LB;
+  g->dblock = (g->d->count + 8 * nth - 1) / (8 * nth);
+  g->ndblocks = (g->d->count + g->dblock - 1) / g->dblock;
+  lik_status st = LIK_OK;
+  if (prepare(g, nth)) {
+    const int64_t ntables = g->ntab_tasks + g->nlb * ((g->nused + UROWS - 1) / UROWS);
+    for (g->qi = 0; g->qi < g->nq; g->qi++) {
+      if (g->rp) load_query(g);
+      lik_parallel_run(nth, ntables, table_task, g);
+      lik_parallel_run(nth, g->ndblocks, doc_task, g);
+    }
+  } else {
+    st = lik_fail(LIK_ERR_ALLOC, "residual scoring: cannot allocate its tables (%lld centroids, "
+                  "%lld tokens)", (long long)g->ncent, (long long)lik_ct_ntok(g->d));
+  }
+  release(g);
+  return st;
+}
+
+lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
+  rctx g;
+  memset(&g, 0, sizeof g);
+  g.rp = p;
+  g.d = &p->d;
+  g.rk = res_kernels(p->call.context);
+  lik_res_table_init(&g.wt, &p->codec);
+  g.ncent = p->codec.ncent;
+  g.dim = p->codec.dim;
+  g.width = p->codec.width;
+  g.nq = p->q.count;
+  g.lq = p->q.len;
+  return run(&g, p->call.num_threads);
+}
+
+lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
+  rctx g;
+  memset(&g, 0, sizeof g);
+  g.ap = p;
+  g.d = &p->d;
+  g.rk = res_kernels(p->call.context);
+  g.ncent = p->ncent;
+  g.nq = p->nq;
+  g.lq = p->lq;
+  return run(&g, p->call.num_threads);
+}

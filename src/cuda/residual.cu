@@ -1,0 +1,278 @@
+/*
+ * residual.cu — extern "C" entry points of the CUDA backend for compressed
+ * late interaction (src/core/residual.h): lik_cuda_codec_decompress,
+ * lik_cuda_maxsim_residual, lik_cuda_plaid_approx.  Kernels in residual.cuh.
+ * Everything runs on the call's stream; no host synchronisation, no
+ * allocation.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "device.cuh"
+#include "residual.cuh"
+
+namespace lik_cuda {
+namespace res {
+
+static lik_status cuda_error(cudaError_t e, const char *what) {
+  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+}
+
+/* Makes the call's device current; restores the caller's on exit. */
+struct DeviceScope {
+  int prev = -1;
+  cudaError_t err = cudaSuccess;
+  explicit DeviceScope(int dev) {
+    err = cudaGetDevice(&prev);
+    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
+    else prev = -1;
+  }
+  ~DeviceScope() {
+    if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+
+static KIndex kindex(const lik_index &ix) {
+  KIndex k;
+  k.data = ix.data;
+  k.stride = ix.stride;
+  k.is64 = ix.dtype == LIK_I64;
+  return k;
+}
+
+static KCodec kcodec(const lik_codec_view &v) {
+  KCodec c;
+  memset(&c, 0, sizeof c);
+  c.cent = v.cent;
+  c.cent_dt = v.cent_dtype;
+  c.cent_vec = v.cent_dtype == LIK_F16 && v.cent_sk == 1 && v.cent_sc % 8 == 0 &&
+               ((uintptr_t)v.cent & 15) == 0;
+  c.ncent = v.ncent;
+  c.dim = v.dim;
+  c.cent_sc = v.cent_sc;
+  c.cent_sk = v.cent_sk;
+  c.weights = v.weights;
+  c.w_dt = v.weights_dtype;
+  c.ws = v.weights_s;
+  c.nbits = v.nbits;
+  c.colbert = v.layout == LIK_RESIDUAL_COLBERT;
+  c.width = v.width;
+  return c;
+}
+
+/* The residual bytes of an 8-dimension group (nbits bytes) can be read in one
+ * load: contiguous bytes, every token's row aligned to nbits. */
+static int res_vec(const lik_ctokens &t, int nbits) {
+  return t.res_sp == 1 && t.res_st % nbits == 0 && t.res_sn % nbits == 0 &&
+         (uintptr_t)t.res % (uintptr_t)nbits == 0;
+}
+
+static KTok ktok(const lik_ctokens &t, int nbits) {
+  KTok k;
+  memset(&k, 0, sizeof k);
+  k.codes = t.codes;
+  k.codes64 = t.codes_dtype == LIK_I64;
+  k.res_vec = t.res ? res_vec(t, nbits) : 0;
+  k.code_sn = t.code_sn;
+  k.code_s = t.code_s;
+  k.res = t.res;
+  k.res_sn = t.res_sn;
+  k.res_st = t.res_st;
+  k.res_sp = t.res_sp;
+  k.count = t.count;
+  k.len = t.len;
+  k.lengths = kindex(t.lengths);
+  k.offsets = kindex(t.offsets);
+  return k;
+}
+
+/* The device of a call (properties cached in its context). */
+static lik_status device(const lik_call &call, Device *dev) {
+  lik_problem p;
+  memset(&p, 0, sizeof p);
+  p.context = call.context;
+  p.device_id = call.device_id;
+  return device_of(&p, dev);
+}
+
+/* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
+ * cached in the context.  The function's dynamic shared memory limit is set
+ * to the device's (a limit, not a size: one set for a smaller size would
+ * make a later, larger launch fail). */
+static lik_status occupancy(const Device &dev, const void *fn, int threads, int64_t smem,
+                            int *occ) {
+  FnInfo fi;
+  if (!fn_info_find(dev, fn, smem, &fi)) {
+    memset(&fi, 0, sizeof fi);
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)dev.info->smem_max);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fi.occ, fn, threads, (size_t)smem);
+    if (e != cudaSuccess) return cuda_error(e, "the residual kernel's attributes");
+    fn_info_put(dev, fn, smem, fi);
+  }
+  *occ = fi.occ > 0 ? fi.occ : 1;
+  return LIK_OK;
+}
+
+static int64_t grid_for(int64_t items, const Device &dev, int occ) {
+  const int64_t cap = (int64_t)dev.info->sms * occ;
+  return items < cap ? items : cap;
+}
+
+/* Shared memory of residual_maxsim for QB query rows and bn-token tiles. */
+static int64_t layout(KRes &P, int qb, int bn) {
+  const int64_t ldr = P.dpad + 8, chunks = P.dpad / 8;
+  int64_t off = 256 * sizeof(float); /* weights */
+  P.off_wt = off;
+  off += 256 * 8 * 2; /* the byte table: 256 x 8/nbits weights as 16-bit T */
+  P.bn = bn;
+  P.ldr = ldr;
+  P.off_q = off;
+  off += qb * ldr * 2;
+  P.off_x = off;
+  off += bn * ldr * 2;
+  P.off_part = off;
+  off += bn * chunks * 4;
+  P.off_inv = off;
+  off += bn * 4;
+  off = (off + 7) / 8 * 8;
+  P.off_code = off;
+  off += SUPER * bn * 8;
+  P.off_roff = off;
+  off += SUPER * bn * 8;
+  P.off_rv = off;
+  off += 4 * qb * 4;
+  P.off_ri = off;
+  off += 4 * qb * 4;
+  P.off_row = off;
+  off += qb * 4;
+  return (off + 15) / 16 * 16;
+}
+
+template <typename T, int MT, int NPW>
+static lik_status launch(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
+  const void *fn = (const void *)residual_maxsim_kernel<T, MT, NPW>;
+  int occ;
+  lik_status st = occupancy(dev, fn, 128, smem, &occ);
+  if (st) return st;
+  const int64_t grid = grid_for(P.nq * P.t.count, dev, occ);
+  residual_maxsim_kernel<T, MT, NPW><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the residual MaxSim kernel launch");
+}
+
+template <typename T, int MT>
+static lik_status launch_mt(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
+  return P.bn == 64 ? launch<T, MT, 2>(P, dev, stream, smem) : launch<T, MT, 1>(P, dev, stream, smem);
+}
+
+template <typename T>
+static lik_status launch_t(KRes &P, int mt, const Device &dev, cudaStream_t stream, int64_t smem) {
+  switch (mt) {
+    case 1: return launch_mt<T, 1>(P, dev, stream, smem);
+    case 2: return launch_mt<T, 2>(P, dev, stream, smem);
+    default: return launch_mt<T, 4>(P, dev, stream, smem);
+  }
+}
+
+} // namespace res
+} // namespace lik_cuda
+
+using namespace lik_cuda;
+using namespace lik_cuda::res;
+
+extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
+  DeviceScope scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  Device dev;
+  lik_status st = device(p->call, &dev);
+  if (st) return st;
+  (void)cudaGetLastError();
+  KDecomp P;
+  memset(&P, 0, sizeof P);
+  P.c = kcodec(p->codec);
+  P.t = ktok(p->tok, p->codec.nbits);
+  P.out = (void *)p->x.data;
+  P.out_dt = p->x.dtype;
+  P.out_sl = p->x.sl;
+  P.out_sk = p->x.sk;
+  P.normalize = p->call.normalize;
+  const int64_t blocks = (p->tok.len + 7) / 8, cap = (int64_t)dev.info->sms * 8;
+  decompress_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
+                      (cudaStream_t)p->call.stream>>>(P);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the decompress kernel launch");
+}
+
+extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
+  DeviceScope scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  Device dev;
+  lik_status st = device(p->call, &dev);
+  if (st) return st;
+  (void)cudaGetLastError();
+  KApprox P;
+  memset(&P, 0, sizeof P);
+  P.cs = p->cs;
+  P.cs_dt = p->cs_dtype;
+  P.nq = p->nq;
+  P.lq = p->lq;
+  P.ncent = p->ncent;
+  P.cs_si = p->cs_si;
+  P.cs_ss = p->cs_ss;
+  P.cs_sc = p->cs_sc;
+  P.t = ktok(p->d, 1);
+  P.scores = p->scores;
+  P.ssi = p->score_si;
+  P.ssj = p->score_sj;
+  const int64_t items = p->nq * p->d.count, cap = (int64_t)dev.info->sms * 16;
+  approx_kernel<<<(unsigned)(items < cap ? items : cap), 128, 0, (cudaStream_t)p->call.stream>>>(P);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the approx score kernel launch");
+}
+
+extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
+  DeviceScope scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  Device dev;
+  lik_status st = device(p->call, &dev);
+  if (st) return st;
+  (void)cudaGetLastError();
+  KRes P;
+  memset(&P, 0, sizeof P);
+  P.c = kcodec(p->codec);
+  P.t = ktok(p->d, p->codec.nbits);
+  P.q = p->q.data;
+  P.q_dt = p->q.dtype;
+  P.nq = p->q.count;
+  P.lq = p->q.len;
+  P.q_sn = p->q.sn;
+  P.q_sl = p->q.sl;
+  P.q_sk = p->q.sk;
+  P.scores = p->scores;
+  P.ssi = p->score_si;
+  P.ssj = p->score_sj;
+  P.argmax = p->argmax;
+  P.asi = p->argmax_si;
+  P.asj = p->argmax_sj;
+  P.ass = p->argmax_ss;
+  P.normalize = p->call.normalize;
+  P.dpad = (int)((p->codec.dim + 15) / 16 * 16);
+  /* query rows per block (16, 32 or 64) and tile tokens (64, else 32) that fit */
+  int mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4, bn = 64;
+  int64_t smem = layout(P, 16 * mt, bn);
+  while (smem > dev.info->smem_max && (bn > 32 || mt > 1)) {
+    if (bn > 32) bn = 32;
+    else mt /= 2;
+    smem = layout(P, 16 * mt, bn);
+  }
+  if (smem > dev.info->smem_max)
+    return lik_fail(LIK_ERR_UNSUPPORTED,
+                    "centroids: d=%lld is too large for the CUDA residual kernel (%lld bytes of "
+                    "shared memory, the device allows %lld)",
+                    (long long)p->codec.dim, (long long)smem, (long long)dev.info->smem_max);
+  cudaStream_t stream = (cudaStream_t)p->call.stream;
+  return P.normalize ? launch_t<__half>(P, mt, dev, stream, smem)
+                     : launch_t<__nv_bfloat16>(P, mt, dev, stream, smem);
+}

@@ -1,0 +1,607 @@
+/*
+ * residual.cuh — CUDA kernels of compressed late interaction
+ * (lik_experimental.h): decoding (lik_codec_decompress), PLAID's centroid
+ * score, and residual MaxSim, which decodes document tiles into shared memory
+ * and scores them on the tensor cores (never a dense [Nd, Ld, d] tensor).
+ *
+ * Decoding (the CPU's semantics, src/cpu/residual_decode.h): dimension k of a
+ * token is centroid[code][k] + weights[bucket_k] in fp32; with normalize,
+ * times 1 / max(||x||, 1e-12).  A thread decodes 8 dimensions: their bucket
+ * indices are nbits consecutive residual bytes (each COLBERT byte
+ * bit-reversed into the LIK order), dimension e at bits e*nbits.
+ *
+ * residual_maxsim (one CTA of 4 warps per (query, document) item, grid-
+ * stride): the query block (QB = 16*MT rows, normalised, as T = fp16 when
+ * normalize else bf16) sits in shared memory; the document is streamed in
+ * tiles of BN tokens.  The codes and residual offsets of SUPER tiles are read
+ * in one round trip; all 128 threads then decode a tile into shared memory as
+ * T: each thread first issues the loads of up to 8 groups of 8 dimensions
+ * (the group's nbits residual bytes, its 16-byte fp16 centroid slice), then
+ * adds centroid and weights as T pairs, the weights of a whole byte read from
+ * a per-call table of the 256 byte values (the bit layout folded in), and
+ * sums the squares in fp32 (per token in a fixed order -> 1 / ||x||).  Warp
+ * w takes n8 tiles w, w + 4, ... and computes S = Q_blk . X^T with
+ * mma.sync.m16n8k16 (fp32 accumulation; A and B by ldmatrix), scales each
+ * column by its 1 / ||x||, masks tokens past the length (or with a code
+ * outside [0, C): never read) and keeps a running max / argmax per query row
+ * in registers (strict >: lowest index).  At the end of an item: quad
+ * shuffles, a cross-warp merge in shared memory, and one thread sums the rows
+ * in order (deterministic).  Longer queries loop over query blocks.
+ * Offsets are 64-bit throughout (residual arrays over 2^31 bytes).
+ */
+#ifndef LIK_CUDA_RESIDUAL_CUH
+#define LIK_CUDA_RESIDUAL_CUH
+
+#include <type_traits>
+
+#include "common.cuh"
+
+extern "C" {
+#include "../core/residual.h"
+}
+
+namespace lik_cuda {
+namespace res {
+
+struct KCodec {
+  const void *cent;
+  int cent_dt;
+  int cent_vec; /* F16 rows of 8 aligned halves: 16-byte loads */
+  int64_t ncent, dim, cent_sc, cent_sk;
+  const void *weights;
+  int w_dt;
+  int64_t ws;
+  int nbits, colbert;
+  int64_t width;
+};
+
+struct KTok {
+  const void *codes;
+  int codes64;
+  int res_vec; /* residual bytes contiguous, a token's 8-dimension groups aligned to nbits */
+  int64_t code_sn, code_s;
+  const uint8_t *res;
+  int64_t res_sn, res_st, res_sp;
+  int64_t count, len;
+  KIndex lengths, offsets; /* data NULL where absent */
+};
+
+__device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case LIK_F16: return __half2float(((const __half *)p)[i]);
+    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case LIK_F64: return (float)((const double *)p)[i];
+    default: return ((const float *)p)[i];
+  }
+}
+
+__device__ __forceinline__ int64_t doc_len(const KTok &k, int64_t n) {
+  if (k.offsets.data) return kidx(k.offsets, n + 1) - kidx(k.offsets, n);
+  if (!k.lengths.data) return k.len;
+  const int64_t l = kidx(k.lengths, n);
+  return l < 0 ? 0 : l > k.len ? k.len : l;
+}
+
+/* Flat position of token l of document n: the code at codes[pos.x], the
+ * residual bytes at res[pos.y + p * res_sp]. */
+__device__ __forceinline__ longlong2 tok_pos(const KTok &k, int64_t n, int64_t l) {
+  if (k.offsets.data) {
+    const int64_t r = kidx(k.offsets, n) + l;
+    return make_longlong2(r * k.code_s, r * k.res_st);
+  }
+  return make_longlong2(n * k.code_sn + l * k.code_s, n * k.res_sn + l * k.res_st);
+}
+
+__device__ __forceinline__ int64_t code_at(const KTok &k, int64_t off) {
+  return k.codes64 ? (int64_t)__ldg((const long long *)k.codes + off)
+                   : (int64_t)__ldg((const int *)k.codes + off);
+}
+
+/* The bits of each byte of v reversed (a COLBERT word to the LIK order). */
+__device__ __forceinline__ uint32_t reverse_bytes_bits(uint32_t v) {
+  return __brev(__byte_perm(v, 0, 0x0123));
+}
+
+/* The nbits residual bytes of dimensions k0 .. k0+7 (k0 a multiple of 8),
+ * byte m at bits 8m (0 past the row). */
+__device__ __forceinline__ uint64_t group_bytes(const KCodec &c, const uint8_t *res, int64_t sp,
+                                                int res_vec, int64_t k0) {
+  const int64_t b0 = k0 * c.nbits / 8;
+  if (res_vec && b0 + c.nbits <= c.width) /* contiguous, aligned bytes: one load */
+    switch (c.nbits) {
+      case 1: return __ldg(res + b0);
+      case 2: return __ldg((const unsigned short *)(res + b0));
+      case 4: return __ldg((const unsigned int *)(res + b0));
+      default: return __ldg((const unsigned long long *)(res + b0));
+    }
+  uint64_t u = 0;
+  for (int i = 0; i < c.nbits; i++)
+    if (b0 + i < c.width) u |= (uint64_t)__ldg(res + (b0 + i) * sp) << (8 * i);
+  return u;
+}
+
+/* Dimensions k0 .. k0+7 of a token in fp32 (decompress): x[e], 0 past dim.
+ * Dimension e's bucket index is at bits e * nbits of the group's bytes in
+ * the LIK order (a COLBERT byte bit-reversed). */
+__device__ __forceinline__ void decode8(const KCodec &c, const float *wv, int64_t code,
+                                        const uint8_t *res, int64_t sp, int res_vec, int64_t k0,
+                                        float x[8]) {
+  uint64_t u = group_bytes(c, res, sp, res_vec, k0);
+  if (c.colbert)
+    u = (uint64_t)reverse_bytes_bits((uint32_t)u) | (uint64_t)reverse_bytes_bits((uint32_t)(u >> 32)) << 32;
+  const uint32_t mask = (1u << c.nbits) - 1u;
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    x[e] = k0 + e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + e) * c.cent_sk) +
+                                wv[(u >> (e * c.nbits)) & mask]
+                          : 0.f;
+}
+
+/* The codec's weights into shared memory (256 entries, zero past 2^nbits). */
+__device__ __forceinline__ void load_weights(const KCodec &c, float *wv) {
+  for (int b = threadIdx.x; b < 256; b += blockDim.x)
+    wv[b] = b < (1 << c.nbits) ? load_f(c.weights, c.w_dt, b * c.ws) : 0.f;
+  __syncthreads();
+}
+
+/* ---- decompress: one warp per token ------------------------------------------- */
+
+struct KDecomp {
+  KCodec c;
+  KTok t; /* one sequence of len tokens */
+  void *out;
+  int out_dt;
+  int64_t out_sl, out_sk;
+  int normalize;
+};
+
+__global__ void __launch_bounds__(256) decompress_kernel(KDecomp P) {
+  __shared__ float wv[256];
+  load_weights(P.c, wv);
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / 32);
+  for (int64_t t = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; t < P.t.len;
+       t += nwarps) {
+    const longlong2 pos = tok_pos(P.t, 0, t);
+    const int64_t code = code_at(P.t, pos.x);
+    const uint8_t *r = P.t.res + pos.y;
+    float inv = 1.f;
+    if (P.normalize) {
+      float ss = 0.f;
+      for (int64_t k0 = 8 * lane; k0 < P.c.dim; k0 += 256) {
+        float x[8];
+        decode8(P.c, wv, code, r, P.t.res_sp, P.t.res_vec, k0, x);
+#pragma unroll
+        for (int e = 0; e < 8; e++) ss += x[e] * x[e];
+      }
+#pragma unroll
+      for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      inv = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
+    }
+    for (int64_t k0 = 8 * lane; k0 < P.c.dim; k0 += 256) {
+      float x[8];
+      decode8(P.c, wv, code, r, P.t.res_sp, P.t.res_vec, k0, x);
+      for (int e = 0; e < 8 && k0 + e < P.c.dim; e++) {
+        const int64_t o = t * P.out_sl + (k0 + e) * P.out_sk;
+        const float v = x[e] * inv;
+        switch (P.out_dt) {
+          case LIK_F16: ((__half *)P.out)[o] = __float2half_rn(v); break;
+          case LIK_BF16: ((__nv_bfloat16 *)P.out)[o] = __float2bfloat16_rn(v); break;
+          case LIK_F64: ((double *)P.out)[o] = v; break;
+          default: ((float *)P.out)[o] = v; break;
+        }
+      }
+    }
+  }
+}
+
+/* ---- PLAID's centroid score: one CTA per (query, document) item ---------------- */
+
+struct KApprox {
+  const void *cs;
+  int cs_dt;
+  int64_t nq, lq, ncent, cs_si, cs_ss, cs_sc;
+  KTok t;
+  float *scores;
+  int64_t ssi, ssj;
+};
+
+__global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
+  __shared__ float rowv[128];
+  for (int64_t item = blockIdx.x; item < P.nq * P.t.count; item += gridDim.x) {
+    const int64_t i = item / P.t.count, j = item % P.t.count, len = doc_len(P.t, j);
+    float score = 0.f;
+    for (int64_t s0 = 0; s0 < P.lq; s0 += blockDim.x) {
+      const int64_t s = s0 + threadIdx.x;
+      float m = -INFINITY;
+      if (s < P.lq)
+        for (int64_t l = 0; l < len; l++) {
+          const int64_t c = code_at(P.t, tok_pos(P.t, j, l).x);
+          if (c < 0 || c >= P.ncent) continue;
+          const float v = load_f(P.cs, P.cs_dt, i * P.cs_si + s * P.cs_ss + c * P.cs_sc);
+          if (v > m) m = v;
+        }
+      rowv[threadIdx.x] = m != -INFINITY ? m : 0.f;
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int64_t r = 0; r < blockDim.x && s0 + r < P.lq; r++) score += rowv[r];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) P.scores[i * P.ssi + j * P.ssj] = score;
+  }
+}
+
+/* ---- residual MaxSim ------------------------------------------------------------ */
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t *r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t *r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b);
+#define LIK_RES_MMA(TY, SHAPE)                                                              \
+  template <>                                                                               \
+  __device__ __forceinline__ void mma<TY>(float *c, const uint32_t *a, const uint32_t *b) { \
+    asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "       \
+                 "{%0,%1,%2,%3};\n"                                                         \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));       \
+  }
+LIK_RES_MMA(__half, "m16n8k16.row.col.f32.f16.f16.f32")
+LIK_RES_MMA(__nv_bfloat16, "m16n8k16.row.col.f32.bf16.bf16.f32")
+#undef LIK_RES_MMA
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+struct KRes {
+  KCodec c;
+  KTok t;
+  const void *q;
+  int q_dt;
+  int64_t nq, lq, q_sn, q_sl, q_sk;
+  float *scores;
+  int64_t ssi, ssj;
+  int32_t *argmax;
+  int64_t asi, asj, ass;
+  int normalize;
+  int dpad, bn;             /* d rounded up to 16; tokens per tile (32 or 64) */
+  int64_t ldr;              /* shared row stride in elements: dpad + 8 */
+  int64_t off_wt, off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
+};
+
+/* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
+template <typename T, int QB>
+__device__ void load_query(const KRes &P, int64_t i, int64_t r0, T *qs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  for (int r = warp; r < QB; r += 4) {
+    const int64_t s = r0 + r;
+    float inv = 1.f;
+    if (s < P.lq && P.normalize) {
+      float ss = 0.f;
+      for (int64_t k = lane; k < P.c.dim; k += 32) {
+        const float v = load_f(P.q, P.q_dt, i * P.q_sn + s * P.q_sl + k * P.q_sk);
+        ss += v * v;
+      }
+#pragma unroll
+      for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      inv = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
+    }
+    for (int64_t k = lane; k < P.dpad; k += 32) {
+      const float v = s < P.lq && k < P.c.dim
+                          ? load_f(P.q, P.q_dt, i * P.q_sn + s * P.q_sl + k * P.q_sk) * inv
+                          : 0.f;
+      qs[r * P.ldr + k] = from_f<T>(v);
+    }
+  }
+}
+
+/* The weights of every byte value's 8/nbits dimensions, as T: wt[b * cpb +
+ * i] is the weight of dimension i of a byte b (the layout folded in). */
+template <typename T>
+__device__ void byte_table(const KCodec &c, const float *wv, T *wt) {
+  const int cpb = 8 / c.nbits;
+  for (int e = threadIdx.x; e < 256 * cpb; e += blockDim.x) {
+    const uint32_t b = e / cpb, byte = c.colbert ? __brev(b) >> 24 : b;
+    wt[e] = from_f<T>(wv[(byte >> (e % cpb * c.nbits)) & ((1u << c.nbits) - 1u)]);
+  }
+  __syncthreads();
+}
+
+/* What a thread fetches from global memory for 8 dimensions k0 .. k0+7 of
+ * a token (issued for several groups before any is used, so that their
+ * latencies overlap): the group's residual bytes and, where 16-byte loads
+ * apply, the 8 fp16 centroid values. */
+struct Group {
+  uint64_t u;
+  uint4 cent;
+};
+
+template <typename T>
+__device__ __forceinline__ Group fetch8(const KCodec &c, int64_t code, const uint8_t *res,
+                                        int64_t sp, int res_vec, int64_t k0) {
+  Group g;
+  g.u = group_bytes(c, res, sp, res_vec, k0);
+  if (c.cent_vec && k0 + 8 <= c.dim && std::is_same<T, __half>::value)
+    g.cent = __ldg((const uint4 *)((const __half *)c.cent + code * c.cent_sc + k0));
+  return g;
+}
+
+template <typename T2>
+__device__ __forceinline__ T2 as_pair(uint32_t v) {
+  T2 r;
+  memcpy(&r, &v, 4);
+  return r;
+}
+
+template <typename T2>
+__device__ __forceinline__ uint32_t as_word(T2 v) {
+  uint32_t r;
+  memcpy(&r, &v, 4);
+  return r;
+}
+
+/* The 8 dimensions as T, centroid + weight (the weight rounded to T, the sum
+ * in T), 0 past dim; returns their squares' sum (fp32).  Pairs of T travel as
+ * 32-bit words (registers, no local arrays). */
+template <typename T>
+__device__ __forceinline__ float finish8(const KCodec &c, const T *wt, int64_t code, const Group &g,
+                                         int64_t k0, uint4 &out) {
+  using T2 = typename std::conditional<std::is_same<T, __half>::value, __half2, __nv_bfloat162>::type;
+  const uint64_t u = g.u;
+  uint32_t w[4]; /* the 8 weights: byte m gives dimensions m*cpb .. */
+  switch (c.nbits) {
+    case 1: {
+      const uint4 a = *(const uint4 *)(wt + (u & 255) * 8);
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+      break;
+    }
+    case 2: {
+      const uint2 a = *(const uint2 *)(wt + (u & 255) * 4), b = *(const uint2 *)(wt + (u >> 8 & 255) * 4);
+      w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y;
+      break;
+    }
+    case 4:
+#pragma unroll
+      for (int m = 0; m < 4; m++) w[m] = *(const uint32_t *)(wt + (u >> (8 * m) & 255) * 2);
+      break;
+    default:
+#pragma unroll
+      for (int m = 0; m < 4; m++)
+        w[m] = (uint32_t)*(const unsigned short *)(wt + (u >> (16 * m) & 255)) |
+               (uint32_t)*(const unsigned short *)(wt + (u >> (16 * m + 8) & 255)) << 16;
+  }
+  uint32_t cw[4];
+  if (c.cent_vec && k0 + 8 <= c.dim && std::is_same<T, __half>::value) {
+    cw[0] = g.cent.x, cw[1] = g.cent.y, cw[2] = g.cent.z, cw[3] = g.cent.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      T2 p;
+      p.x = from_f<T>(k0 + 2 * e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + 2 * e) * c.cent_sk) : 0.f);
+      p.y = from_f<T>(k0 + 2 * e + 1 < c.dim
+                          ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + 2 * e + 1) * c.cent_sk)
+                          : 0.f);
+      cw[e] = as_word(p);
+    }
+  }
+  uint32_t xw[4];
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    T2 x = __hadd2(as_pair<T2>(cw[e]), as_pair<T2>(w[e]));
+    if (k0 + 2 * e + 2 > c.dim) { /* past dim: 0 */
+      const T z = from_f<T>(0.f);
+      if (k0 + 2 * e >= c.dim) x.x = z;
+      x.y = z;
+    }
+    const float fx = (float)x.x, fy = (float)x.y;
+    ss = fmaf(fx, fx, ss);
+    ss = fmaf(fy, fy, ss);
+    xw[e] = as_word(x);
+  }
+  out = make_uint4(xw[0], xw[1], xw[2], xw[3]);
+  return ss;
+}
+
+/* Codes and residual offsets of tokens t0 .. t0 + SUPER*bn of document j
+ * (one round trip for SUPER tiles): tcode = -1 past the length or for a code
+ * outside [0, C) (never read; the column is masked). */
+constexpr int SUPER = 4;
+
+__device__ void token_codes(const KRes &P, int64_t j, int64_t len, int64_t t0, int64_t *tcode,
+                            int64_t *troff) {
+  for (int tk = threadIdx.x; tk < SUPER * P.bn; tk += blockDim.x) {
+    const int64_t l = t0 + tk;
+    int64_t code = -1, roff = 0;
+    if (l < len) {
+      const longlong2 pos = tok_pos(P.t, j, l);
+      code = code_at(P.t, pos.x);
+      roff = pos.y;
+      if (code >= P.c.ncent) code = -1;
+    }
+    tcode[tk] = code < 0 ? -1 : code;
+    troff[tk] = roff;
+  }
+  __syncthreads();
+}
+
+/* The tile of bn tokens whose codes are tcode[0 .. bn) into xs (as T),
+ * 1 / ||x|| into inv. */
+template <typename T>
+__device__ void decode_tile(const KRes &P, const T *wt, const int64_t *tcode,
+                            const int64_t *troff, T *xs, float *part, float *inv) {
+  const int chunks = P.dpad / 8, total = P.bn * chunks;
+  constexpr int NB = 8; /* groups in flight per thread */
+  for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
+    Group gr[NB];
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total && tcode[c / chunks] >= 0)
+        gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
+                          P.t.res_vec, 8 * (int64_t)(c % chunks));
+    }
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total) {
+        const int tk = c / chunks, q8 = c % chunks;
+        uint4 x = make_uint4(0, 0, 0, 0);
+        float ss = 0.f;
+        if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
+        *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
+        part[c] = ss;
+      }
+    }
+  }
+  __syncthreads();
+  for (int tk = threadIdx.x; tk < P.bn; tk += blockDim.x) {
+    float ss = 0.f;
+    for (int q8 = 0; q8 < chunks; q8++) ss += part[tk * chunks + q8];
+    inv[tk] = P.normalize ? 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS) : 1.f;
+  }
+  __syncthreads();
+}
+
+template <typename T, int MT, int NPW>
+__global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
+  constexpr int QB = 16 * MT;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *wv = (float *)smem;
+  T *wt = (T *)(smem + P.off_wt);
+  T *qs = (T *)(smem + P.off_q), *xs = (T *)(smem + P.off_x);
+  float *part = (float *)(smem + P.off_part), *inv = (float *)(smem + P.off_inv);
+  int64_t *tcode = (int64_t *)(smem + P.off_code), *troff = (int64_t *)(smem + P.off_roff);
+  float *red_v = (float *)(smem + P.off_rv), *rowv = (float *)(smem + P.off_row);
+  int *red_i = (int *)(smem + P.off_ri);
+  load_weights(P.c, wv);
+  byte_table<T>(P.c, wv, wt);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, tq = lane % 4;
+  const int64_t nqb = (P.lq + QB - 1) / QB, items = P.nq * P.t.count;
+  const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
+  const uint32_t xs_a = (uint32_t)__cvta_generic_to_shared(xs);
+  int64_t loaded = -1; /* query block in qs: i * nqb + qb */
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t i = item / P.t.count, j = item % P.t.count, len = doc_len(P.t, j);
+    float score = 0.f;
+    for (int64_t qb = 0; qb < nqb; qb++) {
+      const int64_t r0 = qb * QB;
+      if (loaded != i * nqb + qb) {
+        __syncthreads();
+        load_query<T, QB>(P, i, r0, qs);
+        loaded = i * nqb + qb;
+      }
+      float best[MT][2];
+      int bidx[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+        for (int h = 0; h < 2; h++) {
+          best[mt][h] = -INFINITY;
+          bidx[mt][h] = -1;
+        }
+      for (int64_t t0 = 0; t0 < len; t0 += P.bn) {
+        __syncthreads(); /* qs written; the previous tile's xs, tcode read */
+        const int64_t sub = t0 % (SUPER * P.bn);
+        if (sub == 0) token_codes(P, j, len, t0, tcode, troff);
+        decode_tile<T>(P, wt, tcode + sub, troff + sub, xs, part, inv);
+        float acc[NPW][MT][4];
+#pragma unroll
+        for (int n = 0; n < NPW; n++)
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[n][mt][e] = 0.f;
+        for (int k0 = 0; k0 < P.dpad; k0 += 16) {
+          uint32_t a[MT][4], b[NPW][2];
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            const int row = mt * 16 + (lane / 8 % 2) * 8 + lane % 8, kk = k0 + (lane / 16) * 8;
+            ldsm_x4(qs_a + (uint32_t)((row * P.ldr + kk) * sizeof(T)), a[mt]);
+          }
+#pragma unroll
+          for (int n = 0; n < NPW; n++) {
+            const int tok = (warp + 4 * n) * 8 + lane % 8, kk = k0 + (lane / 8 % 2) * 8;
+            ldsm_x2(xs_a + (uint32_t)((tok * P.ldr + kk) * sizeof(T)), b[n]);
+          }
+#pragma unroll
+          for (int n = 0; n < NPW; n++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) mma<T>(acc[n][mt], a[mt], b[n]);
+        }
+#pragma unroll
+        for (int n = 0; n < NPW; n++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int col = (warp + 4 * n) * 8 + 2 * tq + e;
+            if (tcode[sub + col] < 0) continue;
+            const float s = inv[col];
+            const int tok = (int)(t0 + col);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const float v = acc[n][mt][2 * h + e] * s;
+                if (v > best[mt][h]) { /* strict: the lowest column wins ties */
+                  best[mt][h] = v;
+                  bidx[mt][h] = tok;
+                }
+              }
+          }
+      }
+      /* rows of this block: quad, then warps, then the fixed-order sum */
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float v = best[mt][h];
+          int ix = bidx[mt][h];
+#pragma unroll
+          for (int o = 1; o < 4; o <<= 1) {
+            const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            const int i2 = __shfl_xor_sync(0xffffffffu, ix, o);
+            if (better(v2, i2, v, ix)) {
+              v = v2;
+              ix = i2;
+            }
+          }
+          if (tq == 0) {
+            red_v[warp * QB + mt * 16 + h * 8 + g] = v;
+            red_i[warp * QB + mt * 16 + h * 8 + g] = ix;
+          }
+        }
+      __syncthreads();
+      for (int r = threadIdx.x; r < QB; r += blockDim.x) {
+        float v = red_v[r];
+        int ix = red_i[r];
+        for (int w = 1; w < 4; w++)
+          if (better(red_v[w * QB + r], red_i[w * QB + r], v, ix)) {
+            v = red_v[w * QB + r];
+            ix = red_i[w * QB + r];
+          }
+        rowv[r] = ix >= 0 ? v : 0.f;
+        if (P.argmax && r0 + r < P.lq) P.argmax[i * P.asi + j * P.asj + (r0 + r) * P.ass] = ix;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int r = 0; r < QB && r0 + r < P.lq; r++) score += rowv[r];
+    }
+    if (threadIdx.x == 0) P.scores[i * P.ssi + j * P.ssj] = score;
+  }
+}
+
+} // namespace res
+} // namespace lik_cuda
+
+#endif

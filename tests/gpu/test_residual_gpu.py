@@ -1,0 +1,172 @@
+"""GPU suite of compressed late interaction (lik.plaid, lik.maxsim_residual*):
+the CUDA kernels against the CPU backend (itself tested against float64
+references in tests/python and tests/c) on the same compressed data.
+
+The CUDA residual MaxSim computes its dots on the tensor cores (fp16
+operands under normalize, bf16 otherwise; fp32 accumulation), so scores are
+compared with a tolerance, and an argmax is accepted when its token scores
+within that tolerance of the CPU's best (float64 decode).  Marked ``gpu``;
+skipped without torch + CUDA.  LIK_GPU_BIG=1 adds the > 2^31-byte residual
+array (~3 GB of GPU memory).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+import lik  # noqa: E402
+from lik import plaid  # noqa: E402
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
+
+
+def _index(rng, nbits, d, C, lengths, cent_dtype=np.float16):
+    cent = rng.standard_normal((C, d)).astype(np.float32)
+    cent = (cent / np.linalg.norm(cent, axis=1, keepdims=True)).astype(cent_dtype)
+    T = int(sum(lengths))
+    codes = rng.integers(0, C, T).astype(np.int32)
+    res = rng.integers(0, 256, (T, d * nbits // 8)).astype(np.uint8)
+    w = np.sort(rng.standard_normal(1 << nbits) * 0.1).astype(np.float32)
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return [torch.from_numpy(a) for a in (codes, res, cu, cent, w)]
+
+
+def _cuda(*xs):
+    return [x.cuda() for x in xs]
+
+
+def _check(Q, codes, res, lens, cent, w, nbits, layout, normalize, packed):
+    fn = lik.maxsim_residual_varlen if packed else lik.maxsim_residual
+    cpu = fn(Q, codes, res, lens, cent, w, nbits, normalize=normalize, layout=layout)
+    gpu = fn(*_cuda(Q, codes, res, lens, cent, w), nbits, normalize=normalize, layout=layout)
+    assert gpu.device.type == "cuda"
+    tol = (4e-3 if normalize else 3e-2) * (1 + cpu.abs())
+    assert torch.all((gpu.cpu() - cpu).abs() <= tol), (gpu.cpu() - cpu).abs().max()
+    return cpu, gpu
+
+
+CASES = [  # nbits, d, Lq, lengths
+    (2, 128, 32, [300, 0, 1, 77, 129]),
+    (4, 128, 32, [512, 5, 64]),
+    (1, 96, 17, [31, 0, 200]),
+    (8, 17, 5, [3, 9]),
+    (8, 3, 40, [70, 1]),
+    (2, 48, 100, [65, 64, 63]),
+    (2, 1000, 33, [40, 7]),
+]
+
+
+@pytest.mark.parametrize("nbits,d,lq,lengths", CASES)
+@pytest.mark.parametrize("layout", ("colbert", "lik"))
+@pytest.mark.parametrize("normalize", (True, False))
+def test_scores_match_cpu(rng, nbits, d, lq, lengths, layout, normalize):
+    codes, res, cu, cent, w = _index(rng, nbits, d, int(rng.integers(1, 300)), lengths)
+    Q = torch.from_numpy(rng.standard_normal((2, lq, d)).astype(np.float32))
+    _check(Q, codes, res, cu, cent, w, nbits, layout, normalize, True)
+    lens = cu[1:] - cu[:-1]
+    ld = int(lens.max()) + 3
+    pc = torch.full((len(lens), ld), -9, dtype=torch.int64)  # padding: never read
+    pr = torch.zeros((len(lens), ld, res.shape[1]), dtype=torch.uint8)
+    for j in range(len(lens)):
+        pc[j, :lens[j]] = codes[cu[j]:cu[j + 1]]
+        pr[j, :lens[j]] = res[cu[j]:cu[j + 1]]
+    _check(Q[0], pc, pr, lens, cent, w, nbits, layout, normalize, False)
+
+
+def test_argmax_and_grad_match_cpu(rng):
+    nbits, d = 2, 128
+    codes, res, cu, cent, w = _index(rng, nbits, d, 64, [40, 0, 100, 3])
+    Q = torch.from_numpy(rng.standard_normal((3, 32, d)).astype(np.float32))
+    cpu_s, cpu_a = plaid._residual_forward(Q, codes, res, cu, cent, w, nbits, "colbert", True, True, True)
+    gQ, gc, gr, gcu, gcent, gw = _cuda(Q, codes, res, cu, cent, w)
+    gpu_s, gpu_a = plaid._residual_forward(gQ, gc, gr, gcu, gcent, gw, nbits, "colbert", True, True, True)
+    x = plaid.decompress(codes, res, cent, w, nbits).double()
+    qn = Q.double() / Q.double().norm(dim=-1, keepdim=True)
+    for j in range(len(cu) - 1):
+        a = gpu_a[:, j].cpu().long()
+        if cu[j + 1] == cu[j]:
+            assert torch.all(a == -1)
+            continue
+        sims = torch.einsum("isd,td->ist", qn, x[cu[j]:cu[j + 1]])
+        chosen = sims.gather(-1, a.clamp_min(0)[..., None])[..., 0]
+        assert torch.all(a >= 0) and torch.all(chosen >= sims.max(-1).values - 4e-3)
+    Qc = Q.clone().requires_grad_(True)
+    lik.maxsim_residual_varlen(Qc, codes, res, cu, cent, w, nbits).sum().backward()
+    Qg = gQ.clone().requires_grad_(True)
+    lik.maxsim_residual_varlen(Qg, gc, gr, gcu, gcent, gw, nbits).sum().backward()
+    torch.testing.assert_close(Qg.grad.cpu(), Qc.grad, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("nbits", (1, 2, 4, 8))
+@pytest.mark.parametrize("layout", ("colbert", "lik"))
+def test_decompress_matches_cpu(rng, nbits, layout):
+    for d, cdt in ((128, np.float16), (24, np.float32), (1000 // nbits * nbits, np.float16)):
+        if d * nbits % 8:
+            continue
+        codes, res, cu, cent, w = _index(rng, nbits, d, 50, [333], cent_dtype=cdt)
+        for normalize in (True, False):
+            cpu = plaid.decompress(codes, res, cent, w, nbits, layout=layout, normalize=normalize)
+            gpu = plaid.decompress(*_cuda(codes, res, cent, w), nbits, layout=layout, normalize=normalize)
+            torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-6, atol=1e-6)
+
+
+def test_approx_matches_cpu(rng):
+    C = 500
+    lengths = [0, 1, 300, 17]
+    codes = torch.from_numpy(rng.integers(0, C, sum(lengths)).astype(np.int64))
+    cu = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    cs = torch.from_numpy(rng.standard_normal((2, 33, C)).astype(np.float32))
+    cpu = plaid.plaid_approx_score(cs, codes, cu)
+    gpu = plaid.plaid_approx_score(*_cuda(cs, codes, cu))
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-6, atol=1e-6)
+
+
+def test_device_checks(rng):
+    codes, res, cu, cent, w = _cuda(*_index(rng, 2, 16, 5, [4, 2]))
+    Q = torch.randn(3, 16, device="cuda")
+    bad = codes.clone()
+    bad[5] = 5
+    with pytest.raises(ValueError, match="outside"):
+        lik.maxsim_residual_varlen(Q, bad, res, cu, cent, w, 2)
+    with pytest.raises(ValueError, match="cu_seqlens_d"):
+        lik.maxsim_residual_varlen(Q, codes, res, torch.tensor([0, 5, 4, 6], device="cuda"), cent, w, 2)
+    with pytest.raises(ValueError, match="is on"):
+        lik.maxsim_residual_varlen(Q.cpu(), codes, res, cu, cent, w, 2)
+
+
+@pytest.mark.skipif(not os.environ.get("LIK_GPU_BIG"), reason="set LIK_GPU_BIG=1 (~3 GB of GPU memory)")
+def test_more_than_2_31_residual_bytes(rng):
+    nbits, d, L = 2, 128, 300
+    width = d * nbits // 8
+    nd = (2**31 // width) // L + 200  # past 2^31 bytes
+    T = nd * L
+    g = torch.Generator(device="cuda")
+    g.manual_seed(int(rng.integers(1 << 30)))
+    res = torch.randint(0, 256, (T, width), dtype=torch.uint8, device="cuda", generator=g)
+    codes = torch.randint(0, 1024, (T,), dtype=torch.int32, device="cuda", generator=g)
+    cu = torch.arange(0, T + 1, L, dtype=torch.int64, device="cuda")
+    cent = torch.nn.functional.normalize(torch.randn(1024, d, device="cuda", generator=g), dim=-1).half()
+    w = torch.sort(torch.randn(4, device="cuda", generator=g) * 0.1).values
+    Q = torch.randn(1, 32, d, device="cuda", generator=g)
+    assert res.numel() > 2**31
+    s = lik.maxsim_residual_varlen(Q, codes, res, cu, cent, w, nbits)
+    last = slice(T - 5 * L, T)  # the last five documents, past 2^31 bytes
+    ref = lik.maxsim_residual_varlen(Q.cpu(), codes[last].cpu(), res[last].cpu(),
+                                     torch.arange(0, 5 * L + 1, L), cent.cpu(), w.cpu(), nbits)
+    torch.testing.assert_close(s[0, -5:].cpu(), ref[0], rtol=4e-3, atol=4e-3)
+    x = plaid.decompress(codes[-3:], res[-3:], cent, w, nbits)
+    torch.testing.assert_close(x.cpu(), plaid.decompress(codes[-3:].cpu(), res[-3:].cpu(), cent.cpu(), w.cpu(), nbits))
