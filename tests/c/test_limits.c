@@ -6,6 +6,7 @@
  * may not share memory with inputs, other outputs or themselves.  Stride-0
  * views stand for the huge tensors: nothing big is allocated.
  */
+#include "lik_experimental.h"
 #include "lik_test_util.h"
 
 static const lik_dtype FLOATS[] = {LIK_F32, LIK_F16, LIK_BF16, LIK_F64};
@@ -375,6 +376,29 @@ static void group_aliasing(void) {
     lik_tensor Sc = dense(lbuf + 1, LIK_F32, 2, DIMS(2, 2));
     EXPECT(lik_maxsim_varlen(&Qp, &Dp, &CQ, &CD, NULL, NULL, NULL, &Sc, NULL), LIK_ERR_VALUE,
            "scores: overlaps cu_seqlens_q", NULL);
+  }
+
+  case_begin("topk_merge: out_scores inside scores");
+  {
+    float ls[2 * 1 * 3] = {3, 2, 1, 6, 5, 4};
+    int64_t li[2 * 1 * 3] = {0, 1, 2, 3, 4, 5}, oi[2];
+    lik_tensor LS = dense(ls, LIK_F32, 3, DIMS(2, 1, 3)), LI = dense(li, LIK_I64, 3, DIMS(2, 1, 3));
+    lik_tensor OS = dense(ls + 1, LIK_F32, 2, DIMS(1, 2)), OI = dense(oi, LIK_I64, 2, DIMS(1, 2));
+    EXPECT(lik_topk_merge(&LS, &LI, NULL, 2, NULL, &OS, &OI), LIK_ERR_VALUE,
+           "out_scores: overlaps scores", NULL);
+  }
+  case_begin("codec_decompress: out inside the centroids");
+  {
+    float cent[4 * 8], w[4] = {-1, -0.5f, 0.5f, 1};
+    int64_t codes[2] = {0, 3};
+    uint8_t res[2 * 2] = {0};
+    for (int i = 0; i < 32; i++) cent[i] = (float)i;
+    lik_tensor C = dense(cent, LIK_F32, 2, DIMS(4, 8)), W = dense(w, LIK_F32, 1, DIMS(4));
+    lik_tensor K = dense(codes, LIK_I64, 1, DIMS(2)), R = dense(res, LIK_U8, 2, DIMS(2, 2));
+    lik_tensor O = dense(cent + 8, LIK_F32, 2, DIMS(2, 8));
+    const lik_codec codec = {&C, NULL, &W, 2, LIK_RESIDUAL_COLBERT};
+    EXPECT(lik_codec_decompress(&codec, &K, &R, NULL, &O), LIK_ERR_VALUE,
+           "out: overlaps centroids", NULL);
   }
 
   case_begin("scores with strides [1, 1]: elements overlap");

@@ -61,12 +61,16 @@ def emb_input(flags: int, *files: bytes) -> bytes:
 F32, F16, BF16, F64, BOOL, U8, I32, I64 = range(8)
 SLOTS = ("Q", "D", "q_mask", "d_mask", "cu_q", "cu_d", "pair_q", "pair_d", "argmax", "grad_scores",
          "out0", "out1")
+# the residual, codec and merge calls' names of the same slots
+ALIAS = {"X": "Q", "centroids": "D", "cutoffs": "q_mask", "weights": "d_mask", "codes": "cu_q",
+         "residuals": "cu_d", "lengths": "pair_q", "indices": "cu_q"}
 
 
 def api_input(op: int, tensors: dict, *, opts: int = 0, top_k: int = 0, max_seqlen_q: int = 0) -> bytes:
     """tensors: slot name -> dict(dtype, shape, strides=None, device=0, alias=None,
     offset=0, fill=0)."""
     b = struct.pack("<BBqq", op, opts, top_k, max_seqlen_q)
+    tensors = {ALIAS.get(k, k): v for k, v in tensors.items()}
     for name in SLOTS:
         t = tensors.get(name)
         if t is None:
@@ -74,7 +78,7 @@ def api_input(op: int, tensors: dict, *, opts: int = 0, top_k: int = 0, max_seql
             continue
         shape = list(t["shape"]) + [0] * (4 - len(t["shape"]))
         strides = list(t.get("strides") or []) + [0] * (4 - len(t.get("strides") or []))
-        alias = t.get("alias")
+        alias = ALIAS.get(t.get("alias"), t.get("alias"))
         layout = (1 if t.get("strides") is not None else 0) | ((SLOTS.index(alias) + 1) << 4 if alias else 0)
         b += struct.pack("<BBbB4q4qBHB", 1, t["dtype"], len(t["shape"]), t.get("device", 0), *shape,
                          *strides, layout, t.get("offset", 0), t.get("fill", 0))
@@ -117,6 +121,29 @@ def api_corpus():
     out["pairs_packed_backward"] = api_input(8, dict(
         packed, pair_q=T(I64, 5, fill=3), pair_d=T(I64, 5, fill=3), argmax=T(I32, 5, 3, fill=1),
         grad_scores=T(F32, 5), out0=T(F32, 6, 8)))
+    # residual scoring and the codec: d = 8, nbits = 2 (max_seqlen_q byte 0), 6 centroids
+    codec = dict(centroids=T(F32, 6, 8), weights=T(F32, 4))
+    out["residual"] = api_input(9, dict(
+        codec, X=T(F32, 2, 3, 8), codes=T(I64, 4, 5, fill=3), residuals=T(U8, 4, 5, 2),
+        lengths=T(I64, 4, fill=5), out0=T(F32, 2, 4), out1=T(I32, 2, 4, 3)), opts=2, max_seqlen_q=2)
+    out["residual_varlen_lik_layout"] = api_input(10, dict(
+        codec, X=T(BF16, 3, 8), codes=T(I32, 9, fill=3), residuals=T(U8, 9, 2),
+        lengths=T(I64, 4, fill=2), out0=T(F32, 3), out1=T(I32, 3, 3)), max_seqlen_q=2 | 1 << 8)
+    out["plaid_approx"] = api_input(11, dict(
+        X=T(F32, 2, 3, 6), codes=T(I64, 9, fill=3), lengths=T(I32, 4, fill=2), out0=T(F32, 2, 3)))
+    out["codec_train"] = api_input(12, dict(X=T(F32, 50), out0=T(F32, 3), out1=T(F32, 4)),
+                                   max_seqlen_q=2)
+    out["codec_compress"] = api_input(13, dict(
+        centroids=T(F32, 6, 8), cutoffs=T(F32, 3), X=T(F32, 7, 8), out0=T(I64, 7),
+        out1=T(U8, 7, 2)), max_seqlen_q=2)
+    out["codec_decompress"] = api_input(14, dict(
+        codec, codes=T(I64, 7, fill=3), residuals=T(U8, 7, 2), out0=T(F32, 7, 8)), opts=2,
+        max_seqlen_q=2)
+    merge = dict(X=T(F32, 2, 3, 4, fill=6), indices=T(I64, 2, 3, 4, fill=6), out0=T(F32, 3, 5),
+                 out1=T(I64, 3, 5))
+    out["topk_merge"] = api_input(15, merge, top_k=5)
+    out["topk_merge_lengths"] = api_input(15, dict(merge, lengths=T(I64, 2, 3, fill=5), out0=T(F32, 3, 1),
+                                                   out1=T(I64, 3, 1)), top_k=1)
     return out
 
 
@@ -136,6 +163,9 @@ def api_crashes():
             grad_scores=T(F32, 2, 4), out0=T(F32, 2, 3, 8, alias="Q"))),
         "scores_inside_q": api_input(0, dict(
             Q=T(F32, 2, 3, 8), D=T(F32, 4, 5, 8), out0=T(F32, 2, 4, alias="Q", offset=40))),
+        "decompress_out_inside_centroids": api_input(14, dict(
+            centroids=T(F32, 6, 8), weights=T(F32, 4), codes=T(I64, 5, fill=3),
+            residuals=T(U8, 5, 2), out0=T(F32, 5, 8, alias="centroids")), max_seqlen_q=2),
         "strides_beyond_int64": api_input(0, dict(
             Q=T(F32, 2, 3, 8, strides=[2**62, 8, 1]), D=T(F32, 4, 5, 8), out0=T(F32, 2, 4))),
     }
