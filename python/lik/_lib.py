@@ -361,6 +361,20 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
 
 
+def _code(x: Any) -> int:
+    return _TORCH_DTYPES[x.dtype] if is_torch(x) else _NP_DTYPES[x.dtype.newbyteorder("=")]
+
+
+def is_mask(x: Any) -> bool:
+    """Whether an array accepted by :func:`check_array` has a mask dtype (bool, uint8)."""
+    return _code(x) in (LIK_BOOL, LIK_U8)
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of an array as lik names it ("float32", "bool", ...)."""
+    return str(x.dtype).removeprefix("torch.")
+
+
 def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
@@ -369,7 +383,7 @@ def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
         x = np.ascontiguousarray(x)
     t = LikTensor()
     t.data = x.ctypes.data if x.size else None
-    t.dtype = _NP_DTYPES[x.dtype]
+    t.dtype = _code(x)
     t.ndim = x.ndim
     for i, (n, s) in enumerate(zip(x.shape, x.strides)):
         t.shape[i] = n
@@ -383,7 +397,7 @@ def _torch_view(x) -> tuple[Any, LikTensor]:
     x = x.detach()
     t = LikTensor()
     t.data = x.data_ptr() if x.numel() else None
-    t.dtype = _TORCH_DTYPES[x.dtype]
+    t.dtype = _code(x)
     t.ndim = x.dim()
     for i, (n, s) in enumerate(zip(x.shape, x.stride())):
         t.shape[i] = n

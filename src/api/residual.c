@@ -60,7 +60,9 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   int ndim = 0;
   if (q3) grid[ndim++] = p.q.count;
   grid[ndim++] = p.d.count;
-  if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len))) return st;
+  if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len)) ||
+      (st = lik_check_disjoint(ts, names, 8, 2)))
+    return st;
   p.scores = (float *)scores->data;
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
@@ -135,7 +137,9 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   int ndim = 0;
   if (q3) grid[ndim++] = p.nq;
   grid[ndim++] = p.d.count;
-  if ((st = check_outputs(scores, NULL, ndim, grid, 0))) return st;
+  if ((st = check_outputs(scores, NULL, ndim, grid, 0)) ||
+      (st = lik_check_disjoint(ts, names, 4, 1)))
+    return st;
   p.scores = (float *)scores->data;
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
