@@ -134,8 +134,7 @@ def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
 # ---- padded layouts: ops ------------------------------------------------------------
 
 
-@torch.library.custom_op("lik::maxsim_fwd", mutates_args=())
-def _maxsim_fwd(
+def _maxsim_fwd_impl(
     Q: torch.Tensor,
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
@@ -156,6 +155,9 @@ def _maxsim_fwd(
     if not save_argmax:
         argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax
+
+
+_maxsim_fwd = torch.library.custom_op("lik::maxsim_fwd", mutates_args=())(_maxsim_fwd_impl)
 
 
 @_maxsim_fwd.register_fake
@@ -223,6 +225,35 @@ def _maxsim_backward(ctx, grad_scores, grad_argmax):
 
 
 _maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
+
+
+class _MaxSimEager(torch.autograd.Function):
+    """The same forward, setup and backward as ``lik::maxsim_fwd`` for eager
+    calls that need a gradient: an autograd.Function costs a few µs a call
+    where the custom op's dispatch costs ~25 µs (bench/host_cost.py).  Under
+    torch.compile the custom op runs (:func:`_maxsim_scores`)."""
+
+    @staticmethod
+    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
+        out = _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax)
+        ctx.mark_non_differentiable(out[1])
+        _maxsim_setup(ctx, (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_scores, grad_argmax):
+        return _maxsim_backward(ctx, grad_scores, grad_argmax)
+
+
+def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str) -> torch.Tensor:
+    """Scores of the padded layouts: the custom op under torch.compile, else
+    the autograd.Function when a gradient is needed, else the C call alone."""
+    grad = _needs_grad(Q, D)
+    if torch.compiler.is_compiling():
+        return torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, normalize, layout, backward, grad)[0]
+    if grad:
+        return _MaxSimEager.apply(Q, D, q_mask, d_mask, normalize, layout, backward, True)[0]
+    return _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, False)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------
@@ -435,8 +466,7 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
     )
     if not (Q.dim() in (2, 3) and D.dim() in (2, 3, 4) and (D.dim() != 4 or Q.dim() == 3)):
         return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 0, backward, _needs_grad(Q, D))
-    return scores
+    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 0, backward)
 
 
 def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
@@ -479,8 +509,7 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
     )
     if not (Q.dim() == 3 and D.dim() == 3):
         return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 1, backward, _needs_grad(Q, D))
-    return scores
+    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 1, backward)
 
 
 def _max_len(cu: torch.Tensor) -> int:
