@@ -38,6 +38,7 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   if (Q->shape[Q->ndim - 1] != p.codec.dim)
     return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match centroids' d=%lld",
                     (long long)Q->shape[Q->ndim - 1], (long long)p.codec.dim);
+  if (!residuals) return lik_fail(LIK_ERR_NULL, "residuals: is NULL");
   const lik_tensor *lens = doc_lengths ? doc_lengths : cu_seqlens_d;
   const lik_tensor *ts[] = {Q,         codec->centroids, codec->bucket_weights, codes,
                             residuals, lens,             scores,                argmax};

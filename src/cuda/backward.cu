@@ -941,6 +941,10 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
   if (p->normalize) {
     R *qn, *dn;
+    if (ntq > (int64_t)(SIZE_MAX / sizeof(R)) || ntd > (int64_t)(SIZE_MAX / sizeof(R)))
+      return lik_fail(LIK_ERR_ALLOC, /* broadcast views can count more tokens than memory holds */
+                      "backward: the norms of %lld + %lld tokens exceed the address space",
+                      (long long)ntq, (long long)ntd);
     if ((e = sc.get((void **)&qn, (size_t)ntq * sizeof(R))) ||
         (e = sc.get((void **)&dn, (size_t)ntd * sizeof(R))))
       return cuda_fail(e, "cudaMallocAsync (token norms)");

@@ -439,6 +439,22 @@ static void group_empty_argmax(void) {
   group_end();
 }
 
+/* lik_maxsim_residual_varlen without residuals: refused, never read (fuzz_api
+ * found the NULL read). */
+static void group_residual_null(void) {
+  group_begin("residual-null");
+  float q[3 * 8] = {0}, cent[6 * 8] = {0}, w[4] = {0}, sc[3];
+  int64_t codes[9] = {0}, cu[4] = {0, 3, 6, 9};
+  lik_tensor Q = dense(q, LIK_F32, 2, DIMS(3, 8)), C = dense(cent, LIK_F32, 2, DIMS(6, 8));
+  lik_tensor W = dense(w, LIK_F32, 1, DIMS(4)), K = dense(codes, LIK_I64, 1, DIMS(9));
+  lik_tensor CU = dense(cu, LIK_I64, 1, DIMS(4)), S = dense(sc, LIK_F32, 1, DIMS(3));
+  const lik_codec codec = {&C, NULL, &W, 2, LIK_RESIDUAL_COLBERT};
+  case_begin("maxsim_residual_varlen, residuals NULL");
+  EXPECT(lik_maxsim_residual_varlen(&Q, &codec, &K, NULL, &CU, NULL, &S, NULL), LIK_ERR_NULL,
+         "residuals: is NULL", NULL);
+  group_end();
+}
+
 int main(void) {
   test_init("test_limits");
   group_lengths();
@@ -448,5 +464,6 @@ int main(void) {
   group_inf_retrieve();
   group_aliasing();
   group_empty_argmax();
+  group_residual_null();
   return test_finish("test_limits");
 }
