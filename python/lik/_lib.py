@@ -175,6 +175,8 @@ lib.lik_context_create.argtypes = [ctypes.POINTER(LikContextOptions), ctypes.POI
 lib.lik_context_free.restype = None
 lib.lik_context_free.argtypes = [ctypes.c_void_p]
 lib.lik_retrieve.argtypes = [_PT, _PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
+lib.lik_topk_merge.restype = ctypes.c_int
+lib.lik_topk_merge.argtypes = [_PT, _PT, _PT, ctypes.c_int64, _PO, _PT, _PT]
 
 
 def version_string() -> str:
@@ -546,3 +548,18 @@ def call_plaid_approx(centroid_scores, codes, cu_seqlens_d, scores) -> None:
     opts = make_options(stream=cuda_stream_of(centroid_scores))
     cs, c, cu = _views(keep, centroid_scores, codes, cu_seqlens_d)
     check(lib.lik_plaid_approx_score(cs, c, cu, ctypes.byref(opts), *_views(keep, scores)))
+
+def call_topk_merge(scores, indices, lengths, top_k: int, out_scores, out_indices) -> None:
+    """lik_topk_merge (lik_experimental.h): R sorted candidate lists per query,
+    ``scores`` F32 / ``indices`` I64 ``[R, Nq, K]``, optional ``lengths`` I64
+    ``[R, Nq]`` (any strides), into caller-allocated ``out_scores`` F32 /
+    ``out_indices`` I64 ``[Nq, top_k]`` (CPU arrays)."""
+    opts = make_options()
+    keep, tv = [], []
+    for x in (scores, indices, lengths, out_scores, out_indices):
+        k, t = view(x)
+        keep.append(k)
+        tv.append(t)
+    check(lib.lik_topk_merge(_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), ctypes.c_int64(top_k),
+                             ctypes.byref(opts), _ptr(tv[3]), _ptr(tv[4])))
+    del keep

@@ -6,33 +6,15 @@
  * by score descending, then document index ascending).  Scratch is
  * O(Nq * block + k).
  *
- * Order is total and deterministic even with NaN scores: NaN ranks below
- * every number (then by index), so qsort's result is unique.
+ * Order: lik_topk_better (src/core/topk.h; NaN ranks below every number,
+ * ties by lower index), the sort and the merge of src/cpu/topk.c.
  */
-#include <math.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
+#include "topk.h"
 
 #define LIK_RETRIEVE_BLOCK 2048
-
-typedef struct {
-  float s;
-  int64_t i;
-} hit;
-
-/* a ranks before b. */
-static int better(const hit *a, const hit *b) {
-  int na = isnan(a->s), nb = isnan(b->s);
-  if (na || nb) return na == nb ? a->i < b->i : nb;
-  if (a->s != b->s) return a->s > b->s;
-  return a->i < b->i;
-}
-
-static int cmp_hit(const void *x, const void *y) {
-  const hit *a = (const hit *)x, *b = (const hit *)y;
-  return better(a, b) ? -1 : better(b, a) ? 1 : 0;
-}
 
 lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                             int64_t out_si, int64_t out_sr, int64_t *out_indices,
@@ -42,15 +24,20 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   if (nq <= 0 || k <= 0) return LIK_OK;
   const int64_t B = nd < LIK_RETRIEVE_BLOCK ? nd : LIK_RETRIEVE_BLOCK;
   float *blk = (float *)malloc((size_t)(nq * B) * sizeof(float));
-  hit *col = (hit *)malloc((size_t)B * sizeof(hit));
-  hit *mrg = (hit *)malloc((size_t)(k + B) * sizeof(hit));
+  lik_hit *col = (lik_hit *)malloc((size_t)B * sizeof(lik_hit));
+  float *cs = (float *)malloc((size_t)(B + k) * sizeof(float));
+  int64_t *ci = (int64_t *)malloc((size_t)(B + k) * sizeof(int64_t));
   int64_t *cnt = (int64_t *)calloc((size_t)nq, sizeof(int64_t));
+  int64_t heap[4];
   lik_status st = LIK_OK;
-  if (!blk || !col || !mrg || !cnt) {
+  if (!blk || !col || !cs || !ci || !cnt) {
     st = lik_fail(LIK_ERR_ALLOC, "retrieve: cannot allocate scratch for Nq=%lld, block=%lld, k=%lld",
                   (long long)nq, (long long)B, (long long)k);
     goto done;
   }
+  /* cs/ci[0, B): the sorted newcomers of a query; [B, B + k): the merge. */
+  float *ms = cs + B;
+  int64_t *mi = ci + B;
   for (int64_t j0 = 0; j0 < nd; j0 += B) {
     lik_cpu_out o;
     o.cbeg = j0;
@@ -65,31 +52,32 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
     for (int64_t i = 0; i < nq; i++) {
       float *os = out_scores + i * out_si;
       int64_t *oi = out_indices + i * idx_si;
-      int64_t n = cnt[i], nc = 0;
-      hit worst = {0.0f, 0};
-      if (n == k) { worst.s = os[(k - 1) * out_sr]; worst.i = oi[(k - 1) * idx_sr]; }
+      const int64_t n = cnt[i];
+      int64_t nc = 0;
+      const float ws = n == k ? os[(k - 1) * out_sr] : 0.0f; /* the k-th kept, once full */
+      const int64_t wi = n == k ? oi[(k - 1) * idx_sr] : 0;
       for (int64_t j = o.cbeg; j < o.cend; j++) {
-        hit h = {blk[i * B + (j - j0)], j};
-        if (n < k || better(&h, &worst)) col[nc++] = h;
+        const float s = blk[i * B + (j - j0)];
+        if (n < k || lik_topk_better(s, j, ws, wi)) {
+          col[nc].s = s;
+          col[nc++].i = j;
+        }
       }
       if (!nc) continue;
-      qsort(col, (size_t)nc, sizeof(hit), cmp_hit);
+      lik_hits_sort(col, nc);
+      for (int64_t b = 0; b < nc; b++) { cs[b] = col[b].s; ci[b] = col[b].i; }
       /* Merge the kept list with the sorted newcomers, keep the best k. */
-      int64_t a = 0, b = 0, m = 0;
-      while (m < k && (a < n || b < nc)) {
-        hit ha;
-        if (a < n) { ha.s = os[a * out_sr]; ha.i = oi[a * idx_sr]; }
-        if (b >= nc || (a < n && better(&ha, &col[b]))) { mrg[m++] = ha; a++; }
-        else mrg[m++] = col[b++];
-      }
-      for (int64_t r = 0; r < m; r++) { os[r * out_sr] = mrg[r].s; oi[r * idx_sr] = mrg[r].i; }
+      const lik_topk_list lists[2] = {{os, oi, out_sr, idx_sr, n}, {cs, ci, 1, 1, nc}};
+      const int64_t m = lik_topk_merge_lists(lists, 2, k, ms, 1, mi, 1, heap);
+      for (int64_t r = 0; r < m; r++) { os[r * out_sr] = ms[r]; oi[r * idx_sr] = mi[r]; }
       cnt[i] = m;
     }
   }
 done:
   free(blk);
   free(col);
-  free(mrg);
+  free(cs);
+  free(ci);
   free(cnt);
   return st;
 }
