@@ -583,8 +583,8 @@ static void group_errors(void) {
   o.kmeans_niters = 4;
   lik_tensor X5 = t2(c.x, LIK_F32, c.T, 5); /* 5 * 2 bits */
   EXPECT_FAIL(lik_plaid_index_build(&X5, &cu, &o, &out), LIK_ERR_VALUE);
-  lik_tensor cub = cu;
-  cub.shape[0] = 40;
+  int64_t cubad[3] = {0, c.T + 1, c.T}; /* not non-decreasing */
+  lik_tensor cub = t1(cubad, LIK_I64, 3);
   EXPECT_FAIL(lik_plaid_index_build(&X, &cub, &o, &out), LIK_ERR_VALUE);
   lik_tensor Xc = X;
   Xc.device = LIK_CUDA;
