@@ -198,8 +198,10 @@ class Index:
         """Code documents with this index's codec and append them (the IVF
         is extended; centroids and codec unchanged).  Returns their ids.
         In memory until :meth:`save`.  Layouts as :meth:`build`."""
-        X, cu = _packed(documents, cu_seqlens, doc_lengths)
         first = self.num_docs
+        if _is_seq(documents) and len(documents) == 0:
+            return range(first, first)
+        X, cu = _packed(documents, cu_seqlens, doc_lengths)
         o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None)
         _lib.call_plaid_add(self._handle(), X, cu, o)
         del keep
@@ -231,8 +233,9 @@ class Index:
             centroid_score_threshold: None, or ColBERTv2's centroid pruning
                 threshold (e.g. 0.5).
             q_lengths: ``[Nq]`` valid tokens per padded query (None: all).
-            subset: None, a list of document ids searched for every query, or
-                one list per query.
+            subset: None (all documents), a list of document ids searched for
+                every query, or one list per query (an empty list searches
+                nothing; fast-plaid reads a top-level ``[]`` as None).
 
         Returns:
             ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:

@@ -288,6 +288,7 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   if (subset) {
     if ((st = check_ids(subset, "subset", -1, 0, index->ndocs - 1, &q.subset))) return st;
     q.subset_n = subset->shape[0];
+    q.has_subset = 1;
     if (subset_cu) {
       int64_t cnt, maxlen;
       if ((st = lik_check_cu_seqlens(subset_cu, "subset_cu", q.subset_n, "subset's entries", 1,

@@ -169,7 +169,8 @@ lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index
 typedef struct {
   lik_seqs q;             /* count Nq, len Lq */
   lik_index q_lengths;    /* data NULL: every query Lq tokens */
-  lik_index subset;       /* data NULL: no subset */
+  lik_index subset;       /* with has_subset */
+  int has_subset;         /* 0: no subset (all documents) */
   lik_index subset_cu;    /* data NULL: one subset for all */
   int64_t subset_n;       /* entries of subset (no cu) */
   int64_t top_k, n_probe, n_full;

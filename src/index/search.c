@@ -293,7 +293,7 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
 
   /* subset: its sorted unique ids, their bits, the centroids they use */
   int64_t nsub = 0;
-  const int has_sub = q->subset.data != NULL;
+  const int has_sub = q->has_subset;
   if (has_sub) {
     const int64_t a = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi) : 0;
     const int64_t b = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi + 1) : q->subset_n;
