@@ -126,9 +126,9 @@ typedef struct lik_tensor {
 /* ---- options -------------------------------------------------------------- */
 
 typedef enum lik_backward {
-  LIK_BACKWARD_AUTO = 0,    /* lowmem for KD / high contention, else unified */
-  LIK_BACKWARD_UNIFIED = 1, /* fused grad_Q + grad_D, fp32 grad_D buffer     */
-  LIK_BACKWARD_LOWMEM = 2   /* destination-owned, written in input dtype     */
+  LIK_BACKWARD_AUTO = 0,    /* CPU: lowmem; CUDA: the one (deterministic) kernel */
+  LIK_BACKWARD_UNIFIED = 1, /* CPU: fp32 working copies; CUDA: same as auto      */
+  LIK_BACKWARD_LOWMEM = 2   /* destination-owned, no full-size buffer            */
 } lik_backward;
 
 /* A context: what calls read of their environment (thread count, CPU kernel
@@ -243,8 +243,11 @@ LIK_API const char *lik_cpu_isa(void);
  *
  * Rules shared by every backward call:
  * - argmax must be the one the matching forward wrote for the same inputs,
- *   masks and normalize.  An entry outside [-1, Ld) of its document returns
- *   LIK_ERR_VALUE.  -1 (masked query token, empty or fully masked document)
+ *   masks and normalize.  On the CPU an entry outside [-1, Ld) of its
+ *   document, or pointing at a masked document token, returns LIK_ERR_VALUE.
+ *   On CUDA the entries are not checked (that would synchronise the host):
+ *   such an entry is treated as -1, and nothing is read or written out of
+ *   bounds.  -1 (masked query token, empty or fully masked document)
  *   contributes nothing anywhere.
  * - Masked query and document tokens (and, on packed paths, rows of no
  *   sequence) get exactly zero gradient.  Every element of grad_Q / grad_D is
@@ -252,11 +255,13 @@ LIK_API const char *lik_cpu_isa(void);
  * - grad_scores is F32 or F64 (any strides); grad_Q has Q's shape and dtype,
  *   grad_D has D's shape and dtype, any non-overlapping strides; either may
  *   be NULL to skip that gradient.  Accumulation is fp32 (fp64 for F64).
- * - opts->backward picks the strategy.  On the CPU every strategy is
- *   deterministic and bitwise independent of the thread count: each gradient
- *   row has one owner that sums its terms in a fixed order (queries / pairs
- *   ascending, then query tokens ascending), and the strategies give bitwise
- *   identical results; they differ only in memory and speed:
+ * - Determinism, every device and strategy: each gradient row has one owner
+ *   that sums its terms in a fixed order (queries / pairs ascending, then
+ *   query tokens ascending) and writes it once; no atomics.  Results are
+ *   bitwise identical run to run, for any thread count (CPU) or launch
+ *   configuration (CUDA), and for every strategy of a device.
+ * - opts->backward picks the strategy.  On the CPU the strategies give
+ *   bitwise identical results; they differ only in memory and speed:
  *     LIK_BACKWARD_LOWMEM   no full-size buffer: rows are converted (and
  *                           normalised) on the fly, gradients are written in
  *                           the input dtype from per-thread row accumulators
@@ -266,16 +271,26 @@ LIK_API const char *lik_cpu_isa(void);
  *                           as lowmem (rows gathered from the copies).
  *     LIK_BACKWARD_AUTO     lowmem on the CPU (measured faster than unified
  *                           for every dtype: bench/RESULTS.md, "CPU training").
+ *   On CUDA every strategy runs the same destination-owned kernels
+ *   (docs/training.md, "The CUDA backward"): grad_Q by a warp per query
+ *   token, grad_D by tiles of document rows that gather their argmax hits
+ *   in order into an fp32 (fp64) shared-memory accumulator; gradients are
+ *   written once in the input dtype.  No full-size fp32 buffer: scratch is
+ *   O(tokens) norms under normalize and, for pair lists, the pairs grouped
+ *   by query and by document (cudaMallocAsync / cudaFreeAsync on
+ *   opts->stream: graph capturable).  normalize with d larger than the
+ *   shared-memory row (about 7000 features, 3500 for F64) returns
+ *   LIK_ERR_UNSUPPORTED on CUDA.
  * - Errors as the matching forward, plus: LIK_ERR_DTYPE (grad_scores not
  *   F32/F64, argmax not I32, a gradient's dtype differs from its input),
  *   LIK_ERR_SHAPE (argmax / grad_scores / gradient shapes, a gradient with a
  *   zero stride over a dimension of size > 1), LIK_ERR_VALUE (argmax entry
- *   out of range), LIK_ERR_ALLOC.
- * - CUDA tensors: the packed forwards (lik_maxsim_varlen,
- *   lik_score_pairs_packed) run on the GPU; there cu_seqlens and pair indices
- *   are device data that the library does not read on the host (that would
- *   synchronise), so the caller guarantees their values (the Python front
- *   checks a host copy).  Every backward returns LIK_ERR_UNSUPPORTED on CUDA.
+ *   out of range, CPU), LIK_ERR_ALLOC, LIK_ERR_CUDA.
+ * - CUDA tensors: every forward and backward of this section runs on the
+ *   GPU, on opts->stream, without synchronising the host.  cu_seqlens and
+ *   pair indices are device data that the library does not read on the host
+ *   (that would synchronise), so the caller guarantees their values (the
+ *   Python front checks a host copy); argmax likewise (see above).
  */
 
 /* lik_maxsim_backward — gradients of lik_maxsim (cross or KD layout).
@@ -283,7 +298,8 @@ LIK_API const char *lik_cpu_isa(void);
  *   Q, D, q_mask, d_mask  exactly as passed to lik_maxsim.
  *   argmax       I32, scores.shape + [Lq], as written by lik_maxsim.
  *   grad_scores  F32 or F64 with the shape of lik_maxsim's scores.
- *   opts         normalize (must match the forward), num_threads, backward.
+ *   opts         normalize (must match the forward), num_threads, backward,
+ *                stream (CUDA).
  *   grad_Q       NULL or Q's shape and dtype;  grad_D  NULL or D's.
  */
 LIK_API lik_status lik_maxsim_backward(const lik_tensor *Q, const lik_tensor *D,

@@ -21,8 +21,9 @@ Rules (see docs/training.md):
   double and the scores are re-summed in double from its argmax), so
   ``torch.autograd.gradcheck`` works.
 * Gradients come back in the input dtype, masked tokens get exactly zero,
-  and on the CPU every ``backward=`` strategy is deterministic and bitwise
-  independent of the thread count.
+  and every ``backward=`` strategy is deterministic: bitwise independent of
+  the thread count on the CPU, bitwise equal run to run on CUDA (the C calls
+  run on the current torch stream: graph capturable).
 * Double backward is not supported (the backward is not itself
   differentiable).
 
@@ -70,8 +71,11 @@ def _call(fn, tensors, opts, outs):
     del keep
 
 
-def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0):
-    return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q)
+def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None):
+    """lik_options; for CUDA tensors (``like``) the current torch stream, so the
+    C calls are ordered with torch's work (and captured in a CUDA graph)."""
+    return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q,
+                             stream=_lib.cuda_stream_of(like))
 
 
 def _score_dtype(x: torch.Tensor) -> torch.dtype:
@@ -118,7 +122,8 @@ def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
     Nq, Nd, Lq = Q3.shape[0], D3.shape[0], Q3.shape[1]
     am = argmax.long().reshape(Nq, Nd, Lq)
     j = torch.arange(Nd, device=am.device)[None, :, None]
-    rows = D3[j, am.clamp_min(0)] if D3.shape[1] > 0 else torch.zeros(Nq, Nd, Lq, D3.shape[-1], dtype=D3.dtype)
+    rows = (D3[j, am.clamp_min(0)] if D3.shape[1] > 0
+            else torch.zeros(Nq, Nd, Lq, D3.shape[-1], dtype=D3.dtype, device=D3.device))
     dots = (rows * Q3[:, None]).sum(-1)
     out = torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
     return out.reshape(_grid(Q, D, layout))
@@ -187,7 +192,7 @@ def _maxsim_bwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
-    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward), (gQ, gD))
+    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward, like=Q), (gQ, gD))
     return _grads_or_empty(Q, D, gQ, gD)
 
 
@@ -271,7 +276,7 @@ def _packed_fwd(
     f64 = Q.dtype == torch.float64
     scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
     argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
-    opts = _opts(normalize, max_seqlen_q=max_lq)
+    opts = _opts(normalize, max_seqlen_q=max_lq, like=Q)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen, (Q, D, cu_q, cu_d, q_mask, d_mask), opts, (scores, argmax))
     else:
@@ -309,7 +314,7 @@ def _packed_bwd(
     need_d: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
-    opts = _opts(normalize, backward)
+    opts = _opts(normalize, backward, like=Q)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen_backward, (Q, D, cu_q, cu_d, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
     else:
@@ -382,9 +387,9 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
 
     Args:
         backward: ``"auto" | "unified" | "lowmem"``, the backward strategy
-            (lik.h ``lik_backward``).  On the CPU all three are deterministic
-            and give bitwise identical gradients; they differ in memory and
-            speed only.
+            (lik.h ``lik_backward``).  All three are deterministic and give
+            bitwise identical gradients; on the CPU they differ in memory and
+            speed only, on CUDA they run the same kernels.
 
     Returns:
         scores as :func:`lik._api.maxsim`; float64 for float64 inputs.

@@ -549,6 +549,7 @@ def call_plaid_approx(centroid_scores, codes, cu_seqlens_d, scores) -> None:
     cs, c, cu = _views(keep, centroid_scores, codes, cu_seqlens_d)
     check(lib.lik_plaid_approx_score(cs, c, cu, ctypes.byref(opts), *_views(keep, scores)))
 
+
 def call_topk_merge(scores, indices, lengths, top_k: int, out_scores, out_indices) -> None:
     """lik_topk_merge (lik_experimental.h): R sorted candidate lists per query,
     ``scores`` F32 / ``indices`` I64 ``[R, Nq, K]``, optional ``lengths`` I64

@@ -9,21 +9,30 @@
 
 /* ---- shared checks --------------------------------------------------------- */
 
-/* Devices of every tensor of a call; the backward calls run on the CPU only
- * (the packed forwards also run on CUDA: packed_forward). */
-static lik_status check_cpu(lik_problem *p, const lik_tensor *const *ts,
-                            const char *const *names, int n) {
+/* Devices of every tensor of a call: one device, CPU or CUDA (CUDA needs a
+ * build with the CUDA backend). */
+static lik_status check_device(lik_problem *p, const lik_tensor *const *ts,
+                               const char *const *names, int n) {
   lik_status st = lik_check_devices(ts, names, n, &p->device, &p->device_id);
   if (st) return st;
+#ifndef LIK_WITH_CUDA
   if (p->device == LIK_CUDA)
     return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but the backward calls of lik have a CPU backend "
-                    "only (the forwards run on CUDA)");
+                    "tensors are on CUDA but this build of lik has no CUDA backend");
+#endif
   return LIK_OK;
 }
 
 static lik_backward strategy_of(const lik_options *opts) {
   return opts ? opts->backward : LIK_BACKWARD_AUTO;
+}
+
+/* The backend of a validated backward call. */
+static lik_status route(lik_bw *bw, const lik_options *opts) {
+#ifdef LIK_WITH_CUDA
+  if (bw->p.device == LIK_CUDA) return lik_cuda_maxsim_backward(bw);
+#endif
+  return lik_cpu_maxsim_backward(bw, strategy_of(opts));
 }
 
 static lik_status check_strategy(const lik_options *opts) {
@@ -93,7 +102,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   const lik_tensor *ts[] = {Q, D, q_mask, d_mask, argmax, grad_scores, grad_Q, grad_D};
   const char *names[] = {"Q", "D", "q_mask", "d_mask", "argmax", "grad_scores", "grad_Q",
                          "grad_D"};
-  if ((st = check_cpu(p, ts, names, 8))) return st;
+  if ((st = check_device(p, ts, names, 8))) return st;
   p->q = lik_seqs_from(Q);
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
@@ -108,7 +117,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   bw->gs_si = has_i ? grad_scores->strides[0] : 0;
   bw->gs_sj = has_j ? grad_scores->strides[ndim - 1] : 0;
   fill_grads(bw, grad_Q, grad_D);
-  return lik_cpu_maxsim_backward(bw, strategy_of(opts));
+  return route(bw, opts);
 }
 
 lik_status lik_maxsim_backward(const lik_tensor *Q, const lik_tensor *D, const lik_tensor *q_mask,
@@ -182,7 +191,15 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",
                          "pair_q", "pair_d", "q_mask",       "d_mask",
                          "argmax", "grad_scores", "grad_Q",  "grad_D"};
-  if ((st = check_cpu(p, ts, names, 12))) return st;
+  if ((st = check_device(p, ts, names, 12))) return st;
+  if (p->device == LIK_CUDA) {
+    /* lengths stay on the device (as in the packed forward): queries are
+     * bounded by the argmax extent, documents by D's rows */
+    p->q.len = argmax->shape[ndim];
+    p->d.len = D->shape[0];
+  }
+  bw.q_total = Q->shape[0];
+  bw.d_total = D->shape[0];
   p->argmax = (int32_t *)argmax->data;
   p->argmax_si = list ? 0 : argmax->strides[0];
   p->argmax_sj = argmax->strides[ndim - 1];
@@ -192,7 +209,7 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
   bw.gs_si = list ? 0 : grad_scores->strides[0];
   bw.gs_sj = grad_scores->strides[ndim - 1];
   fill_grads(&bw, grad_Q, grad_D);
-  return lik_cpu_maxsim_backward(&bw, strategy_of(opts));
+  return route(&bw, opts);
 }
 
 lik_status lik_maxsim_varlen_backward(const lik_tensor *Q, const lik_tensor *D,

@@ -90,6 +90,10 @@ typedef struct lik_bw {
 
   /* Outputs (data NULL: skip).  Same geometry as p.q / p.d. */
   lik_seqs gq, gd;
+
+  /* Packed layouts: rows of Q / D (the CUDA backend, which does not read
+   * cu_seqlens on the host, sizes its grid by them). */
+  int64_t q_total, d_total;
 } lik_bw;
 
 /* Token index of (n, l): packed row, or n*len + l. */
@@ -156,6 +160,12 @@ lik_status lik_cuda_maxsim(const lik_problem *p);
 lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                              int64_t out_si, int64_t out_sr, int64_t *out_indices,
                              int64_t idx_si, int64_t idx_sr);
+/* Runs the backward described by bw (validated) on the GPU, on p.stream,
+ * without host synchronisation: every strategy is the deterministic,
+ * destination-owned one (src/cuda/backward.cu).  Packed: p.q.len is the
+ * argmax extent (>= every query's length), cu_seqlens / pair indices stay on
+ * the device, q_total / d_total are the rows of Q / D. */
+lik_status lik_cuda_maxsim_backward(const lik_bw *bw);
 #endif
 
 #endif /* LIK_PROBLEM_H */
