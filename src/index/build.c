@@ -57,9 +57,15 @@ static int cmp_float(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Trains an index on rows [ts][d] fp32 (raw embeddings; may be permuted
- * freely by the caller's choice of rows).  tokens: for K's rule. */
-static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t tokens,
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Trains an index on rows [ts][d] fp32 (raw embeddings), which it
+ * overwrites (the k-means points are compacted and normalised in place: no
+ * second copy of the sample).  tokens: for K's rule. */
+static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t tokens,
                              const lik_plaid_bopts *o, lik_plaid_index **out) {
   *out = NULL;
   if (ts < 1) return lik_fail(LIK_ERR_VALUE, "sample: no tokens to train on");
@@ -71,7 +77,8 @@ static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t
     npts = K * o->max_ppc;
   uint64_t rng = o->seed ^ 0x73616d706c65ull; /* "sample" */
   lik_status st = LIK_OK;
-  float *pts = (float *)malloc((size_t)(npts * dim) * sizeof(float));
+  float *pts = rows; /* the first npts rows, once compacted and normalised */
+  float *heldrows = NULL;
   float *cent = (float *)malloc((size_t)(K * dim) * sizeof(float));
   uint16_t *c16 = (uint16_t *)malloc((size_t)(K * dim) * sizeof(uint16_t));
   int64_t *pick = npts < ts ? (int64_t *)malloc((size_t)ts * sizeof(int64_t)) : NULL;
@@ -80,12 +87,16 @@ static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t
   int32_t *hc = (int32_t *)malloc((size_t)H * sizeof(int32_t));
   float *norms = (float *)malloc((size_t)H * sizeof(float));
   float *avg = (float *)calloc((size_t)dim, sizeof(float));
-  if (!pts || !cent || !c16 || (npts < ts && !pick) || !res || !hc || !norms || !avg) {
+  heldrows = (float *)malloc((size_t)(H * dim) * sizeof(float));
+  if (!heldrows || !cent || !c16 || (npts < ts && !pick) || !res || !hc || !norms || !avg) {
     st = lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate the k-means sample (%lld x %lld)",
                   (long long)npts, (long long)dim);
     goto out;
   }
-  /* k-means points: npts of the ts rows (seeded), L2-normalised */
+  /* the codec's held-out rows (the last H), raw, before the rows change */
+  memcpy(heldrows, rows + (ts - H) * dim, (size_t)(H * dim) * sizeof(float));
+  /* k-means points: npts of the ts rows (seeded), compacted to the front in
+   * ascending row order (pick[i] >= i: safe in place), L2-normalised */
   if (pick) {
     for (int64_t i = 0; i < ts; i++) pick[i] = i;
     for (int64_t i = 0; i < npts; i++) {
@@ -94,9 +105,12 @@ static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t
       pick[i] = pick[j];
       pick[j] = t;
     }
+    qsort(pick, (size_t)npts, sizeof(int64_t), cmp_i64);
+    for (int64_t i = 0; i < npts; i++)
+      if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
   }
   for (int64_t i = 0; i < npts; i++) {
-    const float *x = rows + (pick ? pick[i] : i) * dim;
+    float *x = rows + i * dim;
     double ss = 0;
     for (int64_t k = 0; k < dim; k++) ss += (double)x[k] * x[k];
     const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
@@ -116,7 +130,7 @@ static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t
   cv.cent_sk = 1;
   cv.nbits = o->nbits;
   cv.width = dim * o->nbits / 8;
-  const float *held = rows + (ts - H) * dim;
+  const float *held = heldrows;
   if ((st = lik_plaid_assign(&cv, held, H, &o->call, hc))) goto out;
   double *acc = (double *)calloc((size_t)dim, sizeof(double));
   if (!acc) {
@@ -164,7 +178,7 @@ static lik_status train_rows(const float *rows, int64_t ts, int64_t dim, int64_t
   ix->has_ivf = 1; /* empty lists */
   *out = ix;
 out:
-  free(pts);
+  free(heldrows);
   free(cent);
   free(c16);
   free(pick);
