@@ -27,6 +27,19 @@ import pytest
 search = pytest.importorskip("fast_plaid.search")
 torch = pytest.importorskip("torch")
 
+
+def _version() -> tuple:
+    from importlib.metadata import version
+
+    try:
+        return tuple(int(x) for x in version("fast-plaid").split(".")[:2])
+    except Exception:  # noqa: BLE001
+        return (0, 0)
+
+
+# Older fast-plaid (e.g. 1.4.6, which PyLate 1.6 pins) has another API and layout.
+pytestmark = pytest.mark.skipif(_version() < (1, 7), reason="needs fast-plaid >= 1.7")
+
 from lik import plaid  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cranfield"
