@@ -266,6 +266,206 @@ LIK_API lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *in
                                   const lik_options *opts, lik_tensor *out_scores,
                                   lik_tensor *out_indices);
 
+/* ---- PLAID index ------------------------------------------------------------
+ *
+ * A PLAID index (ColBERTv2 / PLAID, Santhanam et al. 2022; the layout of
+ * fast-plaid 1.7): k-means centroids of the corpus's token embeddings, the
+ * residual codec above (colbert bit layout), every token as a centroid id +
+ * nbits bits per dimension, document lengths, and an inverted file (IVF):
+ * per centroid, the sorted unique ids of the documents having a token coded
+ * by it.  Documents are numbered 0 .. num_docs-1 in the order they were
+ * added.
+ *
+ * Search, per query (PLAID's stages; fast-plaid's parameters and defaults):
+ *   1. centroid scores S[s, c] = <q_hat_s, centroid c> (q_hat: the query
+ *      token L2-normalised; an all-zero token, e.g. padding, probes nothing);
+ *   2. per query token, the n_ivf_probe centroids of highest score (ties:
+ *      lower id); the candidates are the union of their IVF lists (with a
+ *      subset: only centroids used by the subset's documents are probed, and
+ *      only the subset's documents are kept, as fast-plaid);
+ *   3. approximate scores (lik_plaid_approx_score over S) of the candidates;
+ *      with prune, tokens whose centroid scores below
+ *      centroid_score_threshold for every query token are left out of this
+ *      score (ColBERTv2's centroid pruning) and the n_full_scores best are
+ *      re-scored without pruning;
+ *   4. the best max(top_k, n_full_scores / 4) by approximate score (fast-plaid
+ *      decodes a quarter of n_full_scores) are scored exactly: residual MaxSim
+ *      on the compressed tokens (lik_maxsim_residual_varlen, normalize on:
+ *      both sides L2-normalised), the scores written;
+ *   5. the top_k by exact score.
+ * Every ranking orders by score descending, then lower document id (NaN
+ * last): results are deterministic and independent of the thread count.
+ *
+ * Files (one folder; what fast-plaid 1.7.0 writes and reads, so either
+ * loads the other's index): metadata.json, plan.json, centroids.npy (fp16
+ * [K, d]), bucket_cutoffs.npy, bucket_weights.npy, avg_residual.npy,
+ * cluster_threshold.npy (fp32), ivf.npy (int64) + ivf_lengths.npy (int32
+ * [K]), per chunk i doclens.<i>.json and <i>.metadata.json, and the codes /
+ * residuals either merged (merged_codes.npy int64 [T + pad],
+ * merged_residuals.npy uint8 [T + pad, d*nbits/8], their manifests;
+ * fast-plaid 1.7's single-copy layout, what lik writes) or per chunk
+ * (<i>.codes.npy / <i>.residuals.npy, older fast-plaid; a chunk file wins
+ * over the merged file, as in fast-plaid).  lik also writes doc_ids.npy
+ * when given ids (an extra file fast-plaid ignores).
+ *
+ * Memory: lik_plaid_index_load maps codes, residuals and the IVF (mmap);
+ * documents added afterwards live in memory until saved.  An index may be
+ * searched by many threads at once; add, save and free need exclusive use.
+ * Devices: everything runs on the CPU in this version; CUDA tensors give
+ * LIK_ERR_UNSUPPORTED (the CUDA search path is not written yet).
+ */
+
+typedef struct lik_plaid_index lik_plaid_index;
+
+/* Progress of a long call: done out of total units (documents). */
+typedef void (*lik_progress_fn)(void *user, int64_t done, int64_t total);
+
+/* Build options; zero-initialised fields take the defaults (fast-plaid's). */
+typedef struct lik_plaid_build_options {
+  int nbits;                       /* 1, 2, 4 or 8; 0 = 2                        */
+  int kmeans_niters;               /* k-means iterations; 0 = 4                  */
+  int64_t num_centroids;           /* K; 0 = 2^floor(log2(16 * sqrt(tokens))),
+                                      at most the k-means sample's tokens         */
+  int64_t total_tokens;            /* lik_plaid_index_train: the corpus's token
+                                      count (an estimate) for K's rule; 0 = the
+                                      sample's.  lik_plaid_index_build: unused     */
+  int64_t max_points_per_centroid; /* k-means sample cap K * this; 0 = 256       */
+  int64_t sample_docs;             /* build: documents sampled for k-means and the
+                                      codec; 0 = min(N, 1 + 16 * sqrt(120 N))     */
+  uint64_t seed;                   /* sampling and k-means initialisation        */
+  int64_t chunk_docs;              /* documents per chunk; 0 = 25000             */
+  int num_threads;                 /* 0 = the context's                          */
+  lik_context *context;            /* NULL = the default context                 */
+  lik_progress_fn progress;        /* NULL or called as documents are coded      */
+  void *progress_user;
+} lik_plaid_build_options;
+
+#define LIK_PLAID_BUILD_OPTIONS_INIT {2, 4, 0, 0, 256, 0, 42, 25000, 0, NULL, NULL, NULL}
+
+/* Search parameters; zero-initialised fields take the defaults. */
+typedef struct lik_plaid_search_params {
+  int64_t top_k;                  /* results per query; 0 = 10                   */
+  int64_t n_ivf_probe;            /* cells probed per query token; 0 = 8 (at
+                                     most K)                                     */
+  int64_t n_full_scores;          /* candidates kept by the approximate score;
+                                     0 = 4096 (a quarter, at least top_k, are
+                                     scored exactly)                             */
+  int prune;                      /* 1: centroid-score pruning (stage 3)          */
+  float centroid_score_threshold; /* with prune (ColBERTv2: 0.5 for top_k 10)    */
+  int num_threads;                /* 0 = the context's                           */
+  lik_context *context;
+  void *stream;                   /* CUDA (not yet supported)                    */
+} lik_plaid_search_params;
+
+typedef struct lik_plaid_index_info {
+  int64_t num_docs, num_tokens, dim, num_centroids, num_chunks;
+  int nbits;
+  int has_ivf; /* 0: a compress-only index (searching it fails)  */
+} lik_plaid_index_info;
+
+/* lik_plaid_index_build — an index of N documents in one call: samples
+ * sample_docs documents (seeded), k-means on their L2-normalised tokens
+ * (spherical: assignment by the highest inner product through the MaxSim
+ * tiles, centroids the normalised means, an empty cluster re-seeded by a
+ * sampled token; deterministic for a seed, independent of the thread
+ * count), centroids stored fp16, the codec trained on the residuals of up
+ * to 50000 sampled tokens (lik_codec_train), then every document coded
+ * (lik_plaid_index_add).
+ *
+ *   documents   [T, d] F32/F16/BF16/F64, any strides, CPU: all tokens.
+ *   cu_seqlens  [N + 1] I32/I64: document j is rows cu[j] .. cu[j+1]-1
+ *               (from 0, non-decreasing, last T; empty documents allowed).
+ *   options     NULL or options (defaults above).
+ *   out         receives the index (NULL on failure); free it with
+ *               lik_plaid_index_free.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (nbits,
+ * d * nbits not a whole number of bytes, N = 0 or no token, bad cu_seqlens,
+ * negative options, a NaN / infinite token, naming it), LIK_ERR_ALLOC,
+ * LIK_ERR_UNSUPPORTED (CUDA tensors). */
+LIK_API lik_status lik_plaid_index_build(const lik_tensor *documents,
+                                         const lik_tensor *cu_seqlens,
+                                         const lik_plaid_build_options *options,
+                                         lik_plaid_index **out);
+
+/* lik_plaid_index_train — an empty index from a sample of tokens (for a
+ * corpus streamed in chunks: train on a sample, then lik_plaid_index_add
+ * chunk after chunk; the corpus never has to be in memory at once).
+ *
+ *   sample   [Ts, d] F32/F16/BF16/F64, CPU: sampled tokens (e.g. all tokens
+ *            of randomly drawn documents).  k-means uses at most K *
+ *            max_points_per_centroid of them (seeded), the codec the last
+ *            min(50000, max(1, Ts / 20)).
+ *   options  as lik_plaid_index_build (total_tokens sets K's rule).
+ * Errors as lik_plaid_index_build. */
+LIK_API lik_status lik_plaid_index_train(const lik_tensor *sample,
+                                         const lik_plaid_build_options *options,
+                                         lik_plaid_index **out);
+
+/* lik_plaid_index_add — codes documents with the index's codec and appends
+ * them (ids num_docs .. num_docs + N - 1), updating the IVF.  The centroids
+ * and the codec do not change.  Arguments as lik_plaid_index_build (options:
+ * num_threads, context, progress; chunk_docs of the index's build).  On
+ * failure the index is unchanged. */
+LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
+                                       const lik_tensor *cu_seqlens,
+                                       const lik_plaid_build_options *options);
+
+/* lik_plaid_index_save — writes the index into folder path (created if
+ * absent; index files already there are replaced, each through a temporary
+ * file and a rename, so a loaded index may be saved over its own folder).
+ *   doc_ids  NULL, or I64 [num_docs] external ids written as doc_ids.npy.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (doc_ids), LIK_ERR_VALUE
+ * (an I/O failure, naming the file and the system's reason), LIK_ERR_ALLOC. */
+LIK_API lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
+                                        const lik_tensor *doc_ids);
+
+/* Load flags. */
+#define LIK_PLAID_LOAD_VERIFY 1u /* read every code at load (else each code is
+                                    checked when a search reads it)             */
+
+/* lik_plaid_index_load — maps the index in folder path (fast-plaid's files or
+ * lik's).  Every size read from a file is checked against the file and the
+ * other files before anything is allocated; IVF entries are checked against
+ * num_docs.  A missing or inconsistent file gives LIK_ERR_VALUE naming the
+ * file and the sizes.  A code outside [0, K) (a corrupt file) is reported by
+ * the load with LIK_PLAID_LOAD_VERIFY, else by the search that reads it
+ * (LIK_ERR_VALUE naming the document and token).
+ * Errors: LIK_ERR_NULL, LIK_ERR_VALUE, LIK_ERR_ALLOC. */
+LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
+                                        lik_plaid_index **out);
+
+/* lik_plaid_index_search — the top_k documents of each query (stages above).
+ *
+ *   index      a built or loaded index with an IVF.
+ *   Q          [Nq, Lq, d] or [Lq, d] F32/F16/BF16/F64, any strides.
+ *   q_lengths  NULL (every query has Lq tokens) or [Nq] I32/I64 in [0, Lq]:
+ *              tokens past a query's length are not read.
+ *   subset     NULL, or I32/I64 [S] document ids in [0, num_docs) (duplicates
+ *              allowed): only these documents are searched;
+ *   subset_cu  NULL (one subset for every query) or [Nq + 1] I32/I64: query
+ *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).
+ *   params     NULL or parameters (defaults above).
+ *   scores     F32 [Nq, top_k] ([top_k] for 2-D Q): exact residual MaxSim
+ *              scores, descending; ids I64 of the same shape.  A query with
+ *              fewer than top_k results (few candidates, an empty query) gets
+ *              ids -1 and scores -inf in the remaining slots.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (negative
+ * parameters, a non-finite threshold, lengths, subset ids, a corrupt code),
+ * LIK_ERR_UNSUPPORTED (no IVF; CUDA tensors), LIK_ERR_ALLOC. */
+LIK_API lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor *Q,
+                                          const lik_tensor *q_lengths,
+                                          const lik_tensor *subset,
+                                          const lik_tensor *subset_cu,
+                                          const lik_plaid_search_params *params,
+                                          lik_tensor *scores, lik_tensor *ids);
+
+/* Sizes of an index.  Errors: LIK_ERR_NULL. */
+LIK_API lik_status lik_plaid_index_get_info(const lik_plaid_index *index,
+                                            lik_plaid_index_info *info);
+
+/* Frees an index (unmaps its files); NULL is a no-op. */
+LIK_API void lik_plaid_index_free(lik_plaid_index *index);
+
 #ifdef __cplusplus
 }
 #endif

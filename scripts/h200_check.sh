@@ -17,7 +17,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
 step "GPU pytest"
-python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 15
+python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 40
 for script in sanitize_small sanitize_train; do
   step "memcheck ($script)"
   compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/gpu/$script.py 2>&1 | tail -n 4

@@ -22,6 +22,7 @@
 
 #include "emb_io.h"
 #include "eval.h"
+#include "index_cmd.h"
 #include "lik.h"
 
 #ifndef LIK_DEFAULT_DATA_DIR
@@ -36,6 +37,8 @@ static const char *prog = "lik";
 static void usage(FILE *f) {
   fprintf(f,
 "Usage: %s [OPTIONS] [QUERIES DOCS]\n"
+"       %s index [OPTIONS] [DOCS] OUT_DIR     build a PLAID index (%s index --help)\n"
+"       %s search [OPTIONS] INDEX [QUERIES]   search it (%s search --help)\n"
 "Exact MaxSim (ColBERT late-interaction) retrieval over token-embedding files.\n"
 "With no QUERIES/DOCS it runs on the bundled Cranfield-1400 embeddings and qrels.\n"
 "\n"
@@ -68,7 +71,8 @@ static void usage(FILE *f) {
 "  -h, --help                  this help;   -V, --version   versions\n"
 "\n"
 "Default data: <bin>/../share/lik/cranfield, then %s\n",
-          prog, LIK_DEFAULT_DATA_DIR[0] ? LIK_DEFAULT_DATA_DIR : "(none compiled in)");
+          prog, prog, prog, prog, prog,
+          LIK_DEFAULT_DATA_DIR[0] ? LIK_DEFAULT_DATA_DIR : "(none compiled in)");
 }
 
 static int file_exists(const char *p) {
@@ -77,7 +81,7 @@ static int file_exists(const char *p) {
 }
 
 /* Finds the bundled data directory; returns 0 and fills dir. */
-static int find_default_data(char *dir, size_t cap) {
+int find_default_data(char *dir, size_t cap) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   char probe[PATH_MAX + 64];
@@ -121,7 +125,7 @@ static int parse_int(const char *opt, const char *s, long long lo, long long hi,
   return 0;
 }
 
-static void progress(double frac, int done) {
+void progress(double frac, int done) {
   int w = 40, f = (int)(frac * w + 0.5);
   fprintf(stderr, "\r[");
   for (int i = 0; i < w; i++) fputc(i < f ? '#' : ' ', stderr);
@@ -166,6 +170,8 @@ int main(int argc, char **argv) {
     const char *b = strrchr(argv[0], '/');
     prog = b ? b + 1 : argv[0];
   }
+  if (argc > 1 && !strcmp(argv[1], "index")) return cmd_index(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "search")) return cmd_search(argc - 1, argv + 1);
   emb_sources qs = {0}, ds = {0};
   const char *qrels_path = NULL, *rerank_path = NULL;
   long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144;

@@ -580,3 +580,146 @@ def call_topk_merge(scores, indices, lengths, top_k: int, out_scores, out_indice
     check(lib.lik_topk_merge(_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), ctypes.c_int64(top_k),
                              ctypes.byref(opts), _ptr(tv[3]), _ptr(tv[4])))
     del keep
+
+
+# ---- PLAID index (include/lik_experimental.h) ------------------------------------------
+
+_PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+class LikPlaidBuildOptions(ctypes.Structure):
+    _fields_ = [
+        ("nbits", ctypes.c_int),
+        ("kmeans_niters", ctypes.c_int),
+        ("num_centroids", ctypes.c_int64),
+        ("total_tokens", ctypes.c_int64),
+        ("max_points_per_centroid", ctypes.c_int64),
+        ("sample_docs", ctypes.c_int64),
+        ("seed", ctypes.c_uint64),
+        ("chunk_docs", ctypes.c_int64),
+        ("num_threads", ctypes.c_int),
+        ("context", ctypes.c_void_p),
+        ("progress", _PROGRESS_FN),
+        ("progress_user", ctypes.c_void_p),
+    ]
+
+
+class LikPlaidSearchParams(ctypes.Structure):
+    _fields_ = [
+        ("top_k", ctypes.c_int64),
+        ("n_ivf_probe", ctypes.c_int64),
+        ("n_full_scores", ctypes.c_int64),
+        ("prune", ctypes.c_int),
+        ("centroid_score_threshold", ctypes.c_float),
+        ("num_threads", ctypes.c_int),
+        ("context", ctypes.c_void_p),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+class LikPlaidIndexInfo(ctypes.Structure):
+    _fields_ = [
+        ("num_docs", ctypes.c_int64),
+        ("num_tokens", ctypes.c_int64),
+        ("dim", ctypes.c_int64),
+        ("num_centroids", ctypes.c_int64),
+        ("num_chunks", ctypes.c_int64),
+        ("nbits", ctypes.c_int),
+        ("has_ivf", ctypes.c_int),
+    ]
+
+
+_PBO = ctypes.POINTER(LikPlaidBuildOptions)
+_PVP = ctypes.POINTER(ctypes.c_void_p)
+lib.lik_plaid_index_build.restype = ctypes.c_int
+lib.lik_plaid_index_build.argtypes = [_PT, _PT, _PBO, _PVP]
+lib.lik_plaid_index_train.restype = ctypes.c_int
+lib.lik_plaid_index_train.argtypes = [_PT, _PBO, _PVP]
+lib.lik_plaid_index_add.restype = ctypes.c_int
+lib.lik_plaid_index_add.argtypes = [ctypes.c_void_p, _PT, _PT, _PBO]
+lib.lik_plaid_index_save.restype = ctypes.c_int
+lib.lik_plaid_index_save.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _PT]
+lib.lik_plaid_index_load.restype = ctypes.c_int
+lib.lik_plaid_index_load.argtypes = [ctypes.c_char_p, ctypes.c_uint, _PVP]
+lib.lik_plaid_index_search.restype = ctypes.c_int
+lib.lik_plaid_index_search.argtypes = [ctypes.c_void_p, _PT, _PT, _PT, _PT,
+                                       ctypes.POINTER(LikPlaidSearchParams), _PT, _PT]
+lib.lik_plaid_index_get_info.restype = ctypes.c_int
+lib.lik_plaid_index_get_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(LikPlaidIndexInfo)]
+lib.lik_plaid_index_free.restype = None
+lib.lik_plaid_index_free.argtypes = [ctypes.c_void_p]
+
+
+def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
+                        max_points_per_centroid=256, sample_docs=0, seed=42, chunk_docs=25000,
+                        progress=None) -> tuple[LikPlaidBuildOptions, Any]:
+    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None."""
+    o = LikPlaidBuildOptions()
+    o.nbits = nbits
+    o.kmeans_niters = kmeans_niters
+    o.num_centroids = num_centroids
+    o.total_tokens = total_tokens
+    o.max_points_per_centroid = max_points_per_centroid
+    o.sample_docs = sample_docs
+    o.seed = seed & (2**64 - 1)
+    o.chunk_docs = chunk_docs
+    o.num_threads = _num_threads
+    o.context = getattr(_current, "handle", None)
+    cb = None
+    if progress is not None:
+        cb = _PROGRESS_FN(lambda _u, done, total: progress(int(done), int(total)))
+        o.progress = cb
+    return o, cb
+
+
+def call_plaid_build(documents, cu_seqlens, options) -> int:
+    """lik_plaid_index_build: returns the index handle."""
+    keep = []
+    h = ctypes.c_void_p()
+    check(lib.lik_plaid_index_build(*_views(keep, documents, cu_seqlens), ctypes.byref(options),
+                                    ctypes.byref(h)))
+    return h.value
+
+
+def call_plaid_train(sample, options) -> int:
+    keep = []
+    h = ctypes.c_void_p()
+    check(lib.lik_plaid_index_train(*_views(keep, sample), ctypes.byref(options), ctypes.byref(h)))
+    return h.value
+
+
+def call_plaid_add(handle, documents, cu_seqlens, options) -> None:
+    keep = []
+    check(lib.lik_plaid_index_add(handle, *_views(keep, documents, cu_seqlens), ctypes.byref(options)))
+
+
+def call_plaid_save(handle, path: str, doc_ids=None) -> None:
+    keep = []
+    check(lib.lik_plaid_index_save(handle, os.fsencode(path), *_views(keep, doc_ids)))
+
+
+def call_plaid_load(path: str, verify: bool) -> int:
+    h = ctypes.c_void_p()
+    check(lib.lik_plaid_index_load(os.fsencode(path), 1 if verify else 0, ctypes.byref(h)))
+    return h.value
+
+
+def call_plaid_search(handle, Q, q_lengths, subset, subset_cu, params: LikPlaidSearchParams, scores,
+                      ids) -> None:
+    keep = []
+    params.num_threads = _num_threads
+    params.context = getattr(_current, "handle", None)
+    q, ql, s, scu = _views(keep, Q, q_lengths, subset, subset_cu)
+    check(lib.lik_plaid_index_search(handle, q, ql, s, scu, ctypes.byref(params),
+                                     *_views(keep, scores, ids)))
+
+
+def plaid_info(handle) -> LikPlaidIndexInfo:
+    info = LikPlaidIndexInfo()
+    check(lib.lik_plaid_index_get_info(handle, ctypes.byref(info)))
+    return info
+
+
+def plaid_free(handle) -> None:
+    if handle and lib is not None:
+        lib.lik_plaid_index_free(handle)

@@ -12,6 +12,8 @@ bits per dimension of the residual to that centroid (``residuals``, uint8,
   queries against padded / packed compressed documents, decoded on the fly
   (also exported as ``lik.maxsim_residual`` / ``lik.maxsim_residual_varlen``).
 * :func:`plaid_approx_score` — PLAID's centroid-interaction score.
+* :class:`Index` — a PLAID index: build / train + add, save / load in
+  fast-plaid's folder format, search (``lik.index``).
 
 Codec facts (ColBERT ``colbert/indexing/codecs/residual.py``, fast-plaid
 ``rust/index/create.rs``): a token's code is the centroid of highest inner
@@ -43,6 +45,7 @@ __all__ = [
     "maxsim_residual",
     "maxsim_residual_varlen",
     "plaid_approx_score",
+    "Index",
 ]
 
 _NBITS = (1, 2, 4, 8)
@@ -397,3 +400,6 @@ def plaid_approx_score(centroid_scores, codes, cu_seqlens_d):
     scores = _api._empty(grid, "float32", tm, cs)
     _lib.call_plaid_approx(cs, codes, cu, scores)
     return scores
+
+
+from .index import Index  # noqa: E402 (the index uses this module's codec docs only)

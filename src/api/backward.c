@@ -17,8 +17,7 @@ static lik_status check_device(lik_problem *p, const lik_tensor *const *ts,
   if (st) return st;
 #ifndef LIK_WITH_CUDA
   if (p->device == LIK_CUDA)
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   return LIK_OK;
 }

@@ -8,11 +8,6 @@ static lik_status cuda_unsupported(const char *what) {
   return lik_fail(LIK_ERR_UNSUPPORTED, "%s runs on the CPU: pass CPU tensors", what);
 }
 
-static lik_status no_cuda_backend(void) {
-  return lik_fail(LIK_ERR_UNSUPPORTED,
-                  "tensors are on CUDA but this build of lik has no CUDA backend");
-}
-
 /* A 1-D F32 output of n entries. */
 static lik_status check_vector_out(lik_tensor *t, const char *name, int64_t n) {
   lik_status st;
@@ -125,7 +120,7 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
 #ifdef LIK_WITH_CUDA
     return lik_cuda_codec_decompress(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_codec_decompress(&p);

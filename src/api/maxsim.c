@@ -10,8 +10,7 @@ static lik_status route_maxsim(const lik_problem *p) {
 #ifdef LIK_WITH_CUDA
     return lik_cuda_maxsim(p);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_maxsim(p);

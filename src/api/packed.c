@@ -61,8 +61,7 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     p.d.len = D->shape[0];
     return lik_cuda_maxsim(&p);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   if ((st = lik_cpu_maxsim(&p))) return st;

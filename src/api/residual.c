@@ -5,11 +5,6 @@
  */
 #include "../core/residual_check.h"
 
-static lik_status no_cuda_backend(void) {
-  return lik_fail(LIK_ERR_UNSUPPORTED,
-                  "tensors are on CUDA but this build of lik has no CUDA backend");
-}
-
 /* scores F32 grid[0 .. ndim), argmax NULL or I32 grid + [lq]. */
 static lik_status check_outputs(const lik_tensor *scores, const lik_tensor *argmax, int ndim,
                                 const int64_t *grid, int64_t lq) {
@@ -79,7 +74,7 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
 #ifdef LIK_WITH_CUDA
     return lik_cuda_maxsim_residual(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_maxsim_residual(&p);
@@ -150,7 +145,7 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
 #ifdef LIK_WITH_CUDA
     return lik_cuda_plaid_approx(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_plaid_approx(&p);

@@ -40,8 +40,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
     return lik_cuda_retrieve(&p, k, (float *)scores->data, ssi, ssr,
                              (int64_t *)indices->data, isi, isr);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_retrieve(&p, k, (float *)scores->data, ssi, ssr, (int64_t *)indices->data,

@@ -110,7 +110,8 @@ typedef struct {
 
 /* lik_codec_compress / lik_codec_decompress: x is [T, d] as a lik_seqs with
  * count 1, len T (X, or the output of decompress), tok the [T] codes and
- * [T, width] residuals (count 1, len T). */
+ * [T, width] residuals (count 1, len T).  Compress with tok.res NULL (and no
+ * cutoffs) writes the codes only (the PLAID index's k-means assignment). */
 typedef struct {
   lik_codec_view codec;
   lik_seqs x;
@@ -151,6 +152,12 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p);
 lik_status lik_cpu_codec_decompress(const lik_codec_problem *p);
 lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p);
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p);
+/* Centroid scores for the PLAID index (src/index): out[c * lqp + l] =
+ * sum_k cent[c * d + k] * qt[k * lqp + l] for c < ncent, l < lqp (lqp a
+ * multiple of 32; qt [d][lqp] fp32), over nth threads; each value one fp32
+ * chain in ascending k (independent of the thread count). */
+void lik_cpu_centroid_scores(const lik_context *ctx, int nth, const float *qt, int64_t lqp,
+                             const float *cent, int64_t ncent, int64_t d, float *out);
 #ifdef LIK_WITH_CUDA
 lik_status lik_cuda_codec_decompress(const lik_codec_problem *p);
 lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p);

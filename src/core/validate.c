@@ -362,3 +362,8 @@ lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor
   lik_fill_options(p, opts);
   return LIK_OK;
 }
+
+lik_status lik_no_cuda_backend(void) {
+  return lik_fail(LIK_ERR_UNSUPPORTED,
+                  "tensors are on CUDA but this build of lik has no CUDA backend");
+}

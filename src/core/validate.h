@@ -7,6 +7,9 @@
 
 #include "problem.h"
 
+/* LIK_ERR_UNSUPPORTED for CUDA tensors in a build without the CUDA backend. */
+lik_status lik_no_cuda_backend(void);
+
 /* Clears the thread-local message at the start of a public call. */
 void lik_clear_error(void);
 

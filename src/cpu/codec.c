@@ -130,6 +130,7 @@ static void compress_task(void *ctx, int tid, int64_t task) {
       ((int32_t *)ct->codes)[t * ct->code_s] = ix[j];
     else
       ((int64_t *)ct->codes)[t * ct->code_s] = ix[j];
+    if (!ct->res) continue; /* codes only (k-means assignment) */
     uint8_t *res = (uint8_t *)ct->res + t * ct->res_st;
     for (int64_t byte = 0; byte < p->codec.width; byte++) {
       uint8_t b[8];
@@ -152,7 +153,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   g.p = p;
   g.kt = lik_cpu_kernels_for(p->call.context);
   const int64_t d = p->codec.dim, C = p->codec.ncent, mr = g.kt->mr, w = g.kt->w;
-  g.ncut = (1 << p->codec.nbits) - 1;
+  g.ncut = p->codec.cutoffs ? (1 << p->codec.nbits) - 1 : 0; /* none: codes only */
   for (int i = 0; i < g.ncut; i++)
     g.cut[i] = lik_res_load(p->codec.cutoffs, p->codec.cutoffs_dtype, i * p->codec.cutoffs_s);
   atomic_init(&g.bad, INT64_MAX);

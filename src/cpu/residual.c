@@ -307,3 +307,27 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   g.lq = p->lq;
   return run(&g, p->call.num_threads);
 }
+
+/* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */
+
+typedef struct {
+  const lik_res_kernels *rk;
+  const float *qt, *cent;
+  int64_t lqp, ncent, d;
+  float *out;
+} cs_ctx;
+
+static void cs_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  const cs_ctx *g = (const cs_ctx *)ctx;
+  const int64_t c1 = min64((task + 1) * UROWS, g->ncent);
+  for (int64_t c = task * UROWS; c < c1; c++)
+    for (int64_t b = 0; b < g->lqp; b += LB)
+      g->rk->centroid_row(g->cent + c * g->d, g->d, g->qt + b, g->lqp, g->out + c * g->lqp + b);
+}
+
+void lik_cpu_centroid_scores(const lik_context *ctx, int nth, const float *qt, int64_t lqp,
+                             const float *cent, int64_t ncent, int64_t d, float *out) {
+  cs_ctx g = {res_kernels(ctx), qt, cent, lqp, ncent, d, out};
+  lik_parallel_run(nth, (ncent + UROWS - 1) / UROWS, cs_task, &g);
+}

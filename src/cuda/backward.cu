@@ -794,16 +794,19 @@ struct Scratch {
   }
 };
 
-/* The kernel's dynamic shared memory limit raised to smem on dev, once per
- * (kernel, device, size): cached in the call's context. */
+/* smem bytes of dynamic shared memory allowed for fn on dev: its limit raised
+ * to the device's opt-in maximum once per (kernel, device), cached in the
+ * call's context (a limit set to one launch's size would fail a later,
+ * larger one). */
 static cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
   FnInfo fi;
-  if (fn_info_find(dev, fn, (int64_t)smem, &fi)) return cudaSuccess;
-  const cudaError_t e =
-      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidValue;
+  if (fn_info_find(dev, fn, -2, &fi)) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)dev.info->smem_max);
   if (e != cudaSuccess) return e;
   fi = FnInfo{};
-  fn_info_put(dev, fn, (int64_t)smem, fi);
+  fn_info_put(dev, fn, -2, fi);
   return cudaSuccess;
 }
 

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""PLAID index benchmark: quality and speed of lik's index (lik.plaid.Index)
+against exact MaxSim and against fast-plaid (PyPI fast-plaid, when it
+imports), one run each.
+
+  cranfield   the bundled Cranfield-1400 embeddings (258,747 tokens, d = 64,
+              fp16) and qrels: nDCG@10 / recall@100 of exact MaxSim
+              (lik.retrieve) and of PLAID at nbits 2 and 4 (lik; fast-plaid
+              with --fast-plaid), build time, index bytes, search throughput
+              (all queries in one batch) and one-query latency (median), peak
+              memory (each measurement in a child process: ru_maxrss at the
+              end minus ru_maxrss after the imports -- numpy, torch, the
+              engine -- and the data loads; the corpus is memory-mapped, so
+              what a build touches of it counts).
+  synthetic   a clustered corpus (--docs documents of 60..140 tokens, each
+              token a random unit direction of --clusters (4 topics per
+              document) plus Gaussian noise of norm ~0.75, normalised; d = 128,
+              fp16, seeded; queries: 32 tokens of one document plus noise of
+              norm ~0.5):
+              recall@10 of PLAID against exact MaxSim top-10 (lik.retrieve)
+              over a grid of (n_ivf_probe, n_full_scores), plus build / speed /
+              memory rows as above; with --fast-plaid the same for fast-plaid
+              at its default parameters and at the lik setting of equal
+              recall.
+
+Search parameters are fast-plaid's defaults (top_k 10, n_ivf_probe 8,
+n_full_scores 4096) unless a row says otherwise.  Queries are unit-norm (as
+ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
+
+    python3 bench/plaid_index.py cranfield [--fast-plaid]
+    python3 bench/plaid_index.py synthetic --docs 10000 [--fast-plaid]
+
+fast-plaid needs its own environment (it pins torch): this session used
+``python -m venv /work/venv-index`` with the main environment's site-packages
+on a .pth line and ``pip install fast-plaid==1.7.0.2110``, and ran this script
+with that interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "cranfield"
+
+
+def _lik():
+    sys.path.insert(0, str(ROOT / "python"))
+    if not os.environ.get("LIK_LIBRARY"):
+        for cand in ("build/release/liblik.so", "build/liblik.so"):
+            if (ROOT / cand).is_file():
+                os.environ["LIK_LIBRARY"] = str(ROOT / cand)
+                break
+    import lik
+    import lik.plaid
+
+    return lik
+
+
+# ---- data -------------------------------------------------------------------------------
+
+
+def read_safetensors(path):
+    b = Path(path).read_bytes()
+    n = int.from_bytes(b[:8], "little")
+    header = json.loads(b[8:8 + n])
+    dt = {"F16": np.float16, "F32": np.float32, "I64": np.int64}
+    out = {}
+    for name, v in header.items():
+        if name != "__metadata__":
+            s, e = v["data_offsets"]
+            out[name] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=dt[v["dtype"]]).reshape(v["shape"])
+    return out
+
+
+def cranfield():
+    d = read_safetensors(DATA / "docs.safetensors")
+    q = read_safetensors(DATA / "queries.safetensors")
+    lens = np.diff(q["cu_seqlens"])
+    Q = np.zeros((len(lens), int(lens.max()), d["embeddings"].shape[1]), np.float16)
+    for i in range(len(lens)):
+        Q[i, : lens[i]] = q["embeddings"][q["cu_seqlens"][i]:q["cu_seqlens"][i + 1]]
+    qrels = {}
+    for line in (DATA / "qrels.tsv").read_text().split("\n"):
+        if line.strip():
+            a, b, g = map(int, line.split())
+            qrels.setdefault(a, {})[b] = max(g, 0)
+    return d["embeddings"], d["cu_seqlens"], d["ids"], Q, lens, q["ids"], qrels
+
+
+def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128):
+    rng = np.random.default_rng(seed)
+    dirs = rng.standard_normal((clusters, d)).astype(np.float32)
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    lens = rng.integers(60, 141, ndocs)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    X = np.empty((int(cu[-1]), d), np.float16)
+    # each document draws its tokens from a few topics (clusters)
+    for j0 in range(0, ndocs, 2048):
+        j1 = min(ndocs, j0 + 2048)
+        t0, t1 = cu[j0], cu[j1]
+        topics = rng.integers(0, clusters, (j1 - j0, 4))
+        which = topics[np.repeat(np.arange(j1 - j0), lens[j0:j1]), rng.integers(0, 4, t1 - t0)]
+        x = dirs[which] + 0.75 * rng.standard_normal((t1 - t0, d)).astype(np.float32) / np.sqrt(d)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        X[t0:t1] = x
+    # queries: tokens near the tokens of a random document
+    Q = np.empty((nq, lq, d), np.float32)
+    for i in range(nq):
+        j = rng.integers(0, ndocs)
+        src = X[cu[j] + rng.integers(0, lens[j], lq)].astype(np.float32)
+        q = src + 0.5 * rng.standard_normal((lq, d)).astype(np.float32) / np.sqrt(d)
+        Q[i] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return X, cu, Q
+
+
+# ---- metrics ------------------------------------------------------------------------------
+
+
+def ndcg_at(ranked, judged, k=10):
+    dcg = sum(judged.get(int(d), 0) / np.log2(r + 2) for r, d in enumerate(ranked[:k]))
+    ideal = sorted(judged.values(), reverse=True)[:k]
+    return dcg / sum(g / np.log2(r + 2) for r, g in enumerate(ideal))
+
+
+def recall_at(ranked, judged, k=100):
+    rel = {d for d, g in judged.items() if g > 0}
+    return len(rel & {int(d) for d in ranked[:k]}) / len(rel)
+
+
+def overlap_at(got, want, k=10):
+    return float(np.mean([len(set(map(int, g[:k])) & set(map(int, w[:k]))) / k for g, w in zip(got, want)]))
+
+
+def folder_bytes(p):
+    return sum(f.stat().st_size for f in Path(p).iterdir() if f.is_file())
+
+
+# ---- one measurement per child process ------------------------------------------------------
+
+
+def child(spec: dict) -> dict:
+    """Runs one measurement (build or search) and reports it with ru_maxrss."""
+    engine, task = spec["engine"], spec["task"]
+    corpus = spec["corpus"]
+    if corpus == "cranfield":
+        X, cu, dids, Q, qlens, qids, qrels = cranfield()
+    else:  # written once by the parent, memory-mapped here
+        X = np.load(spec["X"], mmap_mode="r")
+        cu, Q = np.load(spec["cu"]), np.load(spec["Q"])
+        qlens = np.full(len(Q), Q.shape[1])
+    out = {}
+    if engine == "lik":
+        lik = _lik()
+        out["base_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if spec.get("threads"):
+            lik.set_num_threads(spec["threads"])
+        if task == "build":
+            t = time.perf_counter()
+            lik.plaid.Index.build(X, spec["path"], cu_seqlens=cu, nbits=spec["nbits"])
+            out["build_s"] = time.perf_counter() - t
+        elif task == "exact":
+            import lik as L
+
+            k = spec["k"]
+            docs = [X[cu[j]:cu[j + 1]] for j in range(len(cu) - 1)]
+            Lmax = max(len(x) for x in docs)
+            t = time.perf_counter()
+            best_s = np.full((len(Q), k), -np.inf, np.float32)
+            best_i = np.zeros((len(Q), k), np.int64)
+            for j0 in range(0, len(docs), 2048):  # padded blocks, merged
+                blk = docs[j0:j0 + 2048]
+                D = np.zeros((len(blk), Lmax, X.shape[1]), X.dtype)
+                M = np.zeros((len(blk), Lmax), bool)
+                for a, x in enumerate(blk):
+                    D[a, : len(x)] = x
+                    M[a, : len(x)] = True
+                Qm = np.arange(Q.shape[1])[None, :] < qlens[:, None]
+                s, i = L.retrieve(Q.astype(X.dtype), D, min(k, len(blk)), q_mask=Qm, d_mask=M, normalize=False)
+                cs = np.concatenate([best_s, s], 1)
+                ci = np.concatenate([best_i, i + j0], 1)
+                order = np.lexsort((ci, -cs), axis=1)[:, :k]
+                best_s = np.take_along_axis(cs, order, 1)
+                best_i = np.take_along_axis(ci, order, 1)
+            out["search_s"] = time.perf_counter() - t
+            out["ids"] = best_i.tolist()
+        else:
+            ix = lik.plaid.Index.load(spec["path"])
+            kw = dict(top_k=spec["k"], n_ivf_probe=spec["probe"], n_full_scores=spec["full"])
+            ix.search(Q[:2], q_lengths=qlens[:2], **kw)  # warm-up (page cache, allocator)
+            t = time.perf_counter()
+            s, i = ix.search(Q, q_lengths=qlens, **kw)
+            out["search_s"] = time.perf_counter() - t
+            lat = []
+            for q in range(min(len(Q), spec.get("lat_queries", 30))):
+                t = time.perf_counter()
+                ix.search(Q[q:q + 1], q_lengths=qlens[q:q + 1], **kw)
+                lat.append(time.perf_counter() - t)
+            out["latency_ms"] = 1e3 * statistics.median(lat)
+            out["ids"] = i.tolist()
+    else:  # fast-plaid
+        import torch
+        from fast_plaid import search
+
+        if spec.get("threads"):
+            torch.set_num_threads(spec["threads"])
+        out["base_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        fp = search.FastPlaid(index=spec["path"], device="cpu")
+        if task == "build":
+            docs = [torch.from_numpy(X[cu[j]:cu[j + 1]].astype(np.float32)) for j in range(len(cu) - 1)]
+            t = time.perf_counter()
+            fp.create(documents_embeddings=docs, nbits=spec["nbits"])
+            out["build_s"] = time.perf_counter() - t
+        else:
+            Qt = torch.from_numpy(Q.astype(np.float32))
+            kw = dict(top_k=spec["k"], n_ivf_probe=spec["probe"], n_full_scores=spec["full"], show_progress=False)
+            fp.search(Qt[:2], **kw)
+            t = time.perf_counter()
+            r = fp.search(Qt, **kw)
+            out["search_s"] = time.perf_counter() - t
+            lat = []
+            for q in range(min(len(Q), spec.get("lat_queries", 30))):
+                t = time.perf_counter()
+                fp.search(Qt[q:q + 1], **kw)
+                lat.append(time.perf_counter() - t)
+            out["latency_ms"] = 1e3 * statistics.median(lat)
+            out["ids"] = [[p for p, _ in x] + [-1] * (spec["k"] - len(x)) for x in r]
+    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - out["base_mb"]
+    return out
+
+
+def run_child(spec: dict) -> dict:
+    p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"child {spec} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().split("\n")[-1])
+
+
+# ---- parts ------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs"
+
+
+def row(name, **m):
+    cells = [name] + [m.get(k, "") for k in COLS[1:]]
+    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+
+COLS = ["engine / setting", "nDCG@10", "recall@100", "recall@10 vs exact", "build s", "index MB", "queries/s (batch)",
+        "latency ms (1 query)", "peak RSS MB over imports (build / search)"]
+
+
+def header():
+    print("| " + " | ".join(COLS) + " |")
+    print("|" + "---|" * len(COLS))
+
+
+def part_cranfield(args, tmp):
+    X, cu, dids, Q, qlens, qids, qrels = cranfield()
+    base = dict(corpus="cranfield", threads=args.threads)
+    print(f"\nCranfield-1400: {len(cu) - 1} docs, {len(X)} tokens, d={X.shape[1]}; {len(Q)} queries; {machine()}\n")
+    header()
+    exact = run_child({**base, "engine": "lik", "task": "exact", "k": 100})
+
+    def quality(ids):
+        nd = np.mean([ndcg_at([dids[j] for j in r if j >= 0], qrels[int(q)]) for r, q in zip(ids, qids)])
+        rc = np.mean([recall_at([dids[j] for j in r if j >= 0], qrels[int(q)]) for r, q in zip(ids, qids)])
+        return f"{nd:.4f}", f"{rc:.4f}"
+
+    nd, rc = quality(exact["ids"])
+    row("exact MaxSim (lik.retrieve, fp16)", **{"nDCG@10": nd, "recall@100": rc, "recall@10 vs exact": "1.000",
+        "queries/s (batch)": f"{len(Q) / exact['search_s']:.1f}"})
+    engines = ["lik"] + (["fast-plaid"] if args.fast_plaid else [])
+    for engine in engines:
+        for nbits in (2, 4):
+            path = str(tmp / f"cran-{engine}-{nbits}")
+            b = run_child({**base, "engine": engine, "task": "build", "path": path, "nbits": nbits})
+            s = run_child({**base, "engine": engine, "task": "search", "path": path, "k": 100, "probe": 8,
+                           "full": 4096})
+            nd, rc = quality(s["ids"])
+            row(f"{engine} PLAID nbits {nbits}", **{"nDCG@10": nd, "recall@100": rc,
+                "recall@10 vs exact": f"{overlap_at(s['ids'], exact['ids']):.3f}",
+                "build s": f"{b['build_s']:.1f}", "index MB": f"{folder_bytes(path) / 1e6:.1f}",
+                "queries/s (batch)": f"{len(Q) / s['search_s']:.1f}", "latency ms (1 query)": f"{s['latency_ms']:.1f}",
+                "peak RSS MB over imports (build / search)": f"{b['maxrss_mb']:.0f} / {s['maxrss_mb']:.0f}"})
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def part_synthetic(args, tmp):
+    X, cu, Q = synthetic(args.docs, args.clusters, args.seed)
+    for name, a in (("X", X), ("cu", cu), ("Q", Q)):
+        np.save(tmp / f"{name}.npy", a)
+    base = dict(corpus="synthetic", threads=args.threads, X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"),
+                Q=str(tmp / "Q.npy"))
+    print(f"\nSynthetic clustered corpus: {args.docs} docs, {len(X)} tokens, d={X.shape[1]}, {args.clusters} "
+          f"clusters, seed {args.seed}; {len(Q)} queries x {Q.shape[1]} tokens; {machine()}\n")
+    del X
+    header()
+    exact = run_child({**base, "engine": "lik", "task": "exact", "k": 10})
+    row("exact MaxSim (lik.retrieve, fp16)", **{"recall@10 vs exact": "1.000",
+        "queries/s (batch)": f"{len(Q) / exact['search_s']:.2f}"})
+    grid = [(8, 4096), (4, 1024), (2, 256), (1, 64)] if not args.grid else [tuple(map(int, g.split("/"))) for g in args.grid.split(",")]
+    engines = ["lik"] + (["fast-plaid"] if args.fast_plaid else [])
+    for engine in engines:
+        path = str(tmp / f"syn-{engine}")
+        b = run_child({**base, "engine": engine, "task": "build", "path": path, "nbits": args.nbits})
+        first = True
+        for probe, full in grid:
+            s = run_child({**base, "engine": engine, "task": "search", "path": path, "k": 10, "probe": probe,
+                           "full": full})
+            cells = {"recall@10 vs exact": f"{overlap_at(s['ids'], exact['ids']):.3f}",
+                     "queries/s (batch)": f"{len(Q) / s['search_s']:.1f}",
+                     "latency ms (1 query)": f"{s['latency_ms']:.1f}",
+                     "peak RSS MB over imports (build / search)": f"{b['maxrss_mb']:.0f} / {s['maxrss_mb']:.0f}"}
+            if first:
+                cells.update({"build s": f"{b['build_s']:.1f}", "index MB": f"{folder_bytes(path) / 1e6:.1f}"})
+                first = False
+            row(f"{engine} nbits {args.nbits}, n_ivf_probe {probe}, n_full_scores {full}", **cells)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        print(json.dumps(child(json.loads(sys.argv[2]))))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=["cranfield", "synthetic", "all"])
+    ap.add_argument("--fast-plaid", action="store_true", help="also fast-plaid (must import)")
+    ap.add_argument("--docs", type=int, default=10000)
+    ap.add_argument("--clusters", type=int, default=2000)
+    ap.add_argument("--nbits", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--threads", type=int, default=0, help="0: all cores (lik and torch defaults)")
+    ap.add_argument("--grid", default="", help="n_ivf_probe/n_full_scores pairs, e.g. 8/4096,2/256")
+    args = ap.parse_args()
+    print(f"date {time.strftime('%Y-%m-%d %H:%M')}, command: python3 {' '.join(sys.argv)}")
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        if args.part in ("cranfield", "all"):
+            part_cranfield(args, tmp)
+        if args.part in ("synthetic", "all"):
+            part_synthetic(args, tmp)
+
+
+if __name__ == "__main__":
+    main()

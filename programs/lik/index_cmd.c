@@ -1,0 +1,590 @@
+/*
+ * index_cmd.c — `lik index` (embedding files -> a PLAID index folder, in
+ * fast-plaid's format) and `lik search` (index + query file [+ qrels] ->
+ * results, throughput, nDCG@10 / recall@100 as the exact job prints them).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "index_cmd.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emb_io.h"
+#include "eval.h"
+#include "lik_experimental.h"
+
+#define NDCG_K 10
+#define RECALL_K 100
+#define QUERY_BATCH 256
+
+static const char *prog = "lik";
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_ll(const char *opt, const char *s, long long lo, long long *out) {
+  char *e;
+  errno = 0;
+  long long v = strtoll(s, &e, 10);
+  if (errno || e == s || *e || v < lo) {
+    fprintf(stderr, "%s: %s expects an integer >= %lld, got '%s'\n", prog, opt, lo, s);
+    return 1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float *out) {
+  char *e;
+  errno = 0;
+  double v = strtod(s, &e);
+  if (errno || e == s || *e || !isfinite(v)) {
+    fprintf(stderr, "%s: %s expects a finite number, got '%s'\n", prog, opt, s);
+    return 1;
+  }
+  *out = (float)v;
+  return 0;
+}
+
+/* Bytes of the regular files in a folder. */
+static long long folder_bytes(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  long long total = 0;
+  struct dirent *e;
+  char p[PATH_MAX + 256];
+  while ((e = readdir(d))) {
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (!stat(p, &st) && S_ISREG(st.st_mode)) total += (long long)st.st_size;
+  }
+  closedir(d);
+  return total;
+}
+
+/* ---- lik index ------------------------------------------------------------------------ */
+
+static void index_usage(FILE *f) {
+  fprintf(f,
+"Usage: %s index [OPTIONS] [DOCS] OUT_DIR\n"
+"Builds a PLAID index (k-means centroids, residual codec, IVF) of the documents in DOCS\n"
+"and writes it into OUT_DIR in fast-plaid's format (fast-plaid loads it, and `lik search`\n"
+"loads fast-plaid's).  With no DOCS: the bundled Cranfield-1400 documents.\n"
+"\n"
+"  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
+"      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
+"      --doc-cu-seqlens FILE   .npy [N+1] offsets of ragged 2-D documents\n"
+"      --doc-ids FILE          .npy [N] integer ids (else tensor \"ids\", else 0..N-1),\n"
+"                              saved as OUT_DIR/doc_ids.npy\n"
+"  -b, --nbits N               residual bits per dimension: 1, 2, 4 or 8 (default 2)\n"
+"      --centroids K           number of centroids (default 2^floor(log2(16 sqrt(tokens))))\n"
+"      --kmeans-iters N        k-means iterations (default 4)\n"
+"      --sample-docs N         documents sampled for k-means (default min(N, 1+16 sqrt(120 N)))\n"
+"      --seed N                sampling seed (default 42)\n"
+"      --chunk-docs N          documents per chunk file (default 25000)\n"
+"  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
+"      --json                  a JSON report on stdout\n"
+"  -h, --help                  this help\n",
+          prog);
+}
+
+typedef struct {
+  double t0;
+  int on;
+} prog_state;
+
+static void on_progress(void *user, int64_t done, int64_t total) {
+  prog_state *p = (prog_state *)user;
+  if (p->on && total > 0) progress((double)done / (double)total, 0);
+}
+
+enum { O_DLEN = 300, O_DCU, O_DIDS, O_K, O_ITERS, O_SAMPLE, O_SEED, O_CHUNK, O_JSON, O_QLEN, O_QCU,
+       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY };
+
+int cmd_index(int argc, char **argv) {
+  emb_sources ds = {0};
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  long long v, threads = 0;
+  int json = 0;
+  static const struct option longopts[] = {
+      {"doc-lengths", required_argument, 0, O_DLEN}, {"doc-cu-seqlens", required_argument, 0, O_DCU},
+      {"doc-ids", required_argument, 0, O_DIDS},     {"nbits", required_argument, 0, 'b'},
+      {"centroids", required_argument, 0, O_K},      {"kmeans-iters", required_argument, 0, O_ITERS},
+      {"sample-docs", required_argument, 0, O_SAMPLE}, {"seed", required_argument, 0, O_SEED},
+      {"chunk-docs", required_argument, 0, O_CHUNK}, {"threads", required_argument, 0, 't'},
+      {"json", no_argument, 0, O_JSON},              {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "b:t:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case O_DLEN: ds.lengths = optarg; break;
+    case O_DCU: ds.cu_seqlens = optarg; break;
+    case O_DIDS: ds.ids = optarg; break;
+    case 'b': if (parse_ll("--nbits", optarg, 1, &v)) return 2; o.nbits = (int)(v > 64 ? 64 : v); break;
+    case O_K: if (parse_ll("--centroids", optarg, 1, &v)) return 2; o.num_centroids = v; break;
+    case O_ITERS: if (parse_ll("--kmeans-iters", optarg, 1, &v)) return 2; o.kmeans_niters = (int)(v > 1000 ? 1000 : v); break;
+    case O_SAMPLE: if (parse_ll("--sample-docs", optarg, 1, &v)) return 2; o.sample_docs = v; break;
+    case O_SEED: if (parse_ll("--seed", optarg, 0, &v)) return 2; o.seed = (uint64_t)v; break;
+    case O_CHUNK: if (parse_ll("--chunk-docs", optarg, 1, &v)) return 2; o.chunk_docs = v; break;
+    case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
+    case O_JSON: json = 1; break;
+    case 'h': index_usage(stdout); return 0;
+    default: fprintf(stderr, "Try '%s index --help'.\n", prog); return 2;
+    }
+  }
+  o.num_threads = (int)(threads > 4096 ? 4096 : threads);
+  const int npos = argc - optind;
+  if (npos < 1 || npos > 2) {
+    fprintf(stderr, "%s index: expected [DOCS] OUT_DIR\nTry '%s index --help'.\n", prog, prog);
+    return 2;
+  }
+  const char *out_dir = argv[argc - 1];
+  char data_dir[PATH_MAX], dpath[PATH_MAX + 32];
+  if (npos == 2) {
+    ds.path = argv[optind];
+  } else {
+    if (find_default_data(data_dir, sizeof data_dir)) {
+      fprintf(stderr, "%s index: no DOCS given and the bundled data was not found\n", prog);
+      return 2;
+    }
+    snprintf(dpath, sizeof dpath, "%s/docs.safetensors", data_dir);
+    ds.path = dpath;
+  }
+  char err[ERR_LEN];
+  emb_set D;
+  if (emb_load(&D, "documents", &ds, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    emb_free(&D);
+    return 1;
+  }
+  int rc = 1;
+  void *packed = NULL, *buf = NULL;
+  uint8_t *mbuf = NULL;
+  size_t cap = 0, mcap = 0;
+  int64_t *cu = D.cu, *cu_owned = NULL;
+  const void *tokens = D.data;
+  lik_plaid_index *ix = NULL;
+  if (!D.ragged) { /* padded input: the valid tokens, packed */
+    const size_t es = dtype_size(D.dtype);
+    packed = malloc((size_t)(D.tokens > 0 ? D.tokens : 1) * (size_t)D.d * es);
+    cu_owned = malloc(sizeof(int64_t) * (size_t)(D.n + 1));
+    if (!packed || !cu_owned) {
+      fprintf(stderr, "%s: error: out of memory for %lld tokens\n", prog, (long long)D.tokens);
+      goto out;
+    }
+    cu_owned[0] = 0;
+    int64_t t = 0;
+    for (int64_t i = 0; i < D.n; i++) {
+      lik_tensor x, m;
+      if (emb_block(&D, i, i + 1, D.dtype, &x, &m, &buf, &cap, &mbuf, &mcap, err)) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        goto out;
+      }
+      for (int64_t l = 0; l < x.shape[1]; l++) {
+        if (m.data && !((const uint8_t *)m.data)[l * m.strides[1]]) continue;
+        const char *src = (const char *)x.data + (size_t)(l * x.strides[1]) * es;
+        for (int64_t k = 0; k < D.d; k++)
+          memcpy((char *)packed + ((size_t)(t * D.d + k)) * es, src + (size_t)(k * x.strides[2]) * es, es);
+        t++;
+      }
+      cu_owned[i + 1] = t;
+    }
+    cu = cu_owned;
+    tokens = packed;
+  }
+  lik_tensor X = {(void *)tokens, D.dtype, 2, {D.tokens, D.d}, {D.d, 1}, LIK_CPU, 0};
+  lik_tensor CU = {cu, LIK_I64, 1, {D.n + 1}, {1}, LIK_CPU, 0};
+  prog_state ps = {now_s(), isatty(2) && !json};
+  o.progress = on_progress;
+  o.progress_user = &ps;
+  const double t0 = now_s();
+  lik_status st = lik_plaid_index_build(&X, &CU, &o, &ix);
+  if (ps.on) progress(1.0, 1);
+  if (st != LIK_OK) {
+    fprintf(stderr, "%s: error: building the index failed (%s): %s\n", prog, lik_status_string(st),
+            lik_last_error());
+    goto out;
+  }
+  const double t_build = now_s() - t0;
+  lik_tensor IDS = {D.ids, LIK_I64, 1, {D.n}, {1}, LIK_CPU, 0};
+  st = lik_plaid_index_save(ix, out_dir, &IDS);
+  if (st != LIK_OK) {
+    fprintf(stderr, "%s: error: writing %s failed (%s): %s\n", prog, out_dir, lik_status_string(st),
+            lik_last_error());
+    goto out;
+  }
+  const double t_all = now_s() - t0;
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  const long long bytes = folder_bytes(out_dir);
+  if (json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "docs_file", D.path);
+    cJSON_AddStringToObject(j, "index", out_dir);
+    cJSON_AddNumberToObject(j, "num_docs", (double)info.num_docs);
+    cJSON_AddNumberToObject(j, "num_tokens", (double)info.num_tokens);
+    cJSON_AddNumberToObject(j, "dim", (double)info.dim);
+    cJSON_AddNumberToObject(j, "nbits", info.nbits);
+    cJSON_AddNumberToObject(j, "num_centroids", (double)info.num_centroids);
+    cJSON_AddNumberToObject(j, "num_chunks", (double)info.num_chunks);
+    cJSON_AddNumberToObject(j, "build_seconds", t_build);
+    cJSON_AddNumberToObject(j, "seconds", t_all);
+    cJSON_AddNumberToObject(j, "index_bytes", (double)bytes);
+    char *txt = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (txt) {
+      puts(txt);
+      cJSON_free(txt);
+    }
+  } else {
+    printf("lik index: %s -> %s\n", D.path, out_dir);
+    printf("  %lld documents, %lld tokens, d=%lld, %s\n", (long long)info.num_docs,
+           (long long)info.num_tokens, (long long)info.dim, dtype_name(D.dtype));
+    printf("  K=%lld centroids, nbits=%d, %lld chunk(s), %.1f MB on disk\n", (long long)info.num_centroids,
+           info.nbits, (long long)info.num_chunks, (double)bytes / 1e6);
+    printf("  built in %.2f s (%.0f tokens/s), written in %.2f s\n", t_build,
+           (double)info.num_tokens / (t_build > 0 ? t_build : 1e-9), t_all - t_build);
+  }
+  rc = 0;
+out:
+  lik_plaid_index_free(ix);
+  free(packed);
+  free(cu_owned);
+  free(buf);
+  free(mbuf);
+  emb_free(&D);
+  return rc;
+}
+
+/* ---- lik search ------------------------------------------------------------------------- */
+
+static void search_usage(FILE *f) {
+  fprintf(f,
+"Usage: %s search [OPTIONS] INDEX [QUERIES]\n"
+"Searches a PLAID index folder (written by `lik index` or fast-plaid) with PLAID's stages:\n"
+"centroid scores, IVF probing, approximate scores, exact residual MaxSim on the best.\n"
+"With no QUERIES: the bundled Cranfield-1400 queries and qrels.\n"
+"\n"
+"  QUERIES                     .safetensors or .npy query embeddings, as the exact job\n"
+"      --query-lengths FILE    .npy [N] valid tokens per padded query\n"
+"      --query-cu-seqlens FILE .npy [N+1] offsets of ragged 2-D queries\n"
+"      --query-ids FILE        .npy [N] integer query ids\n"
+"  -k, --top-k N               results per query (default 10; 100 are computed with qrels)\n"
+"      --n-ivf-probe N         cells probed per query token (default 8)\n"
+"      --n-full-scores N       candidates kept by the approximate score (default 4096;\n"
+"                              a quarter, at least top-k, are scored exactly)\n"
+"      --threshold X           centroid-score pruning threshold (ColBERTv2; default off)\n"
+"  -r, --qrels FILE            judgments; prints mean nDCG@10 and recall@100\n"
+"  -n, --limit-queries N       search only the first N queries\n"
+"  -p, --print N               print the results of the first N queries (default 3, -1 all)\n"
+"  -t, --threads N             CPU threads\n"
+"      --verify                read every code of the index at load\n"
+"      --json                  a JSON report (all results) on stdout\n"
+"  -h, --help                  this help\n"
+"Document ids: INDEX/doc_ids.npy when present (written by `lik index`), else 0..N-1.\n",
+          prog);
+}
+
+/* INDEX/doc_ids.npy written by lik (int64 [n]) into a malloc'ed array, or
+ * NULL when absent (0..n-1); *bad set on a malformed file. */
+static int64_t *read_doc_ids(const char *dir, int64_t n, int *bad, char *err) {
+  char p[PATH_MAX + 32];
+  snprintf(p, sizeof p, "%s/doc_ids.npy", dir);
+  *bad = 0;
+  FILE *f = fopen(p, "rb");
+  if (!f) return NULL;
+  unsigned char h[10];
+  int64_t *ids = NULL;
+  char hdr[65536];
+  size_t hl;
+  if (fread(h, 1, 10, f) != 10 || memcmp(h, "\x93NUMPY\x01", 7)) goto malformed;
+  hl = (size_t)h[8] | (size_t)h[9] << 8;
+  if (hl >= sizeof hdr || fread(hdr, 1, hl, f) != hl) goto malformed;
+  hdr[hl] = 0;
+  const char *s = strstr(hdr, "'shape': (");
+  if (!strstr(hdr, "'descr': '<i8'") || !s || strtoll(s + 10, NULL, 10) != n) goto malformed;
+  ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+  if (!ids || fread(ids, 8, (size_t)n, f) != (size_t)n) goto malformed;
+  fclose(f);
+  return ids;
+malformed:
+  fclose(f);
+  free(ids);
+  snprintf(err, ERR_LEN, "%.400s: not an int64 [%lld] .npy file", p, (long long)n);
+  *bad = 1;
+  return NULL;
+}
+
+int cmd_search(int argc, char **argv) {
+  emb_sources qs = {0};
+  const char *qrels_path = NULL;
+  long long top_k = 10, nprobe = 8, nfull = 4096, threads = 0, limit = -1, nprint = 3;
+  float thr = 0;
+  int prune = 0, json = 0, verify = 0;
+  static const struct option longopts[] = {
+      {"query-lengths", required_argument, 0, O_QLEN}, {"query-cu-seqlens", required_argument, 0, O_QCU},
+      {"query-ids", required_argument, 0, O_QIDS},     {"top-k", required_argument, 0, 'k'},
+      {"n-ivf-probe", required_argument, 0, O_PROBE},  {"n-full-scores", required_argument, 0, O_FULL},
+      {"threshold", required_argument, 0, O_THR},      {"qrels", required_argument, 0, 'r'},
+      {"limit-queries", required_argument, 0, 'n'},    {"print", required_argument, 0, 'p'},
+      {"threads", required_argument, 0, 't'},          {"verify", no_argument, 0, O_VERIFY},
+      {"json", no_argument, 0, O_JSON},                {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "k:r:n:p:t:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case O_QLEN: qs.lengths = optarg; break;
+    case O_QCU: qs.cu_seqlens = optarg; break;
+    case O_QIDS: qs.ids = optarg; break;
+    case 'k': if (parse_ll("--top-k", optarg, 1, &top_k)) return 2; break;
+    case O_PROBE: if (parse_ll("--n-ivf-probe", optarg, 1, &nprobe)) return 2; break;
+    case O_FULL: if (parse_ll("--n-full-scores", optarg, 1, &nfull)) return 2; break;
+    case O_THR: if (parse_float("--threshold", optarg, &thr)) return 2; prune = 1; break;
+    case 'r': qrels_path = optarg; break;
+    case 'n': if (parse_ll("--limit-queries", optarg, 0, &limit)) return 2; break;
+    case 'p': if (parse_ll("--print", optarg, -1, &nprint)) return 2; break;
+    case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
+    case O_VERIFY: verify = 1; break;
+    case O_JSON: json = 1; break;
+    case 'h': search_usage(stdout); return 0;
+    default: fprintf(stderr, "Try '%s search --help'.\n", prog); return 2;
+    }
+  }
+  const int npos = argc - optind;
+  if (npos < 1 || npos > 2) {
+    fprintf(stderr, "%s search: expected INDEX [QUERIES]\nTry '%s search --help'.\n", prog, prog);
+    return 2;
+  }
+  const char *index_dir = argv[optind];
+  char data_dir[PATH_MAX], qpath[PATH_MAX + 32], rpath[PATH_MAX + 32];
+  int using_default = 0;
+  if (npos == 2) {
+    qs.path = argv[optind + 1];
+  } else {
+    if (find_default_data(data_dir, sizeof data_dir)) {
+      fprintf(stderr, "%s search: no QUERIES given and the bundled data was not found\n", prog);
+      return 2;
+    }
+    snprintf(qpath, sizeof qpath, "%s/queries.safetensors", data_dir);
+    snprintf(rpath, sizeof rpath, "%s/qrels.tsv", data_dir);
+    qs.path = qpath;
+    if (!qrels_path) qrels_path = rpath;
+    using_default = 1;
+  }
+  char err[ERR_LEN];
+  lik_plaid_index *ix = NULL;
+  double t0 = now_s();
+  lik_status st = lik_plaid_index_load(index_dir, verify ? LIK_PLAID_LOAD_VERIFY : 0, &ix);
+  if (st != LIK_OK) {
+    fprintf(stderr, "%s: error: %s\n", prog, lik_last_error());
+    return 1;
+  }
+  const double t_load = now_s() - t0;
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  emb_set Q;
+  qrels rel = {0};
+  int rc = 1, bad_ids = 0;
+  float *qbuf = NULL, *S = NULL;
+  int64_t *ql = NULL, *I = NULL, *ranked = NULL, *dids = NULL;
+  void *buf = NULL;
+  uint8_t *mbuf = NULL;
+  size_t cap = 0, mcap = 0;
+  if (emb_load(&Q, "queries", &qs, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    emb_free(&Q);
+    lik_plaid_index_free(ix);
+    return 1;
+  }
+  if (Q.d != info.dim) {
+    fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, the index (%s) has d=%lld\n",
+            prog, Q.path, (long long)Q.d, index_dir, (long long)info.dim);
+    goto out;
+  }
+  dids = read_doc_ids(index_dir, info.num_docs, &bad_ids, err);
+  if (bad_ids) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+  if (qrels_path && qrels_load(&rel, qrels_path, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+  int64_t nq = Q.n;
+  if (limit >= 0 && limit < nq) nq = limit;
+  int64_t K = top_k;
+  if (qrels_path && K < RECALL_K) K = RECALL_K;
+  const int64_t L = Q.max_len > 0 ? Q.max_len : 1, d = Q.d;
+  /* queries: valid tokens first, F32 [nq, L, d], lengths ql */
+  qbuf = calloc((size_t)(nq > 0 ? nq : 1) * (size_t)(L * d), sizeof(float));
+  ql = malloc(sizeof(int64_t) * (size_t)(nq > 0 ? nq : 1));
+  S = malloc(sizeof(float) * (size_t)(nq > 0 ? nq : 1) * (size_t)K);
+  I = malloc(sizeof(int64_t) * (size_t)(nq > 0 ? nq : 1) * (size_t)K);
+  ranked = malloc(sizeof(int64_t) * (size_t)K);
+  if (!qbuf || !ql || !S || !I || !ranked) {
+    fprintf(stderr, "%s: error: out of memory for %lld queries\n", prog, (long long)nq);
+    goto out;
+  }
+  for (int64_t i = 0; i < nq; i++) {
+    lik_tensor x, m;
+    if (emb_block(&Q, i, i + 1, LIK_F32, &x, &m, &buf, &cap, &mbuf, &mcap, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      goto out;
+    }
+    int64_t n = 0;
+    for (int64_t l = 0; l < x.shape[1] && n < L; l++) {
+      if (m.data && !((const uint8_t *)m.data)[l * m.strides[1]]) continue;
+      const float *src = (const float *)x.data + l * x.strides[1];
+      for (int64_t k = 0; k < d; k++) qbuf[(i * L + n) * d + k] = src[k * x.strides[2]];
+      n++;
+    }
+    ql[i] = n;
+  }
+  lik_plaid_search_params p = {0};
+  p.top_k = K;
+  p.n_ivf_probe = nprobe;
+  p.n_full_scores = nfull;
+  p.prune = prune;
+  p.centroid_score_threshold = thr;
+  p.num_threads = (int)(threads > 4096 ? 4096 : threads);
+  const int show = isatty(2) && !json;
+  t0 = now_s();
+  for (int64_t i0 = 0; i0 < nq; i0 += QUERY_BATCH) {
+    const int64_t nb = nq - i0 < QUERY_BATCH ? nq - i0 : QUERY_BATCH;
+    lik_tensor Qt = {qbuf + i0 * L * d, LIK_F32, 3, {nb, L, d}, {L * d, d, 1}, LIK_CPU, 0};
+    lik_tensor Lt = {ql + i0, LIK_I64, 1, {nb}, {1}, LIK_CPU, 0};
+    lik_tensor St = {S + i0 * K, LIK_F32, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
+    lik_tensor It = {I + i0 * K, LIK_I64, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
+    st = lik_plaid_index_search(ix, &Qt, &Lt, NULL, NULL, &p, &St, &It);
+    if (st != LIK_OK) {
+      fprintf(stderr, "%s: error: search failed (%s): %s\n", prog, lik_status_string(st), lik_last_error());
+      goto out;
+    }
+    if (show) progress((double)(i0 + nb) / (double)nq, 0);
+  }
+  const double secs = now_s() - t0, tdiv = secs > 0 ? secs : 1e-9;
+  if (show) progress(1.0, 1);
+  double ndcg_sum = 0, rec_sum = 0;
+  int64_t nevals = 0;
+#define DOC_ID(j) (dids ? dids[j] : (j))
+  if (qrels_path)
+    for (int64_t i = 0; i < nq; i++) {
+      int64_t m = 0;
+      for (int64_t r = 0; r < K && I[i * K + r] >= 0; r++) ranked[m++] = DOC_ID(I[i * K + r]);
+      double nd, rc2;
+      if (eval_query(&rel, Q.ids[i], ranked, m, NDCG_K, RECALL_K, &nd, &rc2)) {
+        ndcg_sum += nd;
+        rec_sum += rc2;
+        nevals++;
+      }
+    }
+  const int64_t kshow = top_k;
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", lik_version_string());
+    cJSON_AddStringToObject(o, "index", index_dir);
+    cJSON_AddStringToObject(o, "queries_file", Q.path);
+    if (qrels_path) cJSON_AddStringToObject(o, "qrels_file", qrels_path);
+    cJSON_AddBoolToObject(o, "default_data", using_default);
+    cJSON_AddNumberToObject(o, "num_queries", (double)nq);
+    cJSON_AddNumberToObject(o, "num_docs", (double)info.num_docs);
+    cJSON_AddNumberToObject(o, "num_centroids", (double)info.num_centroids);
+    cJSON_AddNumberToObject(o, "nbits", info.nbits);
+    cJSON_AddNumberToObject(o, "top_k", (double)kshow);
+    cJSON_AddNumberToObject(o, "n_ivf_probe", (double)nprobe);
+    cJSON_AddNumberToObject(o, "n_full_scores", (double)nfull);
+    if (prune) cJSON_AddNumberToObject(o, "centroid_score_threshold", thr);
+    cJSON_AddNumberToObject(o, "load_seconds", t_load);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
+    if (qrels_path) {
+      cJSON_AddNumberToObject(o, "queries_evaluated", (double)nevals);
+      if (nevals) {
+        cJSON_AddNumberToObject(o, "ndcg@10", ndcg_sum / (double)nevals);
+        cJSON_AddNumberToObject(o, "recall@100", rec_sum / (double)nevals);
+      } else {
+        cJSON_AddNullToObject(o, "ndcg@10");
+        cJSON_AddNullToObject(o, "recall@100");
+      }
+    }
+    cJSON *res = cJSON_AddArrayToObject(o, "results");
+    for (int64_t i = 0; i < nq; i++) {
+      cJSON *r = cJSON_CreateObject();
+      cJSON_AddNumberToObject(r, "query_id", (double)Q.ids[i]);
+      cJSON *ids = cJSON_AddArrayToObject(r, "doc_ids");
+      cJSON *idx = cJSON_AddArrayToObject(r, "doc_index");
+      cJSON *sc = cJSON_AddArrayToObject(r, "scores");
+      for (int64_t j = 0; j < kshow && I[i * K + j] >= 0; j++) {
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)DOC_ID(I[i * K + j])));
+        cJSON_AddItemToArray(idx, cJSON_CreateNumber((double)I[i * K + j]));
+        cJSON_AddItemToArray(sc, cJSON_CreateNumber((double)S[i * K + j]));
+      }
+      cJSON_AddItemToArray(res, r);
+    }
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!txt) {
+      fprintf(stderr, "%s: error: out of memory writing JSON\n", prog);
+      goto out;
+    }
+    fputs(txt, stdout);
+    fputc('\n', stdout);
+    cJSON_free(txt);
+  } else {
+    printf("lik %s, PLAID search%s\n", lik_version_string(), using_default ? "  (bundled Cranfield-1400 queries)" : "");
+    printf("index:   %s: %lld documents, %lld tokens, K=%lld, nbits=%d (loaded in %.3f s)\n", index_dir,
+           (long long)info.num_docs, (long long)info.num_tokens, (long long)info.num_centroids, info.nbits,
+           t_load);
+    printf("queries: %s: %lld of %lld, %lld-%lld tokens, d=%lld\n", Q.path, (long long)nq, (long long)Q.n,
+           (long long)Q.min_len, (long long)Q.max_len, (long long)Q.d);
+    const int64_t np = nprint < 0 ? nq : (nprint < nq ? nprint : nq);
+    for (int64_t i = 0; i < np; i++) {
+      int64_t m = 0;
+      while (m < kshow && I[i * K + m] >= 0) m++;
+      printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)m);
+      for (int64_t j = 0; j < m; j++)
+        printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1, (long long)DOC_ID(I[i * K + j]),
+               S[i * K + j]);
+    }
+    if (np < nq) printf("\n(results of %lld more queries not shown; --print -1 shows all)\n", (long long)(nq - np));
+    printf("\n%lld queries in %.3f s (top %lld, n_ivf_probe %lld, n_full_scores %lld%s): %.1f queries/s\n",
+           (long long)nq, secs, (long long)K, nprobe, nfull, prune ? ", pruning" : "", (double)nq / tdiv);
+    if (qrels_path) {
+      if (nevals)
+        printf("nDCG@10 %.4f  recall@100 %.4f  (mean over %lld queries with relevant documents, qrels %s)\n",
+               ndcg_sum / (double)nevals, rec_sum / (double)nevals, (long long)nevals, qrels_path);
+      else
+        printf("nDCG@10 -  recall@100 -  (no query has a relevant document in %s)\n", qrels_path);
+    }
+  }
+#undef DOC_ID
+  rc = 0;
+out:
+  free(qbuf);
+  free(ql);
+  free(S);
+  free(I);
+  free(ranked);
+  free(dids);
+  free(buf);
+  free(mbuf);
+  qrels_free(&rel);
+  emb_free(&Q);
+  lik_plaid_index_free(ix);
+  return rc;
+}

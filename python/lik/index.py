@@ -1,0 +1,358 @@
+"""lik.plaid.Index — a PLAID index (centroids + IVF lists + compressed
+residuals) built, saved, loaded and searched by the C library
+(``lik_plaid_index_*`` in ``include/lik_experimental.h``).
+
+The folder format is fast-plaid 1.7's (``metadata.json``, ``centroids.npy``,
+``ivf.npy``, ``merged_codes.npy``, ...): an index built here loads in
+fast-plaid and the other way round.  Search runs PLAID's stages (centroid
+scores, IVF probing, approximate scores, exact residual MaxSim on the best
+candidates) on the CPU threads; CUDA is not supported yet (CUDA tensors raise
+:class:`lik.LikError`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _lib
+
+__all__ = ["Index"]
+
+
+def _is_seq(x) -> bool:
+    return isinstance(x, (list, tuple))
+
+
+def _to_np(x):
+    if _lib.is_torch(x):
+        if x.device.type != "cpu":
+            raise _lib.LikError("lik.plaid.Index runs on the CPU in this version: pass CPU tensors "
+                                f"(got {x.device})", _lib.LIK_ERR_UNSUPPORTED)
+        return x.detach()
+    if isinstance(x, np.ndarray):
+        return x
+    raise TypeError(f"expected numpy arrays or torch tensors, got {type(x).__name__}")
+
+
+def _packed(documents, cu_seqlens=None, doc_lengths=None):
+    """(tokens [T, d], cu_seqlens int64 [N + 1]) of the accepted document
+    layouts: a list of [L_i, d] arrays, a padded [N, L, d] array (with
+    doc_lengths), or tokens [T, d] with cu_seqlens."""
+    if _is_seq(documents):
+        docs = [_to_np(x) for x in documents]
+        for i, x in enumerate(docs):
+            if x.ndim != 2:
+                raise ValueError(f"documents[{i}]: expected [L, d], got shape {tuple(x.shape)}")
+        if not docs:
+            raise ValueError("documents: empty list")
+        lens = np.array([x.shape[0] for x in docs], dtype=np.int64)
+        cu = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(lens, out=cu[1:])
+        if all(_lib.is_torch(x) for x in docs):
+            import torch
+
+            dt = docs[0].dtype if all(x.dtype == docs[0].dtype for x in docs) else torch.float32
+            return torch.cat([x.to(dt) for x in docs]), cu
+        arrs = [x.numpy() if _lib.is_torch(x) else x for x in docs]
+        dt = arrs[0].dtype if all(a.dtype == arrs[0].dtype for a in arrs) else np.float32
+        return np.concatenate([a.astype(dt, copy=False) for a in arrs]), cu
+    X = _to_np(documents)
+    if cu_seqlens is not None:
+        if X.ndim != 2:
+            raise ValueError(f"documents: with cu_seqlens expected tokens [T, d], got shape {tuple(X.shape)}")
+        return X, np.ascontiguousarray(np.asarray(_to_np(cu_seqlens)), dtype=np.int64)
+    if X.ndim == 3:
+        N, L = X.shape[0], X.shape[1]
+        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths, dtype=np.int64)
+        if lens.shape != (N,) or (lens < 0).any() or (lens > L).any():
+            raise ValueError(f"doc_lengths: expected [{N}] values in [0, {L}]")
+        keep = np.arange(L)[None, :] < lens[:, None]
+        if _lib.is_torch(X):
+            import torch
+
+            toks = X[torch.from_numpy(keep)]
+        else:
+            toks = X[keep]
+        cu = np.zeros(N + 1, dtype=np.int64)
+        np.cumsum(lens, out=cu[1:])
+        return toks, cu
+    if X.ndim == 2:  # one document
+        return X, np.array([0, X.shape[0]], dtype=np.int64)
+    raise ValueError(f"documents: expected a list of [L, d], [N, L, d] or [T, d] + cu_seqlens, got shape "
+                     f"{tuple(X.shape)}")
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only when it is a terminal)."""
+
+    def __init__(self, label: str):
+        import sys
+
+        self.label = label
+        self.err = sys.stderr
+        self.on = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.on or total <= 0:
+            return
+        w = 40
+        f = int(w * done / total)
+        self.err.write(f"\r{self.label} [{'#' * f}{' ' * (w - f)}] {done}/{total}")
+        if done >= total:
+            self.err.write("\n")
+        self.err.flush()
+
+
+class Index:
+    """A PLAID index over documents of token embeddings (C: ``lik_plaid_index``).
+
+    Make one with :meth:`build` (one call over all documents), :meth:`train`
+    then :meth:`add` (a corpus streamed in chunks), or :meth:`load` (a
+    folder written by :meth:`save`, or by fast-plaid).  Documents get ids
+    ``0 .. num_docs - 1`` in the order they were added.
+
+    Attributes (read-only): ``num_docs``, ``num_tokens``, ``dim``, ``nbits``,
+    ``num_centroids``, ``num_chunks``, ``path`` (the folder it was loaded
+    from or last saved to, else None).
+    """
+
+    def __init__(self, handle: int, path: str | None = None):
+        self._h = handle
+        self.path = path
+
+    # ---- construction ---------------------------------------------------------------
+
+    @classmethod
+    def build(cls, documents, path: str | os.PathLike | None = None, *, nbits: int = 2,
+              cu_seqlens=None, doc_lengths=None, num_centroids: int | None = None,
+              kmeans_niters: int = 4, max_points_per_centroid: int = 256,
+              sample_docs: int | None = None, seed: int = 42, chunk_docs: int = 25000,
+              doc_ids=None, progress: bool = False) -> "Index":
+        """Build an index (k-means, codec, every document coded, IVF).
+
+        Args:
+            documents: a list of ``[L_i, d]`` arrays (numpy or torch CPU,
+                float16 / float32 / float64, bfloat16 torch), a padded
+                ``[N, L, d]`` array (with ``doc_lengths [N]``), or tokens
+                ``[T, d]`` with ``cu_seqlens [N + 1]``.
+            path: folder to save the index into (fast-plaid's format), or None.
+            nbits: bits per residual dimension, 1, 2, 4 or 8 (``d * nbits``
+                a multiple of 8).
+            num_centroids: K; None = ``2^floor(log2(16 * sqrt(tokens)))``
+                (ColBERTv2 / fast-plaid), at most the sample's tokens.
+            kmeans_niters, max_points_per_centroid, sample_docs, seed:
+                k-means (spherical, on L2-normalised tokens) over
+                ``min(N, 1 + 16 * sqrt(120 N))`` sampled documents by default,
+                deterministic for a seed.
+            chunk_docs: documents per chunk (``doclens.<i>.json``).
+            doc_ids: None or int64 ``[N]`` external ids, saved as
+                ``doc_ids.npy`` (search returns internal ids ``0 .. N-1``).
+            progress: show a progress bar on a terminal.
+
+        Raises:
+            ValueError: shapes, nbits, lengths, a NaN / infinite token.
+            TypeError: dtypes.
+        """
+        X, cu = _packed(documents, cu_seqlens, doc_lengths)
+        o, keep = _lib.plaid_build_options(
+            nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
+            max_points_per_centroid=max_points_per_centroid, sample_docs=sample_docs or 0, seed=seed,
+            chunk_docs=chunk_docs, progress=_Progress("lik index") if progress else None)
+        ix = cls(_lib.call_plaid_build(X, cu, o))
+        del keep
+        if path is not None:
+            ix.save(path, doc_ids=doc_ids)
+        return ix
+
+    @classmethod
+    def train(cls, sample, *, nbits: int = 2, total_tokens: int | None = None,
+              num_centroids: int | None = None, kmeans_niters: int = 4,
+              max_points_per_centroid: int = 256, seed: int = 42, chunk_docs: int = 25000) -> "Index":
+        """An empty index trained on ``sample [Ts, d]`` tokens (e.g. all tokens
+        of randomly drawn documents); add documents with :meth:`add`.
+        ``total_tokens``: the corpus's (estimated) token count, for K's rule
+        (None: the sample's)."""
+        S = _to_np(sample)
+        o, keep = _lib.plaid_build_options(
+            nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
+            total_tokens=total_tokens or 0, max_points_per_centroid=max_points_per_centroid, seed=seed,
+            chunk_docs=chunk_docs)
+        return cls(_lib.call_plaid_train(S, o))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, verify: bool = False) -> "Index":
+        """Map an index folder (lik's or fast-plaid's).  ``verify``: read every
+        code now (else a corrupt code is reported by the search reading it).
+
+        Raises:
+            ValueError: a missing or inconsistent file (the message names the
+                file and the sizes).
+        """
+        p = os.fspath(path)
+        return cls(_lib.call_plaid_load(p, verify), p)
+
+    def add(self, documents, *, cu_seqlens=None, doc_lengths=None, progress: bool = False) -> range:
+        """Code documents with this index's codec and append them (the IVF
+        is extended; centroids and codec unchanged).  Returns their ids.
+        In memory until :meth:`save`.  Layouts as :meth:`build`."""
+        first = self.num_docs
+        if _is_seq(documents) and len(documents) == 0:
+            return range(first, first)
+        X, cu = _packed(documents, cu_seqlens, doc_lengths)
+        o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None)
+        _lib.call_plaid_add(self._handle(), X, cu, o)
+        del keep
+        return range(first, self.num_docs)
+
+    def save(self, path: str | os.PathLike, *, doc_ids=None) -> None:
+        """Write the index into folder ``path`` (fast-plaid 1.7's files; each
+        through a temporary file and a rename, so saving over the folder it
+        was loaded from is safe)."""
+        p = os.fspath(path)
+        ids = None if doc_ids is None else np.ascontiguousarray(np.asarray(doc_ids), dtype=np.int64)
+        _lib.call_plaid_save(self._handle(), p, ids)
+        self.path = p
+
+    # ---- search -------------------------------------------------------------------------
+
+    def search(self, Q, top_k: int = 10, *, n_ivf_probe: int = 8, n_full_scores: int = 4096,
+               centroid_score_threshold: float | None = None, q_lengths=None,
+               subset: Sequence[int] | Sequence[Sequence[int]] | None = None):
+        """Top-``top_k`` documents of each query by PLAID search.
+
+        Args:
+            Q: ``[Nq, Lq, d]`` or ``[Lq, d]`` (one query), or a list of
+                ``[Lq_i, d]`` queries; float (numpy or torch CPU).
+            top_k: results per query.
+            n_ivf_probe: IVF cells probed per query token (fast-plaid's 8).
+            n_full_scores: candidates kept by the approximate score; a quarter
+                of them (at least top_k) are scored exactly (fast-plaid's rule).
+            centroid_score_threshold: None, or ColBERTv2's centroid pruning
+                threshold (e.g. 0.5).
+            q_lengths: ``[Nq]`` valid tokens per padded query (None: all).
+            subset: None (all documents), a list of document ids searched for
+                every query, or one list per query (an empty list searches
+                nothing; fast-plaid reads a top-level ``[]`` as None).
+
+        Returns:
+            ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:
+            ``[top_k]``); ids -1 / scores -inf fill the slots of a query with
+            fewer results.  Scores are exact residual MaxSim scores (both
+            sides L2-normalised).  torch in -> torch out.
+
+        Raises:
+            ValueError: shapes, parameters, subset ids out of range.
+            TypeError: dtypes.
+        """
+        torch_out = _lib.is_torch(Q) or (_is_seq(Q) and Q and _lib.is_torch(Q[0]))
+        if _is_seq(Q):
+            qs = [np.asarray(_to_np(x).float() if _lib.is_torch(x) else x, dtype=np.float32) for x in Q]
+            if not qs:
+                raise ValueError("Q: empty list")
+            L = max(x.shape[0] for x in qs)
+            d = qs[0].shape[-1]
+            Qa = np.zeros((len(qs), L, d), dtype=np.float32)
+            for i, x in enumerate(qs):
+                if x.ndim != 2 or x.shape[-1] != d:
+                    raise ValueError(f"Q[{i}]: expected [Lq, {d}], got shape {x.shape}")
+                Qa[i, : x.shape[0]] = x
+            q_lengths = np.array([x.shape[0] for x in qs], dtype=np.int64)
+            Q = Qa
+        else:
+            Q = _to_np(Q)
+        if not (1 <= Q.ndim <= 4):
+            raise ValueError(f"Q: expected [Nq, Lq, d] or [Lq, d], got shape {tuple(Q.shape)}")
+        for name, v in (("top_k", top_k), ("n_ivf_probe", n_ivf_probe), ("n_full_scores", n_full_scores)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}: must be an int >= 1, got {v!r}")
+        p = _lib.LikPlaidSearchParams()
+        p.top_k, p.n_ivf_probe, p.n_full_scores = int(top_k), int(n_ivf_probe), int(n_full_scores)
+        if centroid_score_threshold is not None:
+            p.prune = 1
+            p.centroid_score_threshold = float(centroid_score_threshold)
+        ql = None if q_lengths is None else np.ascontiguousarray(np.asarray(q_lengths), dtype=np.int64)
+        sub = scu = None
+        if subset is not None:
+            items = list(subset)
+            if items and _is_seq(items[0]) or (items and isinstance(items[0], np.ndarray)):
+                lens = [len(s) for s in items]
+                sub = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in items]) if sum(lens) \
+                    else np.zeros(0, dtype=np.int64)
+                scu = np.zeros(len(items) + 1, dtype=np.int64)
+                np.cumsum(lens, out=scu[1:])
+            else:
+                sub = np.asarray(items, dtype=np.int64).reshape(-1)
+        shape = ((Q.shape[0],) if Q.ndim == 3 else ()) + (int(top_k),)
+        scores = np.empty(shape, dtype=np.float32)
+        ids = np.empty(shape, dtype=np.int64)
+        _lib.call_plaid_search(self._handle(), Q, ql, sub, scu, p, scores, ids)
+        if torch_out:
+            import torch
+
+            return torch.from_numpy(scores), torch.from_numpy(ids)
+        return scores, ids
+
+    # ---- properties -------------------------------------------------------------------
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise ValueError("index: is closed")
+        return self._h
+
+    def _info(self):
+        return _lib.plaid_info(self._handle())
+
+    @property
+    def num_docs(self) -> int:
+        return int(self._info().num_docs)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self._info().num_tokens)
+
+    @property
+    def dim(self) -> int:
+        return int(self._info().dim)
+
+    @property
+    def nbits(self) -> int:
+        return int(self._info().nbits)
+
+    @property
+    def num_centroids(self) -> int:
+        return int(self._info().num_centroids)
+
+    @property
+    def num_chunks(self) -> int:
+        return int(self._info().num_chunks)
+
+    def __len__(self) -> int:
+        return self.num_docs
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return "lik.plaid.Index(closed)"
+        i = self._info()
+        return (f"lik.plaid.Index(num_docs={i.num_docs}, num_tokens={i.num_tokens}, dim={i.dim}, "
+                f"nbits={i.nbits}, num_centroids={i.num_centroids}, path={self.path!r})")
+
+    def close(self) -> None:
+        """Free the index (unmap its files)."""
+        h, self._h = self._h, None
+        if h:
+            _lib.plaid_free(h)
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass

@@ -1,0 +1,325 @@
+/*
+ * plaid_index.c — the PLAID index calls (lik_experimental.h): validate once,
+ * resolve the options, route to the index engine (src/index).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../core/residual_check.h"
+#include "../index/index_internal.h"
+
+static lik_status on_cpu(const lik_tensor *const *ts, const char *const *names, int n,
+                         const char *call) {
+  lik_device_type dev;
+  int32_t id;
+  lik_status st = lik_check_devices(ts, names, n, &dev, &id);
+  if (st) return st;
+  if (dev == LIK_CUDA)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "%s: runs on the CPU in this version (the CUDA path "
+                    "is not written yet): pass CPU tensors", call);
+  return LIK_OK;
+}
+
+static lik_status resolve_build(const lik_plaid_build_options *o, lik_plaid_bopts *b) {
+  static const lik_plaid_build_options defaults = LIK_PLAID_BUILD_OPTIONS_INIT;
+  if (!o) o = &defaults;
+  memset(b, 0, sizeof *b);
+  b->nbits = o->nbits ? o->nbits : 2;
+  b->niters = o->kmeans_niters ? o->kmeans_niters : 4;
+  b->num_centroids = o->num_centroids;
+  b->total_tokens = o->total_tokens;
+  b->max_ppc = o->max_points_per_centroid ? o->max_points_per_centroid : 256;
+  b->sample_docs = o->sample_docs;
+  b->chunk_docs = o->chunk_docs ? o->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
+  b->seed = o->seed;
+  b->progress = o->progress;
+  b->progress_user = o->progress_user;
+  lik_status st;
+  if ((st = lik_check_nbits(b->nbits))) return st;
+  const struct {
+    const char *name;
+    int64_t v;
+  } nonneg[] = {{"kmeans_niters", o->kmeans_niters},
+                {"num_centroids", o->num_centroids},
+                {"total_tokens", o->total_tokens},
+                {"max_points_per_centroid", o->max_points_per_centroid},
+                {"sample_docs", o->sample_docs},
+                {"chunk_docs", o->chunk_docs},
+                {"num_threads", o->num_threads}};
+  for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
+    if (nonneg[i].v < 0)
+      return lik_fail(LIK_ERR_VALUE, "options.%s: %lld, must be >= 0 (0 = the default)",
+                      nonneg[i].name, (long long)nonneg[i].v);
+  if (o->num_centroids > INT32_MAX)
+    return lik_fail(LIK_ERR_VALUE, "options.num_centroids: %lld exceeds the int32 code range",
+                    (long long)o->num_centroids);
+  if (o->chunk_docs > INT32_MAX)
+    return lik_fail(LIK_ERR_VALUE, "options.chunk_docs: %lld is too large",
+                    (long long)o->chunk_docs);
+  lik_options lo = LIK_OPTIONS_INIT;
+  lo.num_threads = o->num_threads;
+  lo.context = o->context;
+  lik_call_from(&b->call, &lo);
+  b->call.device = LIK_CPU;
+  return LIK_OK;
+}
+
+/* documents [T, d] float + cu_seqlens [N + 1] over T, on the CPU. */
+static lik_status check_docs(const lik_tensor *X, const lik_tensor *cu, const char *call,
+                             lik_plaid_docs *d) {
+  lik_status st;
+  if ((st = lik_check_tensor(X, "documents", 2, 2)) || (st = lik_check_float(X, "documents")))
+    return st;
+  if (X->shape[1] < 1 || X->shape[1] > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "documents: embedding dimension d=%lld is outside [1, %d]",
+                    (long long)X->shape[1], INT32_MAX);
+  if (!cu) return lik_fail(LIK_ERR_NULL, "cu_seqlens: is NULL");
+  const lik_tensor *ts[] = {X, cu};
+  const char *names[] = {"documents", "cu_seqlens"};
+  if ((st = on_cpu(ts, names, 2, call))) return st;
+  int64_t maxlen;
+  memset(d, 0, sizeof *d);
+  if ((st = lik_check_cu_seqlens(cu, "cu_seqlens", X->shape[0], "documents' rows T", 1, &d->cu,
+                                 &d->ndocs, &maxlen)))
+    return st;
+  if (maxlen > INT32_MAX)
+    return lik_fail(LIK_ERR_VALUE, "cu_seqlens: a document of %lld tokens exceeds INT32_MAX",
+                    (long long)maxlen);
+  d->x.data = X->data;
+  d->x.dtype = X->dtype;
+  d->x.count = 1;
+  d->x.len = X->shape[0];
+  d->x.dim = X->shape[1];
+  d->x.sl = X->strides[0];
+  d->x.sk = X->strides[1];
+  d->ntok = X->shape[0];
+  return LIK_OK;
+}
+
+static lik_status check_bits(int nbits, int64_t d) {
+  if ((d * nbits) % 8)
+    return lik_fail(LIK_ERR_VALUE, "documents: d=%lld times nbits=%d is not a whole number of "
+                    "bytes", (long long)d, nbits);
+  return LIK_OK;
+}
+
+lik_status lik_plaid_index_build(const lik_tensor *documents, const lik_tensor *cu_seqlens,
+                                 const lik_plaid_build_options *options, lik_plaid_index **out) {
+  lik_clear_error();
+  if (!out) return lik_fail(LIK_ERR_NULL, "out: is NULL");
+  *out = NULL;
+  lik_status st;
+  lik_plaid_bopts b;
+  lik_plaid_docs d;
+  if ((st = resolve_build(options, &b)) ||
+      (st = check_docs(documents, cu_seqlens, "lik_plaid_index_build", &d)) ||
+      (st = check_bits(b.nbits, d.x.dim)))
+    return st;
+  return lik_plaid_build_impl(&d, &b, out);
+}
+
+lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build_options *options,
+                                 lik_plaid_index **out) {
+  lik_clear_error();
+  if (!out) return lik_fail(LIK_ERR_NULL, "out: is NULL");
+  *out = NULL;
+  lik_status st;
+  lik_plaid_bopts b;
+  if ((st = resolve_build(options, &b))) return st;
+  if ((st = lik_check_tensor(sample, "sample", 2, 2)) || (st = lik_check_float(sample, "sample")))
+    return st;
+  const lik_tensor *ts[] = {sample};
+  const char *names[] = {"sample"};
+  if ((st = on_cpu(ts, names, 1, "lik_plaid_index_train"))) return st;
+  if (sample->shape[1] < 1 || sample->shape[1] > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "sample: embedding dimension d=%lld is outside [1, %d]",
+                    (long long)sample->shape[1], INT32_MAX);
+  if ((st = check_bits(b.nbits, sample->shape[1]))) return st;
+  if (sample->shape[0] == 0) return lik_fail(LIK_ERR_VALUE, "sample: no tokens to train on");
+  lik_seqs s = {0};
+  s.data = sample->data;
+  s.dtype = sample->dtype;
+  s.count = 1;
+  s.len = sample->shape[0];
+  s.dim = sample->shape[1];
+  s.sl = sample->strides[0];
+  s.sk = sample->strides[1];
+  return lik_plaid_train_impl(&s, &b, out);
+}
+
+lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
+                               const lik_tensor *cu_seqlens,
+                               const lik_plaid_build_options *options) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  lik_status st;
+  lik_plaid_bopts b;
+  lik_plaid_docs d;
+  if ((st = resolve_build(options, &b)) ||
+      (st = check_docs(documents, cu_seqlens, "lik_plaid_index_add", &d)))
+    return st;
+  if (d.x.dim != index->dim)
+    return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
+                    (long long)d.x.dim, (long long)index->dim);
+  if (d.ndocs == 0) return LIK_OK;
+  return lik_plaid_add_impl(index, &d, &b);
+}
+
+lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
+                                const lik_tensor *doc_ids) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  if (!path) return lik_fail(LIK_ERR_NULL, "path: is NULL");
+  if (!path[0]) return lik_fail(LIK_ERR_VALUE, "path: is empty");
+  const int64_t *ids = NULL, stride = 0;
+  if (doc_ids) {
+    lik_status st;
+    if ((st = lik_check_tensor(doc_ids, "doc_ids", 1, 1))) return st;
+    if (doc_ids->dtype != LIK_I64)
+      return lik_fail(LIK_ERR_DTYPE, "doc_ids: dtype %s, expected int64",
+                      lik_dtype_name(doc_ids->dtype));
+    if (doc_ids->shape[0] != index->ndocs)
+      return lik_fail(LIK_ERR_SHAPE, "doc_ids: has %lld entries, the index has %lld documents",
+                      (long long)doc_ids->shape[0], (long long)index->ndocs);
+    const lik_tensor *ts[] = {doc_ids};
+    const char *names[] = {"doc_ids"};
+    if ((st = on_cpu(ts, names, 1, "lik_plaid_index_save"))) return st;
+    ids = (const int64_t *)doc_ids->data;
+    return lik_plaid_save_impl(index, path, ids, doc_ids->strides[0]);
+  }
+  return lik_plaid_save_impl(index, path, ids, stride);
+}
+
+lik_status lik_plaid_index_load(const char *path, unsigned flags, lik_plaid_index **out) {
+  lik_clear_error();
+  if (!out) return lik_fail(LIK_ERR_NULL, "out: is NULL");
+  *out = NULL;
+  if (!path) return lik_fail(LIK_ERR_NULL, "path: is NULL");
+  if (flags & ~LIK_PLAID_LOAD_VERIFY)
+    return lik_fail(LIK_ERR_VALUE, "flags: unknown bits 0x%x", flags & ~LIK_PLAID_LOAD_VERIFY);
+  return lik_plaid_load_impl(path, flags, out);
+}
+
+lik_status lik_plaid_index_get_info(const lik_plaid_index *index, lik_plaid_index_info *info) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  if (!info) return lik_fail(LIK_ERR_NULL, "info: is NULL");
+  memset(info, 0, sizeof *info);
+  info->num_docs = index->ndocs;
+  info->num_tokens = index->ntok;
+  info->dim = index->dim;
+  info->num_centroids = index->ncent;
+  info->num_chunks = index->nseg;
+  info->nbits = index->nbits;
+  info->has_ivf = index->has_ivf;
+  return LIK_OK;
+}
+
+/* An I32/I64 vector's entry checks: every value in [lo, hi]. */
+static lik_status check_ids(const lik_tensor *t, const char *name, int64_t n, int64_t lo,
+                            int64_t hi, lik_index *out) {
+  lik_status st;
+  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
+  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
+                    lik_dtype_name(t->dtype));
+  if (n >= 0 && t->shape[0] != n)
+    return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, expected %lld", name,
+                    (long long)t->shape[0], (long long)n);
+  *out = (lik_index){t->data, t->dtype, t->strides[0]};
+  for (int64_t i = 0; i < t->shape[0]; i++) {
+    const int64_t v = lik_index_at(out, i);
+    if (v < lo || v > hi)
+      return lik_fail(LIK_ERR_VALUE, "%s: %s[%lld]=%lld is outside [%lld, %lld]", name, name,
+                      (long long)i, (long long)v, (long long)lo, (long long)hi);
+  }
+  return LIK_OK;
+}
+
+lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor *Q,
+                                  const lik_tensor *q_lengths, const lik_tensor *subset,
+                                  const lik_tensor *subset_cu,
+                                  const lik_plaid_search_params *params, lik_tensor *scores,
+                                  lik_tensor *ids) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  lik_status st;
+  if ((st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q"))) return st;
+  const lik_tensor *ts[] = {Q, q_lengths, subset, subset_cu, scores, ids};
+  const char *names[] = {"Q", "q_lengths", "subset", "subset_cu", "scores", "ids"};
+  if ((st = on_cpu(ts, names, 6, "lik_plaid_index_search"))) return st;
+  if (!index->has_ivf)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "index: has no IVF (a compress-only index): it cannot "
+                    "be searched");
+  if (Q->shape[Q->ndim - 1] != index->dim)
+    return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match the index's d=%lld",
+                    (long long)Q->shape[Q->ndim - 1], (long long)index->dim);
+  lik_plaid_query q;
+  memset(&q, 0, sizeof q);
+  q.q = lik_seqs_from(Q);
+  const lik_plaid_search_params zero = {0};
+  const lik_plaid_search_params *pp = params ? params : &zero;
+  const struct {
+    const char *name;
+    int64_t v;
+  } nonneg[] = {{"top_k", pp->top_k},
+                {"n_ivf_probe", pp->n_ivf_probe},
+                {"n_full_scores", pp->n_full_scores},
+                {"num_threads", pp->num_threads}};
+  for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
+    if (nonneg[i].v < 0)
+      return lik_fail(LIK_ERR_VALUE, "params.%s: %lld, must be >= 0 (0 = the default)",
+                      nonneg[i].name, (long long)nonneg[i].v);
+  q.top_k = pp->top_k ? pp->top_k : 10;
+  q.n_probe = pp->n_ivf_probe ? pp->n_ivf_probe : 8;
+  if (q.n_probe > index->ncent) q.n_probe = index->ncent;
+  q.n_full = pp->n_full_scores ? pp->n_full_scores : 4096;
+  q.prune = pp->prune != 0;
+  q.threshold = pp->centroid_score_threshold;
+  if (q.prune && !isfinite(q.threshold))
+    return lik_fail(LIK_ERR_VALUE, "params.centroid_score_threshold: %g is not finite",
+                    (double)q.threshold);
+  if (q.top_k > ((int64_t)1 << 40))
+    return lik_fail(LIK_ERR_VALUE, "params.top_k: %lld is too large", (long long)q.top_k);
+  const int64_t nq = q.q.count;
+  if (q_lengths && (st = check_ids(q_lengths, "q_lengths", nq, 0, q.q.len, &q.q_lengths)))
+    return st;
+  if (subset_cu && !subset) return lik_fail(LIK_ERR_NULL, "subset: is NULL but subset_cu is not");
+  if (subset) {
+    if ((st = check_ids(subset, "subset", -1, 0, index->ndocs - 1, &q.subset))) return st;
+    q.subset_n = subset->shape[0];
+    q.has_subset = 1;
+    if (subset_cu) {
+      int64_t cnt, maxlen;
+      if ((st = lik_check_cu_seqlens(subset_cu, "subset_cu", q.subset_n, "subset's entries", 1,
+                                     &q.subset_cu, &cnt, &maxlen)))
+        return st;
+      if (cnt != nq)
+        return lik_fail(LIK_ERR_SHAPE, "subset_cu: has %lld entries, expected Nq + 1 = %lld",
+                        (long long)cnt + 1, (long long)nq + 1);
+    }
+  }
+  const int q3 = Q->ndim == 3;
+  int64_t grid[2];
+  int ndim = 0;
+  if (q3) grid[ndim++] = nq;
+  grid[ndim++] = q.top_k;
+  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
+      (st = lik_check_no_overlap(scores, "scores")) ||
+      (st = lik_check_output(ids, "ids", LIK_I64, ndim, grid)) ||
+      (st = lik_check_no_overlap(ids, "ids")))
+    return st;
+  q.scores = (float *)scores->data;
+  q.ids = (int64_t *)ids->data;
+  q.s_i = q3 ? scores->strides[0] : 0;
+  q.s_k = scores->strides[ndim - 1];
+  q.i_i = q3 ? ids->strides[0] : 0;
+  q.i_k = ids->strides[ndim - 1];
+  lik_options lo = LIK_OPTIONS_INIT;
+  lo.num_threads = pp->num_threads;
+  lo.context = pp->context;
+  lik_call_from(&q.call, &lo);
+  q.call.device = LIK_CPU;
+  if (nq == 0) return LIK_OK;
+  return lik_plaid_search_impl(index, &q);
+}

@@ -1,0 +1,372 @@
+/*
+ * build.c — building a PLAID index: training (k-means on a sample, the codec
+ * from the residuals of held-out sample tokens), coding documents into
+ * in-memory chunks, the one-call build that samples documents by
+ * fast-plaid's rule.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/dtype.h"
+#include "../cpu/cpu_internal.h"
+#include "index_internal.h"
+
+#define HELDOUT_MAX 50000
+#define ADD_BATCH_DOCS 4096
+
+/* Row r of a [T, d] lik_seqs (count 1) as fp32 into dst; 0 if a value is
+ * not finite. */
+static int load_row(const lik_seqs *x, int64_t r, float *dst) {
+  int ok = 1;
+  for (int64_t k = 0; k < x->dim; k++) {
+    const int64_t o = r * x->sl + k * x->sk;
+    float v;
+    switch (x->dtype) {
+      case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)x->data)[o]); break;
+      case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)x->data)[o]); break;
+      case LIK_F64: v = (float)((const double *)x->data)[o]; break;
+      default: v = ((const float *)x->data)[o]; break;
+    }
+    ok &= isfinite(v) != 0;
+    dst[k] = v;
+  }
+  return ok;
+}
+
+static size_t elem_size(lik_dtype t) {
+  return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2;
+}
+
+static lik_status not_finite(const char *what, int64_t r) {
+  return lik_fail(LIK_ERR_VALUE, "%s: token %lld has a NaN or infinite value", what,
+                  (long long)r);
+}
+
+/* K's rule (ColBERTv2 / fast-plaid): 2^floor(log2(16 * sqrt(tokens))). */
+static int64_t k_rule(int64_t tokens) {
+  const double v = 16.0 * sqrt((double)(tokens > 0 ? tokens : 1));
+  int e = (int)floor(log2(v));
+  if (e > 30) e = 30;
+  return (int64_t)1 << e;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Trains an index on rows [ts][d] fp32 (raw embeddings), which it
+ * overwrites (the k-means points are compacted and normalised in place: no
+ * second copy of the sample).  tokens: for K's rule. */
+static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t tokens,
+                             const lik_plaid_bopts *o, lik_plaid_index **out) {
+  *out = NULL;
+  if (ts < 1) return lik_fail(LIK_ERR_VALUE, "sample: no tokens to train on");
+  int64_t K = o->num_centroids ? o->num_centroids : k_rule(tokens);
+  if (K > ts) K = ts;
+  if (K > INT32_MAX) K = INT32_MAX;
+  int64_t npts = ts;
+  if (o->max_ppc > 0 && K <= INT64_MAX / o->max_ppc && npts > K * o->max_ppc)
+    npts = K * o->max_ppc;
+  uint64_t rng = o->seed ^ 0x73616d706c65ull; /* "sample" */
+  lik_status st = LIK_OK;
+  float *pts = rows; /* the first npts rows, once compacted and normalised */
+  float *heldrows = NULL;
+  float *cent = (float *)malloc((size_t)(K * dim) * sizeof(float));
+  uint16_t *c16 = (uint16_t *)malloc((size_t)(K * dim) * sizeof(uint16_t));
+  int64_t *pick = npts < ts ? (int64_t *)malloc((size_t)ts * sizeof(int64_t)) : NULL;
+  const int64_t H = ts / 20 < 1 ? 1 : (ts / 20 > HELDOUT_MAX ? HELDOUT_MAX : ts / 20);
+  float *res = (float *)malloc((size_t)(H * dim) * sizeof(float));
+  int32_t *hc = (int32_t *)malloc((size_t)H * sizeof(int32_t));
+  float *norms = (float *)malloc((size_t)H * sizeof(float));
+  float *avg = (float *)calloc((size_t)dim, sizeof(float));
+  heldrows = (float *)malloc((size_t)(H * dim) * sizeof(float));
+  if (!heldrows || !cent || !c16 || (npts < ts && !pick) || !res || !hc || !norms || !avg) {
+    st = lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate the k-means sample (%lld x %lld)",
+                  (long long)npts, (long long)dim);
+    goto out;
+  }
+  /* the codec's held-out rows (the last H), raw, before the rows change */
+  memcpy(heldrows, rows + (ts - H) * dim, (size_t)(H * dim) * sizeof(float));
+  /* k-means points: npts of the ts rows (seeded), compacted to the front in
+   * ascending row order (pick[i] >= i: safe in place), L2-normalised */
+  if (pick) {
+    for (int64_t i = 0; i < ts; i++) pick[i] = i;
+    for (int64_t i = 0; i < npts; i++) {
+      const int64_t j = i + (int64_t)lik_plaid_below(&rng, (uint64_t)(ts - i));
+      const int64_t t = pick[i];
+      pick[i] = pick[j];
+      pick[j] = t;
+    }
+    qsort(pick, (size_t)npts, sizeof(int64_t), cmp_i64);
+    for (int64_t i = 0; i < npts; i++)
+      if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
+  }
+  for (int64_t i = 0; i < npts; i++) {
+    float *x = rows + i * dim;
+    double ss = 0;
+    for (int64_t k = 0; k < dim; k++) ss += (double)x[k] * x[k];
+    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
+    for (int64_t k = 0; k < dim; k++) pts[i * dim + k] = (float)(x[k] * inv);
+  }
+  if ((st = lik_plaid_kmeans(pts, npts, dim, K, o->niters, o->seed, &o->call, cent))) goto out;
+  for (int64_t i = 0; i < K * dim; i++) c16[i] = lik_tr_f32_to_f16(cent[i]);
+
+  /* codec: residuals of the last H rows against the fp16 centroids */
+  lik_codec_view cv;
+  memset(&cv, 0, sizeof cv);
+  cv.cent = c16;
+  cv.cent_dtype = LIK_F16;
+  cv.ncent = K;
+  cv.dim = dim;
+  cv.cent_sc = dim;
+  cv.cent_sk = 1;
+  cv.nbits = o->nbits;
+  cv.width = dim * o->nbits / 8;
+  const float *held = heldrows;
+  if ((st = lik_plaid_assign(&cv, held, H, &o->call, hc))) goto out;
+  double *acc = (double *)calloc((size_t)dim, sizeof(double));
+  if (!acc) {
+    st = lik_fail(LIK_ERR_ALLOC, "PLAID train: out of memory");
+    goto out;
+  }
+  for (int64_t i = 0; i < H; i++) {
+    float ss = 0;
+    for (int64_t k = 0; k < dim; k++) {
+      const float r = held[i * dim + k] - lik_tr_f16_to_f32(c16[(int64_t)hc[i] * dim + k]);
+      res[i * dim + k] = r;
+      acc[k] += fabs((double)r);
+      ss += r * r;
+    }
+    norms[i] = sqrtf(ss);
+  }
+  for (int64_t k = 0; k < dim; k++) avg[k] = (float)(acc[k] / (double)H);
+  free(acc);
+  lik_tensor rt = {0};
+  rt.data = res;
+  rt.dtype = LIK_F32;
+  rt.ndim = 2;
+  rt.shape[0] = H;
+  rt.shape[1] = dim;
+  rt.strides[0] = dim;
+  rt.strides[1] = 1;
+  rt.device = LIK_CPU;
+  float cut[255], wts[256];
+  if ((st = lik_cpu_codec_train(&rt, o->nbits, cut, 1, wts, 1))) goto out;
+  qsort(norms, (size_t)H, sizeof(float), cmp_float);
+  const double pos = 0.75 * (double)(H - 1);
+  const int64_t lo = (int64_t)pos, hi = lo + 1 < H ? lo + 1 : H - 1;
+  const float thr = (float)(norms[lo] + (pos - (double)lo) * (norms[hi] - norms[lo]));
+
+  lik_plaid_index *ix = lik_plaid_new(o->nbits, dim, K, c16, cut, wts, avg);
+  c16 = NULL;
+  avg = NULL;
+  if (!ix) {
+    st = lik_fail(LIK_ERR_ALLOC, "PLAID train: out of memory");
+    goto out;
+  }
+  ix->cluster_threshold = thr;
+  ix->chunk_docs = o->chunk_docs;
+  ix->seed = o->seed;
+  ix->has_ivf = 1; /* empty lists */
+  *out = ix;
+out:
+  free(heldrows);
+  free(cent);
+  free(c16);
+  free(pick);
+  free(res);
+  free(hc);
+  free(norms);
+  free(avg);
+  return st;
+}
+
+lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o,
+                                lik_plaid_index **out) {
+  const int64_t ts = sample->len, dim = sample->dim;
+  float *rows = (float *)malloc((size_t)(ts * dim) * sizeof(float) + 1);
+  if (!rows)
+    return lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate %lld x %lld floats",
+                    (long long)ts, (long long)dim);
+  for (int64_t r = 0; r < ts; r++)
+    if (!load_row(sample, r, rows + r * dim)) {
+      free(rows);
+      return not_finite("sample", r);
+    }
+  lik_status st = train_rows(rows, ts, dim, o->total_tokens ? o->total_tokens : ts, o, out);
+  free(rows);
+  return st;
+}
+
+lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
+                                lik_plaid_index **out) {
+  *out = NULL;
+  const int64_t N = docs->ndocs, dim = docs->x.dim;
+  if (N < 1) return lik_fail(LIK_ERR_VALUE, "cu_seqlens: no documents to index");
+  if (docs->ntok < 1) return lik_fail(LIK_ERR_VALUE, "documents: no tokens to index");
+  int64_t S = o->sample_docs;
+  if (!S) S = 1 + (int64_t)(16.0 * sqrt(120.0 * (double)N));
+  if (S > N) S = N;
+  /* sampled documents: a partial Fisher-Yates shuffle, then ascending ids */
+  int64_t *ids = (int64_t *)malloc((size_t)N * sizeof(int64_t));
+  if (!ids) return lik_fail(LIK_ERR_ALLOC, "PLAID build: out of memory");
+  uint64_t rng = o->seed ^ 0x646f6373ull; /* "docs" */
+  for (int64_t i = 0; i < N; i++) ids[i] = i;
+  for (int64_t i = 0; i < S; i++) {
+    const int64_t j = i + (int64_t)lik_plaid_below(&rng, (uint64_t)(N - i));
+    const int64_t t = ids[i];
+    ids[i] = ids[j];
+    ids[j] = t;
+  }
+  int64_t ts = 0;
+  for (int64_t i = 0; i < S; i++)
+    ts += lik_index_at(&docs->cu, ids[i] + 1) - lik_index_at(&docs->cu, ids[i]);
+  if (ts < 1) { /* the sampled documents are empty: take every token */
+    for (int64_t i = 0; i < N; i++) ids[i] = i;
+    S = N;
+    ts = docs->ntok;
+  }
+  float *rows = (float *)malloc((size_t)(ts * dim) * sizeof(float));
+  if (!rows) {
+    free(ids);
+    return lik_fail(LIK_ERR_ALLOC, "PLAID build: cannot allocate the sample (%lld tokens)",
+                    (long long)ts);
+  }
+  int64_t r = 0;
+  for (int64_t i = 0; i < S; i++) {
+    const int64_t a = lik_index_at(&docs->cu, ids[i]), b = lik_index_at(&docs->cu, ids[i] + 1);
+    for (int64_t t = a; t < b; t++, r++)
+      if (!load_row(&docs->x, t, rows + r * dim)) {
+        free(rows);
+        free(ids);
+        return not_finite("documents", t);
+      }
+  }
+  free(ids);
+  lik_status st = train_rows(rows, ts, dim, docs->ntok, o, out);
+  free(rows);
+  if (st) return st;
+  if ((st = lik_plaid_add_impl(*out, docs, o))) {
+    lik_plaid_index_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* ---- add ------------------------------------------------------------------------ */
+
+static lik_status grow_seg(lik_pseg *s, int64_t ntok, int64_t width) {
+  if (s->ntok + ntok <= s->cap_tok) return LIK_OK;
+  int64_t cap = s->cap_tok ? s->cap_tok + s->cap_tok / 2 : 1024;
+  if (cap < s->ntok + ntok) cap = s->ntok + ntok;
+  int32_t *c = (int32_t *)realloc(s->own_codes, (size_t)cap * sizeof(int32_t));
+  if (!c) return lik_fail(LIK_ERR_ALLOC, "PLAID add: cannot grow a chunk to %lld tokens",
+                          (long long)cap);
+  s->own_codes = c;
+  s->codes = c;
+  uint8_t *r = (uint8_t *)realloc(s->own_res, (size_t)(cap * width) + 1);
+  if (!r) return lik_fail(LIK_ERR_ALLOC, "PLAID add: cannot grow a chunk to %lld tokens",
+                          (long long)cap);
+  s->own_res = r;
+  s->res = r;
+  s->cap_tok = cap;
+  return LIK_OK;
+}
+
+lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                              const lik_plaid_bopts *o) {
+  const int64_t N = docs->ndocs, old_ndocs = ix->ndocs, old_ntok = ix->ntok,
+                old_nseg = ix->nseg;
+  const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
+  int64_t last_ntok = 0, last_ndocs = 0;
+  const int last_owned = ix->nseg > 0 && ix->segs[ix->nseg - 1].owned;
+  if (last_owned) {
+    last_ntok = ix->segs[ix->nseg - 1].ntok;
+    last_ndocs = ix->segs[ix->nseg - 1].ndocs;
+  }
+  lik_status st = lik_plaid_reserve_docs(ix, N);
+  if (st) return st;
+  lik_codec_view cv;
+  lik_plaid_codec_view(ix, &cv);
+  int64_t j0 = 0;
+  while (j0 < N) {
+    lik_pseg *s = ix->nseg ? &ix->segs[ix->nseg - 1] : NULL;
+    if (!s || !s->owned || s->ndocs >= chunk) {
+      if ((st = lik_plaid_reserve_segs(ix, 1))) goto fail;
+      s = &ix->segs[ix->nseg++];
+      memset(s, 0, sizeof *s);
+      s->owned = 1;
+      s->codes_dtype = LIK_I32;
+      s->tok0 = ix->ntok;
+      s->doc0 = ix->ndocs;
+      s->region_codes = s->region_res = -1;
+    }
+    int64_t m = chunk - s->ndocs;
+    if (m > N - j0) m = N - j0;
+    if (m > ADD_BATCH_DOCS) m = ADD_BATCH_DOCS;
+    const int64_t a = lik_index_at(&docs->cu, j0), b = lik_index_at(&docs->cu, j0 + m);
+    if ((st = grow_seg(s, b - a, ix->width))) goto fail;
+    if (b > a) {
+      lik_codec_problem p;
+      memset(&p, 0, sizeof p);
+      p.codec = cv;
+      p.x = docs->x;
+      p.x.data = (const char *)docs->x.data +
+                 (ptrdiff_t)(a * docs->x.sl) * (ptrdiff_t)elem_size(docs->x.dtype);
+      p.x.len = b - a;
+      p.tok.codes = s->own_codes + s->ntok;
+      p.tok.codes_dtype = LIK_I32;
+      p.tok.code_s = 1;
+      p.tok.res = s->own_res + s->ntok * ix->width;
+      p.tok.res_st = ix->width;
+      p.tok.res_sp = 1;
+      p.tok.count = 1;
+      p.tok.len = b - a;
+      p.call = o->call;
+      if ((st = lik_cpu_codec_compress(&p))) {
+        /* name the token in the caller's numbering */
+        const char *msg = lik_last_error();
+        long long t;
+        if (sscanf(msg, "X: token %lld", &t) == 1)
+          st = lik_fail(st, "documents: token %lld has no finite inner product with any "
+                        "centroid (NaN or infinite values)", t + (long long)a);
+        goto fail;
+      }
+    }
+    for (int64_t j = j0; j < j0 + m; j++) {
+      ix->doc_off[ix->ndocs + 1] = ix->doc_off[ix->ndocs] + lik_index_at(&docs->cu, j + 1) -
+                                   lik_index_at(&docs->cu, j);
+      ix->doc_seg[ix->ndocs] = (int32_t)(s - ix->segs);
+      ix->ndocs++;
+    }
+    s->ntok += b - a;
+    s->ndocs += m;
+    ix->ntok += b - a;
+    j0 += m;
+    if (o->progress) o->progress(o->progress_user, j0, N);
+  }
+  if ((st = lik_plaid_ivf_extend(ix, ix->has_ivf ? old_ndocs : 0))) goto fail;
+  return LIK_OK;
+fail:
+  /* back to the state before the call */
+  for (int64_t i = old_nseg; i < ix->nseg; i++) {
+    free(ix->segs[i].own_codes);
+    free(ix->segs[i].own_res);
+  }
+  ix->nseg = old_nseg;
+  if (last_owned) {
+    ix->segs[old_nseg - 1].ntok = last_ntok;
+    ix->segs[old_nseg - 1].ndocs = last_ndocs;
+  }
+  ix->ndocs = old_ndocs;
+  ix->ntok = old_ntok;
+  return st;
+}

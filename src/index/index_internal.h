@@ -1,0 +1,187 @@
+/*
+ * index_internal.h — the PLAID index engine (src/index): what a
+ * lik_plaid_index holds, and the functions its files share.
+ *
+ * Layer: src/api/plaid_index.c validates the public calls and routes them
+ * here; the engine runs the stages and calls the CPU backend's entry points
+ * (codec compress / train, residual MaxSim, approximate score, centroid
+ * scores, the thread runner, the host top-k order) with problems it
+ * describes itself (its data is valid by construction or checked as read).
+ * docs/architecture.md, "The index engine".
+ *
+ * Storage: documents in order, grouped in chunks (a chunk = a saved
+ * doclens.<i>.json).  A chunk's tokens are a segment: codes (I32 or I64) and
+ * residual bytes [ntok][width], either inside a mapped file (read-only) or in
+ * memory (the chunks lik_plaid_index_add appends; growable).
+ */
+#ifndef LIK_INDEX_INTERNAL_H
+#define LIK_INDEX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/residual.h"
+#include "lik_experimental.h"
+
+#define LIK_PLAID_MAX_CHUNKS (1 << 20)
+#define LIK_PLAID_DEFAULT_CHUNK_DOCS 25000
+
+/* A mapped (or read) region; base NULL when empty. */
+typedef struct {
+  void *base;
+  size_t size;
+  int mapped; /* 1: munmap, 0: free */
+} lik_region;
+
+typedef struct {
+  const void *codes;  /* token t's code at codes[t] (I32 or I64) */
+  lik_dtype codes_dtype;
+  const uint8_t *res; /* token t's residual bytes at res[t * width] */
+  int64_t ntok, ndocs;
+  int64_t tok0;       /* global index of the segment's first token */
+  int64_t doc0;       /* global id of its first document */
+  /* in-memory segments (owned != 0): growable buffers */
+  int owned;
+  int32_t *own_codes;
+  uint8_t *own_res;
+  int64_t cap_tok;
+  /* where a mapped segment's data lies: region ids (-1: none) */
+  int region_codes, region_res;
+} lik_pseg;
+
+struct lik_plaid_index {
+  int nbits;
+  int64_t dim, ncent, width; /* width = dim * nbits / 8 */
+  uint16_t *cent_f16;        /* [ncent][dim] */
+  float *cent_f32;           /* [ncent][dim], the same values */
+  float cutoffs[255], weights[256];
+  float *avg_residual; /* [dim] (zeros when the folder had none) */
+  float cluster_threshold;
+  int64_t chunk_docs;  /* documents per chunk for add */
+  uint64_t seed;
+
+  /* documents */
+  int64_t ndocs, ntok;
+  int64_t *doc_off; /* [ndocs + 1] global token offsets */
+  int32_t *doc_seg; /* [ndocs] segment of each document */
+  int64_t cap_docs;
+  lik_pseg *segs;
+  int64_t nseg, cap_seg;
+
+  /* IVF: list c is ivf[ivf_off[c] .. ivf_off[c+1]) (ids, ascending) */
+  int has_ivf;
+  int64_t *ivf_off;     /* [ncent + 1] (owned) */
+  const int64_t *ivf;   /* mapped or owned */
+  int64_t *ivf_owned;   /* non-NULL when owned */
+
+  /* mapped files */
+  lik_region *regions;
+  int64_t nregions, cap_regions;
+};
+
+/* The codec view of the index (F16 centroids, F32 cutoffs / weights,
+ * colbert layout) for the CPU backend. */
+void lik_plaid_codec_view(const lik_plaid_index *ix, lik_codec_view *v);
+
+/* A new index with its codec (takes ownership of cent_f16 / avg_residual,
+ * which may be NULL for zeros); NULL when out of memory. */
+lik_plaid_index *lik_plaid_new(int nbits, int64_t dim, int64_t ncent, uint16_t *cent_f16,
+                               const float *cutoffs, const float *weights, float *avg_residual);
+
+/* Room for n more documents / one more segment / region; LIK_OK or
+ * LIK_ERR_ALLOC. */
+lik_status lik_plaid_reserve_docs(lik_plaid_index *ix, int64_t n);
+lik_status lik_plaid_reserve_segs(lik_plaid_index *ix, int64_t n);
+int64_t lik_plaid_add_region(lik_plaid_index *ix, lik_region r); /* -1: no memory */
+
+/* Token t (global) of document j: segment s = doc_seg[j]; its code / bytes. */
+static inline int64_t lik_pseg_code(const lik_pseg *s, int64_t t) {
+  return s->codes_dtype == LIK_I32 ? (int64_t)((const int32_t *)s->codes)[t]
+                                   : ((const int64_t *)s->codes)[t];
+}
+
+/* ---- build (build.c, kmeans.c, ivf.c) ---- */
+
+/* Spherical k-means of n normalised points [n][dim] fp32 into k centroids
+ * (written normalised, fp32 [k][dim]); deterministic for the seed. */
+lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k, int niters,
+                            uint64_t seed, const lik_call *call, float *cent);
+
+/* Codes (nearest centroid by inner product, lowest index on ties) of rows
+ * [n][dim] fp32 against centroids of the view cv; codes I32 [n].  Through
+ * the codec's compress backend (no residuals). */
+lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
+                            const lik_call *call, int32_t *codes);
+
+/* Rebuilds / extends the IVF with the documents [doc_from, ndocs). */
+lik_status lik_plaid_ivf_extend(lik_plaid_index *ix, int64_t doc_from);
+
+/* A counter-based PRNG (splitmix64): the n-th draw of a seed. */
+static inline uint64_t lik_plaid_rand(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n) (n >= 1). */
+static inline uint64_t lik_plaid_below(uint64_t *state, uint64_t n) {
+  const uint64_t lim = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do x = lik_plaid_rand(state);
+  while (x >= lim);
+  return x % n;
+}
+
+/* Resolved build options (defaults applied). */
+typedef struct {
+  int nbits, niters;
+  int64_t num_centroids, total_tokens, max_ppc, sample_docs, chunk_docs;
+  uint64_t seed;
+  lik_call call;
+  lik_progress_fn progress;
+  void *progress_user;
+} lik_plaid_bopts;
+
+/* Validated inputs of build / add: X [T, d] as rows, cu [N + 1]. */
+typedef struct {
+  lik_seqs x;      /* count 1, len T, dim d */
+  lik_index cu;    /* N + 1 offsets */
+  int64_t ndocs, ntok;
+} lik_plaid_docs;
+
+lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o,
+                                lik_plaid_index **out);
+lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
+                                lik_plaid_index **out);
+lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                              const lik_plaid_bopts *o);
+
+/* ---- files (format.c) ---- */
+
+lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
+                               const int64_t *doc_ids, int64_t doc_ids_stride);
+lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index **out);
+
+/* ---- search (search.c) ---- */
+
+/* A validated search call. */
+typedef struct {
+  lik_seqs q;             /* count Nq, len Lq */
+  lik_index q_lengths;    /* data NULL: every query Lq tokens */
+  lik_index subset;       /* with has_subset */
+  int has_subset;         /* 0: no subset (all documents) */
+  lik_index subset_cu;    /* data NULL: one subset for all */
+  int64_t subset_n;       /* entries of subset (no cu) */
+  int64_t top_k, n_probe, n_full;
+  int prune;
+  float threshold;
+  float *scores;
+  int64_t *ids;
+  int64_t s_i, s_k, i_i, i_k; /* strides of scores / ids */
+  lik_call call;
+} lik_plaid_query;
+
+lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q);
+
+#endif /* LIK_INDEX_INTERNAL_H */

@@ -1,0 +1,143 @@
+/*
+ * kmeans.c — the PLAID index's k-means: spherical (points and centroids
+ * L2-normalised, a point goes to the centroid of highest inner product,
+ * lowest index on ties, through the codec's compress backend and so the
+ * MaxSim tile kernels), centroids updated to the normalised mean of their
+ * points.  Deterministic: the seed fixes the initial centroids and the
+ * re-seeding of empty clusters; every centroid's sum is taken by one task in
+ * ascending point order (fp64), so the result does not depend on threads.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu/cpu_internal.h"
+#include "index_internal.h"
+
+lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
+                            const lik_call *call, int32_t *codes) {
+  if (n == 0) return LIK_OK;
+  lik_codec_problem p;
+  memset(&p, 0, sizeof p);
+  p.codec = *cv;
+  p.codec.cutoffs = NULL;
+  p.x.data = rows;
+  p.x.dtype = LIK_F32;
+  p.x.count = 1;
+  p.x.len = n;
+  p.x.dim = cv->dim;
+  p.x.sl = cv->dim;
+  p.x.sk = 1;
+  p.tok.codes = codes;
+  p.tok.codes_dtype = LIK_I32;
+  p.tok.code_s = 1;
+  p.tok.count = 1;
+  p.tok.len = n;
+  p.call = *call;
+  return lik_cpu_codec_compress(&p);
+}
+
+typedef struct {
+  const float *pts;
+  const int64_t *order, *start;
+  int64_t dim;
+  float *cent;
+  uint8_t *empty;
+} upd_ctx;
+
+#define UPD_BLOCK 16
+
+static void update_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  const upd_ctx *g = (const upd_ctx *)ctx;
+  const int64_t d = g->dim;
+  double acc[1024], *sum = acc;
+  double *heap = d > 1024 ? (double *)malloc((size_t)d * sizeof(double)) : NULL;
+  if (d > 1024) {
+    if (!heap) { /* no memory: leave these centroids as they are */
+      return;
+    }
+    sum = heap;
+  }
+  for (int64_t c = task * UPD_BLOCK; c < (task + 1) * UPD_BLOCK; c++) {
+    if (g->start[c] == g->start[c + 1]) {
+      g->empty[c] = 1;
+      continue;
+    }
+    for (int64_t k = 0; k < d; k++) sum[k] = 0;
+    for (int64_t i = g->start[c]; i < g->start[c + 1]; i++) {
+      const float *x = g->pts + g->order[i] * d;
+      for (int64_t k = 0; k < d; k++) sum[k] += x[k];
+    }
+    double ss = 0;
+    for (int64_t k = 0; k < d; k++) ss += sum[k] * sum[k];
+    if (!(ss > 0)) { /* points that cancel out: re-seed it */
+      g->empty[c] = 1;
+      continue;
+    }
+    const double inv = 1.0 / sqrt(ss);
+    for (int64_t k = 0; k < d; k++) g->cent[c * d + k] = (float)(sum[k] * inv);
+  }
+  free(heap);
+}
+
+lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k, int niters,
+                            uint64_t seed, const lik_call *call, float *cent) {
+  uint64_t rng = seed ^ 0x6b6d65616e73ull; /* "kmeans" */
+  const int64_t kpad = (k + UPD_BLOCK - 1) / UPD_BLOCK * UPD_BLOCK;
+  int64_t *perm = (int64_t *)malloc((size_t)n * sizeof(int64_t));
+  int32_t *codes = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+  int64_t *order = (int64_t *)malloc((size_t)n * sizeof(int64_t));
+  int64_t *start = (int64_t *)calloc((size_t)kpad + 2, sizeof(int64_t));
+  uint8_t *empty = (uint8_t *)calloc((size_t)kpad, 1);
+  lik_status st = LIK_OK;
+  if (!perm || !codes || !order || !start || !empty) {
+    st = lik_fail(LIK_ERR_ALLOC, "k-means: cannot allocate its tables for %lld points",
+                  (long long)n);
+    goto out;
+  }
+  /* initial centroids: k distinct points (a partial Fisher-Yates shuffle) */
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = 0; i < k; i++) {
+    const int64_t j = i + (int64_t)lik_plaid_below(&rng, (uint64_t)(n - i));
+    const int64_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+    memcpy(cent + i * dim, pts + perm[i] * dim, (size_t)dim * sizeof(float));
+  }
+  lik_codec_view cv;
+  memset(&cv, 0, sizeof cv);
+  cv.cent = cent;
+  cv.cent_dtype = LIK_F32;
+  cv.ncent = k;
+  cv.dim = dim;
+  cv.cent_sc = dim;
+  cv.cent_sk = 1;
+  cv.nbits = 8;
+  cv.width = dim;
+  for (int it = 0; it < niters; it++) {
+    if ((st = lik_plaid_assign(&cv, pts, n, call, codes))) goto out;
+    /* counting sort of the points by centroid (stable: ascending points) */
+    memset(start, 0, (size_t)(kpad + 2) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) start[codes[i] + 2]++;
+    for (int64_t c = 0; c < kpad; c++) start[c + 2] += start[c + 1];
+    for (int64_t i = 0; i < n; i++) order[start[codes[i] + 1]++] = i;
+    /* start[c] .. start[c+1] are now centroid c's points */
+    memset(empty, 0, (size_t)kpad);
+    upd_ctx g = {pts, order, start, dim, cent, empty};
+    /* the padding centroids (k .. kpad) have no points: never read */
+    lik_parallel_run(call->num_threads, kpad / UPD_BLOCK, update_task, &g);
+    for (int64_t c = 0; c < k; c++)
+      if (empty[c]) {
+        const int64_t r = (int64_t)lik_plaid_below(&rng, (uint64_t)n);
+        memcpy(cent + c * dim, pts + r * dim, (size_t)dim * sizeof(float));
+      }
+  }
+out:
+  free(perm);
+  free(codes);
+  free(order);
+  free(start);
+  free(empty);
+  return st;
+}

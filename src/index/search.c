@@ -1,0 +1,469 @@
+/*
+ * search.c — PLAID search on the CPU (the stages of lik_experimental.h):
+ * centroid scores through the residual scorer's centroid-row kernel, IVF
+ * probing, candidate union (a bitmap), the approximate score and the exact
+ * residual MaxSim through the CPU backend on the candidates' tokens gathered
+ * into packed buffers (codes checked as they are read), rankings under the
+ * host top-k order (lik_topk_better).
+ *
+ * Threads: a batch of at least as many queries as threads runs one query per
+ * task (the backend calls single-threaded inside); fewer queries run one
+ * after the other with the threads inside each stage.  Every query's result
+ * is computed the same way either way: results do not depend on threads.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/dtype.h"
+#include "../cpu/cpu_internal.h"
+#include "../cpu/topk.h"
+#include "index_internal.h"
+
+#define LB 32
+
+typedef struct {
+  float *qt, *cs, *cmax;
+  uint8_t *cellmark, *allowed, *zero;
+  int64_t *cells;
+  uint64_t *seen, *inset;
+  int64_t *cand, cap_cand;
+  int64_t *sub, cap_sub;
+  lik_hit *hits;
+  int64_t cap_hits;
+  int64_t *sel, cap_sel;
+  int32_t *gcodes;
+  int64_t cap_gcodes;
+  uint8_t *gres;
+  int64_t cap_gres;
+  int64_t *gcu, cap_gcu;
+  float *sc;
+  int64_t cap_sc;
+  lik_hit *heap;
+  /* error of this worker: the lowest query that failed */
+  int64_t err_q;
+  lik_status err_st;
+  char err[512];
+} worker;
+
+typedef struct {
+  const lik_plaid_index *ix;
+  const lik_plaid_query *q;
+  worker *w;
+  int inner; /* threads inside a query */
+  int64_t lqmax;
+} sctx;
+
+/* ---- scratch ------------------------------------------------------------------------ */
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  int64_t c = *cap ? *cap : 256;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, (size_t)c * elem);
+  if (!q) return 0;
+  *p = q;
+  *cap = c;
+  return 1;
+}
+
+#define GROW(w, f, cap, need) grow((void **)&(w)->f, &(w)->cap, (need), sizeof(*(w)->f))
+
+static void worker_free(worker *w) {
+  free(w->qt);
+  free(w->cs);
+  free(w->cmax);
+  free(w->cellmark);
+  free(w->allowed);
+  free(w->zero);
+  free(w->cells);
+  free(w->seen);
+  free(w->inset);
+  free(w->cand);
+  free(w->sub);
+  free(w->hits);
+  free(w->sel);
+  free(w->gcodes);
+  free(w->gres);
+  free(w->gcu);
+  free(w->sc);
+  free(w->heap);
+}
+
+static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int64_t nprobe) {
+  memset(w, 0, sizeof *w);
+  w->err_q = INT64_MAX;
+  const int64_t K = ix->ncent, lqp = (lqmax + LB - 1) / LB * LB, words = ix->ndocs / 64 + 1;
+  w->qt = (float *)malloc((size_t)((lqp ? lqp : LB) * ix->dim) * sizeof(float));
+  w->cs = (float *)malloc((size_t)(K * (lqp ? lqp : LB)) * sizeof(float));
+  w->cmax = (float *)malloc((size_t)K * sizeof(float));
+  w->cellmark = (uint8_t *)calloc((size_t)K, 1);
+  w->allowed = (uint8_t *)calloc((size_t)K, 1);
+  w->zero = (uint8_t *)calloc((size_t)lqp + 1, 1);
+  w->cells = (int64_t *)malloc((size_t)K * sizeof(int64_t));
+  w->seen = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
+  w->inset = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
+  w->heap = (lik_hit *)malloc((size_t)(nprobe + 1) * sizeof(lik_hit));
+  return w->qt && w->cs && w->cmax && w->cellmark && w->allowed && w->zero && w->cells &&
+         w->seen && w->inset && w->heap;
+}
+
+static lik_status nomem(const char *what) {
+  return lik_fail(LIK_ERR_ALLOC, "PLAID search: cannot allocate %s", what);
+}
+
+/* ---- stages ------------------------------------------------------------------------- */
+
+/* Query qi's tokens normalised into qt[k][lqp] (lanes past lq zero); zero[s]
+ * marks an all-zero token. */
+static void load_query(const sctx *g, worker *w, int64_t qi, int64_t lq, int64_t lqp) {
+  const lik_seqs *q = &g->q->q;
+  const int64_t d = g->ix->dim;
+  memset(w->qt, 0, (size_t)(lqp * d) * sizeof(float));
+  for (int64_t s = 0; s < lq; s++) {
+    const int64_t off = lik_token_offset(q, qi, s);
+    float ss = 0;
+    for (int64_t k = 0; k < d; k++) {
+      const int64_t o = off + k * q->sk;
+      float v;
+      switch (q->dtype) {
+        case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)q->data)[o]); break;
+        case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)q->data)[o]); break;
+        case LIK_F64: v = (float)((const double *)q->data)[o]; break;
+        default: v = ((const float *)q->data)[o]; break;
+      }
+      w->qt[k * lqp + s] = v;
+      ss += v * v;
+    }
+    w->zero[s] = !(ss > 0); /* all zero (or NaN): probes nothing */
+    const float inv = 1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
+    for (int64_t k = 0; k < d; k++) w->qt[k * lqp + s] *= inv;
+  }
+}
+
+/* Heap of the p best (score, id) seen, the worst at the root. */
+static int hit_worse(const lik_hit *a, const lik_hit *b) {
+  return lik_topk_better(b->s, b->i, a->s, a->i);
+}
+
+static void heap_push(lik_hit *h, int64_t *n, int64_t cap, lik_hit x) {
+  if (*n < cap) {
+    int64_t i = (*n)++;
+    h[i] = x;
+    while (i > 0) {
+      const int64_t p = (i - 1) / 2;
+      if (!hit_worse(&h[i], &h[p])) break;
+      const lik_hit t = h[i];
+      h[i] = h[p];
+      h[p] = t;
+      i = p;
+    }
+    return;
+  }
+  if (!hit_worse(&h[0], &x)) return; /* x is not better than the worst kept */
+  h[0] = x;
+  int64_t i = 0;
+  for (;;) {
+    int64_t b = i;
+    const int64_t l = 2 * i + 1, r = l + 1;
+    if (l < *n && hit_worse(&h[l], &h[b])) b = l;
+    if (r < *n && hit_worse(&h[r], &h[b])) b = r;
+    if (b == i) break;
+    const lik_hit t = h[i];
+    h[i] = h[b];
+    h[b] = t;
+    i = b;
+  }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Codes (int32, checked) of documents ids[0..n) into w->gcodes, offsets into
+ * w->gcu; with cmax, tokens whose centroid scores below thr are left out.
+ * Residual bytes too when res. */
+static lik_status gather(const lik_plaid_index *ix, worker *w, const int64_t *ids, int64_t n,
+                         const float *cmax, float thr, int res, int64_t *maxlen) {
+  int64_t tot = 0;
+  for (int64_t i = 0; i < n; i++) tot += ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
+  if (!GROW(w, gcodes, cap_gcodes, tot + 1) || !GROW(w, gcu, cap_gcu, n + 1) ||
+      (res && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
+    return nomem("the candidates' tokens");
+  int64_t m = 0, longest = 0;
+  w->gcu[0] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t j = ids[i];
+    const lik_pseg *s = &ix->segs[ix->doc_seg[j]];
+    const int64_t t0 = ix->doc_off[j] - s->tok0, len = ix->doc_off[j + 1] - ix->doc_off[j];
+    const int64_t m0 = m;
+    for (int64_t t = 0; t < len; t++) {
+      const int64_t c = lik_pseg_code(s, t0 + t);
+      if (c < 0 || c >= ix->ncent)
+        return lik_fail(LIK_ERR_VALUE, "PLAID index: document %lld, token %lld: code %lld is "
+                        "outside [0, K=%lld) (a corrupt codes file)", (long long)j,
+                        (long long)t, (long long)c, (long long)ix->ncent);
+      if (cmax && !(cmax[c] >= thr)) continue;
+      w->gcodes[m++] = (int32_t)c;
+    }
+    if (res && len) memcpy(w->gres + m0 * ix->width, s->res + t0 * ix->width, (size_t)(len * ix->width));
+    w->gcu[i + 1] = m;
+    if (m - m0 > longest) longest = m - m0;
+  }
+  *maxlen = longest;
+  return LIK_OK;
+}
+
+static lik_ctokens packed(const worker *w, int64_t n, int64_t maxlen, int64_t width, int res) {
+  lik_ctokens d;
+  memset(&d, 0, sizeof d);
+  d.codes = w->gcodes;
+  d.codes_dtype = LIK_I32;
+  d.code_s = 1;
+  if (res) {
+    d.res = w->gres;
+    d.res_st = width;
+    d.res_sp = 1;
+  }
+  d.count = n;
+  d.len = maxlen;
+  d.offsets = (lik_index){w->gcu, LIK_I64, 1};
+  return d;
+}
+
+/* Approximate scores of ids[0..n) into w->sc. */
+static lik_status approx(const sctx *g, worker *w, const int64_t *ids, int64_t n, int64_t lq,
+                         int64_t lqp, int prune) {
+  const lik_plaid_index *ix = g->ix;
+  int64_t maxlen;
+  lik_status st = gather(ix, w, ids, n, prune ? w->cmax : NULL, g->q->threshold, 0, &maxlen);
+  if (st) return st;
+  if (!GROW(w, sc, cap_sc, n)) return nomem("the approximate scores");
+  lik_approx_problem p;
+  memset(&p, 0, sizeof p);
+  p.cs = w->cs;
+  p.cs_dtype = LIK_F32;
+  p.nq = 1;
+  p.lq = lq;
+  p.ncent = ix->ncent;
+  p.cs_ss = 1;
+  p.cs_sc = lqp;
+  p.d = packed(w, n, maxlen, ix->width, 0);
+  p.scores = w->sc;
+  p.score_sj = 1;
+  p.call = g->q->call;
+  p.call.num_threads = g->inner;
+  p.call.normalize = 0;
+  return lik_cpu_plaid_approx(&p);
+}
+
+/* The m best of ids[0..n) by w->sc into w->sel, ascending ids. */
+static lik_status select_best(worker *w, const int64_t *ids, int64_t n, int64_t m) {
+  if (!GROW(w, hits, cap_hits, n) || !GROW(w, sel, cap_sel, n)) return nomem("the ranking");
+  for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
+  lik_hits_sort(w->hits, n);
+  if (m > n) m = n;
+  for (int64_t i = 0; i < m; i++) w->sel[i] = w->hits[i].i;
+  qsort(w->sel, (size_t)m, sizeof(int64_t), cmp_i64);
+  return LIK_OK;
+}
+
+static void write_row(const lik_plaid_query *q, int64_t qi, const lik_hit *h, int64_t n) {
+  for (int64_t r = 0; r < q->top_k; r++) {
+    q->scores[qi * q->s_i + r * q->s_k] = r < n ? h[r].s : -INFINITY;
+    q->ids[qi * q->i_i + r * q->i_k] = r < n ? h[r].i : -1;
+  }
+}
+
+static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
+  const lik_plaid_index *ix = g->ix;
+  const lik_plaid_query *q = g->q;
+  const int64_t K = ix->ncent;
+  const int64_t lq = q->q_lengths.data ? lik_index_at(&q->q_lengths, qi) : q->q.len;
+  const int64_t lqp = (lq + LB - 1) / LB * LB;
+  if (lq == 0 || ix->ndocs == 0) {
+    write_row(q, qi, NULL, 0);
+    return LIK_OK;
+  }
+  lik_status st = LIK_OK;
+  load_query(g, w, qi, lq, lqp);
+  lik_cpu_centroid_scores(q->call.context, g->inner, w->qt, lqp, ix->cent_f32, K, ix->dim, w->cs);
+
+  /* subset: its sorted unique ids, their bits, the centroids they use */
+  int64_t nsub = 0;
+  const int has_sub = q->has_subset;
+  if (has_sub) {
+    const int64_t a = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi) : 0;
+    const int64_t b = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi + 1) : q->subset_n;
+    if (!GROW(w, sub, cap_sub, b - a + 1)) return nomem("the subset");
+    for (int64_t i = a; i < b; i++) w->sub[i - a] = lik_index_at(&q->subset, i);
+    qsort(w->sub, (size_t)(b - a), sizeof(int64_t), cmp_i64);
+    for (int64_t i = 0; i < b - a; i++)
+      if (nsub == 0 || w->sub[i] != w->sub[nsub - 1]) w->sub[nsub++] = w->sub[i];
+    memset(w->allowed, 0, (size_t)K);
+    for (int64_t i = 0; i < nsub; i++) {
+      const int64_t j = w->sub[i];
+      w->inset[j >> 6] |= (uint64_t)1 << (j & 63);
+      const lik_pseg *s = &ix->segs[ix->doc_seg[j]];
+      for (int64_t t = ix->doc_off[j] - s->tok0; t < ix->doc_off[j + 1] - s->tok0; t++) {
+        const int64_t c = lik_pseg_code(s, t);
+        if (c < 0 || c >= K) {
+          st = lik_fail(LIK_ERR_VALUE, "PLAID index: document %lld: code %lld is outside "
+                        "[0, K=%lld) (a corrupt codes file)", (long long)j, (long long)c,
+                        (long long)K);
+          goto done;
+        }
+        w->allowed[c] = 1;
+      }
+    }
+  }
+
+  /* probing: the n_probe best (allowed) cells of every non-zero token */
+  int64_t ncells = 0;
+  for (int64_t s = 0; s < lq; s++) {
+    if (w->zero[s]) continue;
+    int64_t nh = 0;
+    for (int64_t c = 0; c < K; c++)
+      if (!has_sub || w->allowed[c]) heap_push(w->heap, &nh, q->n_probe, (lik_hit){w->cs[c * lqp + s], c});
+    for (int64_t h = 0; h < nh; h++) {
+      const int64_t c = w->heap[h].i;
+      if (!w->cellmark[c]) {
+        w->cellmark[c] = 1;
+        w->cells[ncells++] = c;
+      }
+    }
+  }
+  /* candidates: the union of the probed lists (in the subset) */
+  int64_t ncand = 0;
+  for (int64_t i = 0; i < ncells; i++) {
+    const int64_t c = w->cells[i];
+    w->cellmark[c] = 0;
+    const int64_t *l = ix->ivf + ix->ivf_off[c];
+    const int64_t n = ix->ivf_off[c + 1] - ix->ivf_off[c];
+    if (!GROW(w, cand, cap_cand, ncand + n + 1)) {
+      for (int64_t r = i + 1; r < ncells; r++) w->cellmark[w->cells[r]] = 0;
+      st = nomem("the candidates");
+      goto done;
+    }
+    for (int64_t k = 0; k < n; k++) {
+      const int64_t j = l[k];
+      const uint64_t bit = (uint64_t)1 << (j & 63);
+      if (w->seen[j >> 6] & bit) continue;
+      if (has_sub && !(w->inset[j >> 6] & bit)) continue;
+      w->seen[j >> 6] |= bit;
+      w->cand[ncand++] = j;
+    }
+  }
+  for (int64_t i = 0; i < ncand; i++) w->seen[w->cand[i] >> 6] = 0;
+  if (ncand == 0) {
+    write_row(q, qi, NULL, 0);
+    goto done;
+  }
+  qsort(w->cand, (size_t)ncand, sizeof(int64_t), cmp_i64);
+
+  /* approximate stages */
+  const int64_t n_exact = q->top_k > q->n_full / 4 ? q->top_k : q->n_full / 4;
+  const int64_t *ids = w->cand;
+  int64_t n = ncand;
+  if (q->prune && n > n_exact) {
+    for (int64_t c = 0; c < K; c++) {
+      float m = -INFINITY;
+      for (int64_t s = 0; s < lq; s++) m = fmaxf(m, w->cs[c * lqp + s]);
+      w->cmax[c] = m;
+    }
+    if ((st = approx(g, w, ids, n, lq, lqp, 1)) || (st = select_best(w, ids, n, q->n_full)))
+      goto done;
+    n = n < q->n_full ? n : q->n_full;
+    /* the survivors, re-scored without pruning: w->sel -> w->cand */
+    memcpy(w->cand, w->sel, (size_t)n * sizeof(int64_t));
+  }
+  if (n > n_exact) {
+    if ((st = approx(g, w, ids, n, lq, lqp, 0)) || (st = select_best(w, ids, n, n_exact)))
+      goto done;
+    n = n_exact;
+    ids = w->sel;
+  }
+
+  /* exact residual MaxSim of the n survivors */
+  int64_t maxlen;
+  if ((st = gather(ix, w, ids, n, NULL, 0, 1, &maxlen))) goto done;
+  if (!GROW(w, sc, cap_sc, n) || !GROW(w, hits, cap_hits, n)) {
+    st = nomem("the exact scores");
+    goto done;
+  }
+  lik_residual_problem p;
+  memset(&p, 0, sizeof p);
+  p.q = q->q;
+  p.q.data = (const char *)q->q.data +
+             (ptrdiff_t)(qi * q->q.sn) * (ptrdiff_t)(q->q.dtype == LIK_F64   ? 8
+                                                     : q->q.dtype == LIK_F32 ? 4
+                                                                             : 2);
+  p.q.count = 1;
+  p.q.len = lq;
+  lik_plaid_codec_view(ix, &p.codec);
+  p.d = packed(w, n, maxlen, ix->width, 1);
+  p.scores = w->sc;
+  p.score_sj = 1;
+  p.call = q->call;
+  p.call.num_threads = g->inner;
+  p.call.normalize = 1;
+  if ((st = lik_cpu_maxsim_residual(&p))) goto done;
+  for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
+  lik_hits_sort(w->hits, n);
+  write_row(q, qi, w->hits, n);
+done:
+  if (has_sub)
+    for (int64_t i = 0; i < nsub; i++) w->inset[w->sub[i] >> 6] = 0;
+  return st;
+}
+
+static void query_task(void *ctx, int tid, int64_t qi) {
+  const sctx *g = (const sctx *)ctx;
+  worker *w = &g->w[tid];
+  if (w->err_q < qi) return; /* this worker failed on an earlier query */
+  const lik_status st = search_one(g, w, qi);
+  if (st && qi < w->err_q) {
+    w->err_q = qi;
+    w->err_st = st;
+    snprintf(w->err, sizeof w->err, "%s", lik_last_error());
+  }
+}
+
+lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q) {
+  const int64_t nq = q->q.count;
+  int nth = q->call.num_threads < 1 ? 1 : q->call.num_threads;
+  if (nth > 256) nth = 256;
+  const int outer = nq >= nth && nth > 1;
+  const int nw = outer ? nth : 1;
+  sctx g;
+  g.ix = ix;
+  g.q = q;
+  g.inner = outer ? 1 : nth;
+  g.lqmax = q->q.len;
+  g.w = (worker *)calloc((size_t)nw, sizeof(worker));
+  if (!g.w) return nomem("its workers");
+  lik_status st = LIK_OK;
+  for (int i = 0; i < nw; i++)
+    if (!worker_init(&g.w[i], ix, g.lqmax, q->n_probe)) {
+      st = nomem("per-thread tables (centroid scores, document bitmaps)");
+      break;
+    }
+  if (!st) {
+    if (outer) lik_parallel_run(nth, nq, query_task, &g);
+    else
+      for (int64_t qi = 0; qi < nq; qi++) query_task(&g, 0, qi);
+    int64_t bq = INT64_MAX;
+    int bw = -1;
+    for (int i = 0; i < nw; i++)
+      if (g.w[i].err_q < bq) {
+        bq = g.w[i].err_q;
+        bw = i;
+      }
+    if (bw >= 0) st = lik_fail(g.w[bw].err_st, "query %lld: %s", (long long)bq, g.w[bw].err);
+  }
+  for (int i = 0; i < nw; i++) worker_free(&g.w[i]);
+  free(g.w);
+  return st;
+}

@@ -1,0 +1,915 @@
+/*
+ * test_plaid_index.c — the PLAID index (lik_plaid_index_*, lik_experimental.h)
+ * through the public API: build / save / load round trips (bitwise), thread
+ * invariance, add in parts == add at once, search semantics against the
+ * residual scorer (the degenerate parameters make search exact), subsets,
+ * ties, short results, argument errors, missing / corrupt / inconsistent
+ * files (a clear error, never a crash: a byte-flip loop runs under ASan in
+ * scripts/sanitize.sh).  Random sizes from a fresh seed (LIK_TEST_SEED
+ * reproduces a run).
+ */
+#include "lik_test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lik_experimental.h"
+
+/* ---- files -------------------------------------------------------------------------- */
+
+static char g_tmp[256];
+
+static void path_of(char *out, size_t cap, const char *dir, const char *name) {
+  snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static uint8_t *read_all(const char *path, size_t *n) {
+  *n = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = malloc((size_t)sz + 1);
+  *n = fread(b, 1, (size_t)sz, f);
+  fclose(f);
+  return b;
+}
+
+static void write_all(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return;
+  fwrite(p, 1, n, f);
+  fclose(f);
+}
+
+static void rm_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char p[1024];
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      path_of(p, sizeof p, dir, e->d_name);
+      unlink(p);
+    }
+  closedir(d);
+  rmdir(dir);
+}
+
+static void copy_dir(const char *src, const char *dst) {
+  rm_dir(dst);
+  mkdir(dst, 0777);
+  DIR *d = opendir(src);
+  struct dirent *e;
+  char p[1024], q[1024];
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      path_of(p, sizeof p, src, e->d_name);
+      path_of(q, sizeof q, dst, e->d_name);
+      size_t n;
+      uint8_t *b = read_all(p, &n);
+      if (b) write_all(q, b, n);
+      free(b);
+    }
+  if (d) closedir(d);
+}
+
+/* 1 when the two folders hold the same files with the same bytes. */
+static int same_dir(const char *a, const char *b) {
+  DIR *d = opendir(a);
+  struct dirent *e;
+  int same = d != NULL, na = 0, nb = 0;
+  char p[1024], q[1024];
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      na++;
+      path_of(p, sizeof p, a, e->d_name);
+      path_of(q, sizeof q, b, e->d_name);
+      size_t n1 = 0, n2 = 0;
+      uint8_t *x = read_all(p, &n1), *y = read_all(q, &n2);
+      if (!x || !y || n1 != n2 || memcmp(x, y, n1)) {
+        if (same) printf("    differs: %s\n", e->d_name);
+        same = 0;
+      }
+      free(x);
+      free(y);
+    }
+  if (d) closedir(d);
+  d = opendir(b);
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') nb++;
+  if (d) closedir(d);
+  return same && na == nb;
+}
+
+/* The data of a .npy file written by lik (C order, little-endian). */
+static void *npy_data(const char *dir, const char *name, size_t *bytes, uint8_t **whole) {
+  char p[1024];
+  path_of(p, sizeof p, dir, name);
+  size_t n = 0;
+  uint8_t *b = read_all(p, &n);
+  *whole = b;
+  if (!b || n < 10) return NULL;
+  const size_t off = 10 + (size_t)(b[8] | b[9] << 8);
+  *bytes = n - off;
+  return b + off;
+}
+
+/* ---- a corpus ------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t n, d, T;
+  float *x;    /* [T][d], unit rows (some repeated documents for ties) */
+  int64_t *cu; /* [n + 1] */
+} corpus;
+
+/* n documents of 0..maxlen tokens around `nclusters` random directions. */
+static corpus make_corpus(int64_t n, int64_t d, int64_t maxlen, int nclusters) {
+  corpus c;
+  c.n = n;
+  c.d = d;
+  c.cu = malloc((size_t)(n + 1) * sizeof(int64_t));
+  c.cu[0] = 0;
+  for (int64_t j = 0; j < n; j++) c.cu[j + 1] = c.cu[j] + (rng_chance(0.05) ? 0 : rng_int(1, maxlen));
+  c.T = c.cu[n];
+  c.x = malloc((size_t)(c.T * d + 1) * sizeof(float));
+  float *dirs = malloc((size_t)(nclusters * d) * sizeof(float));
+  for (int64_t i = 0; i < nclusters * d; i++) dirs[i] = (float)rng_range(-1, 1);
+  for (int64_t t = 0; t < c.T; t++) {
+    const float *u = dirs + rng_int(0, nclusters - 1) * d;
+    double ss = 0;
+    for (int64_t k = 0; k < d; k++) {
+      c.x[t * d + k] = u[k] + (float)rng_range(-0.35, 0.35);
+      ss += (double)c.x[t * d + k] * c.x[t * d + k];
+    }
+    for (int64_t k = 0; k < d; k++) c.x[t * d + k] = (float)(c.x[t * d + k] / sqrt(ss));
+  }
+  /* a few documents repeat an earlier one of the same length (exact ties) */
+  for (int64_t j = 1; j < n; j++)
+    if (rng_chance(0.08)) {
+      const int64_t i = rng_int(0, j - 1);
+      if (c.cu[i + 1] - c.cu[i] == c.cu[j + 1] - c.cu[j])
+        memcpy(c.x + c.cu[j] * d, c.x + c.cu[i] * d, (size_t)((c.cu[j + 1] - c.cu[j]) * d) * sizeof(float));
+    }
+  free(dirs);
+  return c;
+}
+
+static void corpus_free(corpus *c) {
+  free(c->x);
+  free(c->cu);
+}
+
+static lik_tensor t2(void *p, lik_dtype dt, int64_t a, int64_t b) {
+  lik_tensor t = {p, dt, 2, {a, b}, {b, 1}, LIK_CPU, 0};
+  return t;
+}
+static lik_tensor t1(void *p, lik_dtype dt, int64_t a) {
+  lik_tensor t = {p, dt, 1, {a}, {1}, LIK_CPU, 0};
+  return t;
+}
+static lik_tensor t3(void *p, lik_dtype dt, int64_t a, int64_t b, int64_t c) {
+  lik_tensor t = {p, dt, 3, {a, b, c}, {b * c, c, 1}, LIK_CPU, 0};
+  return t;
+}
+
+static lik_plaid_index *build(const corpus *c, int nbits, int threads, int64_t chunk) {
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  o.nbits = nbits;
+  o.num_threads = threads;
+  o.seed = g_seed;
+  o.chunk_docs = chunk;
+  lik_tensor X = t2(c->x, LIK_F32, c->T, c->d), cu = t1(c->cu, LIK_I64, c->n + 1);
+  lik_plaid_index *ix = NULL;
+  lik_status st = lik_plaid_index_build(&X, &cu, &o, &ix);
+  CHECK(st == LIK_OK && ix, "build: %s: %s", lik_status_string(st), lik_last_error());
+  return ix;
+}
+
+typedef struct {
+  int64_t nq, lq, k;
+  float *q;          /* [nq][lq][d] */
+  int64_t *qlen;     /* [nq] */
+  float *s;          /* [nq][k] */
+  int64_t *i;
+} queries;
+
+static queries make_queries(const corpus *c, int64_t nq, int64_t lq, int64_t k) {
+  queries q;
+  q.nq = nq;
+  q.lq = lq;
+  q.k = k;
+  q.q = malloc((size_t)(nq * lq * c->d) * sizeof(float));
+  q.qlen = malloc((size_t)nq * sizeof(int64_t));
+  q.s = malloc((size_t)(nq * k) * sizeof(float));
+  q.i = malloc((size_t)(nq * k) * sizeof(int64_t));
+  for (int64_t i = 0; i < nq; i++) {
+    q.qlen[i] = rng_int(i == 0 ? 0 : 1, lq);
+    for (int64_t s = 0; s < lq * c->d; s++) /* a corpus token plus noise */
+      q.q[i * lq * c->d + s] = (float)rng_range(-0.3, 0.3);
+    for (int64_t s = 0; s < lq && c->T; s++) {
+      const int64_t t = rng_int(0, c->T - 1);
+      for (int64_t k2 = 0; k2 < c->d; k2++) q.q[(i * lq + s) * c->d + k2] += c->x[t * c->d + k2];
+    }
+  }
+  return q;
+}
+
+static void queries_free(queries *q) {
+  free(q->q);
+  free(q->qlen);
+  free(q->s);
+  free(q->i);
+}
+
+static lik_status search(const lik_plaid_index *ix, queries *q, int64_t d, const lik_plaid_search_params *p,
+                         const lik_tensor *subset, const lik_tensor *subset_cu) {
+  lik_tensor Q = t3(q->q, LIK_F32, q->nq, q->lq, d), ql = t1(q->qlen, LIK_I64, q->nq);
+  lik_tensor S = t2(q->s, LIK_F32, q->nq, q->k), I = t2(q->i, LIK_I64, q->nq, q->k);
+  lik_plaid_search_params pk = *p;
+  pk.top_k = q->k;
+  return lik_plaid_index_search(ix, &Q, &ql, subset, subset_cu, &pk, &S, &I);
+}
+
+/* ---- groups ------------------------------------------------------------------------------ */
+
+static const int64_t DIMS[] = {8, 16, 24, 32, 40, 64};
+
+static int pick_nbits(int64_t d) {
+  static const int nb[] = {1, 2, 4, 8};
+  for (;;) {
+    const int b = RNG_PICK(nb);
+    if ((d * b) % 8 == 0) return b;
+  }
+}
+
+static void group_roundtrip(void) {
+  group_begin("roundtrip");
+  for (int rep = 0; rep < 4; rep++) {
+    const int64_t d = RNG_PICK(DIMS), n = rng_int(20, 260);
+    const int nbits = pick_nbits(d);
+    case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
+    corpus c = make_corpus(n, d, 23, (int)rng_int(3, 12));
+    lik_plaid_index *ix = build(&c, nbits, (int)rng_int(1, 3), rng_int(7, 300));
+    if (!ix) {
+      corpus_free(&c);
+      continue;
+    }
+    lik_plaid_index_info info;
+    CHECK(lik_plaid_index_get_info(ix, &info) == LIK_OK && info.num_docs == n &&
+              info.num_tokens == c.T && info.dim == d && info.nbits == nbits && info.has_ivf,
+          "info: docs %lld tokens %lld", (long long)info.num_docs, (long long)info.num_tokens);
+    queries q = make_queries(&c, rng_int(1, 9), rng_int(1, 40), rng_int(1, 15));
+    lik_plaid_search_params p = {0};
+    p.n_ivf_probe = rng_int(1, 6);
+    p.n_full_scores = rng_int(4, 200);
+    p.num_threads = (int)rng_int(1, 3);
+    lik_status st = search(ix, &q, d, &p, NULL, NULL);
+    CHECK(st == LIK_OK, "search: %s", lik_last_error());
+    float *s0 = malloc((size_t)(q.nq * q.k) * sizeof(float));
+    int64_t *i0 = malloc((size_t)(q.nq * q.k) * sizeof(int64_t));
+    memcpy(s0, q.s, (size_t)(q.nq * q.k) * sizeof(float));
+    memcpy(i0, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t));
+    CHECK(q.qlen[0] || (q.i[0] == -1 && isinf(q.s[0])), "an empty query (length 0) has no results");
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/a", g_tmp);
+    snprintf(b, sizeof b, "%s/b", g_tmp);
+    rm_dir(a);
+    rm_dir(b);
+    st = lik_plaid_index_save(ix, a, NULL);
+    CHECK(st == LIK_OK, "save: %s", lik_last_error());
+    lik_plaid_index *lx = NULL;
+    st = lik_plaid_index_load(a, LIK_PLAID_LOAD_VERIFY, &lx);
+    CHECK(st == LIK_OK && lx, "load: %s", lik_last_error());
+    if (lx) {
+      p.num_threads = (int)rng_int(1, 3);
+      CHECK(search(lx, &q, d, &p, NULL, NULL) == LIK_OK, "search loaded: %s", lik_last_error());
+      CHECK(!memcmp(s0, q.s, (size_t)(q.nq * q.k) * sizeof(float)) &&
+                !memcmp(i0, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t)),
+            "loaded index searches differently");
+      CHECK(lik_plaid_index_save(lx, b, NULL) == LIK_OK, "save loaded: %s", lik_last_error());
+      CHECK(same_dir(a, b), "save(load(save(x))) differs from save(x)");
+      /* saved over its own folder (mapped files replaced by rename) */
+      CHECK(lik_plaid_index_save(lx, a, NULL) == LIK_OK, "save over itself: %s", lik_last_error());
+      CHECK(search(lx, &q, d, &p, NULL, NULL) == LIK_OK &&
+                !memcmp(i0, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t)),
+            "search after saving over the mapped folder");
+      CHECK(same_dir(a, b), "saving over its own folder changed the files");
+      lik_plaid_index_free(lx);
+    }
+    /* the same build with other thread counts writes the same files */
+    lik_plaid_index *ix2 = NULL;
+    lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+    o.nbits = nbits;
+    o.seed = g_seed;
+    o.num_threads = (int)rng_int(1, 4);
+    lik_tensor X = t2(c.x, LIK_F32, c.T, c.d), cu = t1(c.cu, LIK_I64, c.n + 1);
+    lik_plaid_index_info i1;
+    lik_plaid_index_get_info(ix, &i1);
+    o.chunk_docs = 1000000;
+    CHECK(lik_plaid_index_build(&X, &cu, &o, &ix2) == LIK_OK, "rebuild: %s", lik_last_error());
+    if (ix2) {
+      lik_plaid_index *ix3 = NULL;
+      o.num_threads = 1;
+      CHECK(lik_plaid_index_build(&X, &cu, &o, &ix3) == LIK_OK, "rebuild: %s", lik_last_error());
+      rm_dir(a);
+      rm_dir(b);
+      lik_plaid_index_save(ix2, a, NULL);
+      lik_plaid_index_save(ix3, b, NULL);
+      CHECK(same_dir(a, b), "the build depends on the thread count");
+      lik_plaid_index_free(ix3);
+      lik_plaid_index_free(ix2);
+    }
+    free(s0);
+    free(i0);
+    queries_free(&q);
+    lik_plaid_index_free(ix);
+    corpus_free(&c);
+  }
+  group_end();
+}
+
+static const int64_t *g_cu; /* the corpus of group_exact */
+
+/* Sorted (score desc, id asc) top-k of scores[n] over ids allowed (NULL: all),
+ * documents with tokens only (an empty document is never a candidate). */
+static int64_t exact_topk(const float *sc, int64_t n, const uint8_t *allowed, int64_t k,
+                          int64_t *out) {
+  int64_t m = 0;
+  for (int64_t r = 0; r < k; r++) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < n; j++) {
+      if (allowed && !allowed[j]) continue;
+      if (g_cu && g_cu[j + 1] == g_cu[j]) continue; /* no tokens: in no IVF list */
+      int used = 0;
+      for (int64_t u = 0; u < r && !used; u++) used = out[u] == j;
+      if (used) continue;
+      if (best < 0 || sc[j] > sc[best]) best = j;
+    }
+    if (best < 0) break;
+    out[m++] = best;
+  }
+  return m;
+}
+
+static void group_exact(void) {
+  group_begin("exact");
+  for (int rep = 0; rep < 4; rep++) {
+    const int64_t d = RNG_PICK(DIMS), n = rng_int(10, 150);
+    const int nbits = pick_nbits(d);
+    case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
+    corpus c = make_corpus(n, d, 17, (int)rng_int(2, 8));
+    g_cu = c.cu;
+    lik_plaid_index *ix = build(&c, nbits, 2, rng_int(5, 100));
+    if (!ix) {
+      corpus_free(&c);
+      continue;
+    }
+    char a[300];
+    snprintf(a, sizeof a, "%s/x", g_tmp);
+    rm_dir(a);
+    lik_plaid_index_save(ix, a, NULL);
+    size_t nc, nr, nw, ncen;
+    uint8_t *f1, *f2, *f3, *f4;
+    int64_t *codes = npy_data(a, "merged_codes.npy", &nc, &f1);
+    uint8_t *res = npy_data(a, "merged_residuals.npy", &nr, &f2);
+    float *w = npy_data(a, "bucket_weights.npy", &nw, &f3);
+    uint16_t *cent = npy_data(a, "centroids.npy", &ncen, &f4);
+    lik_plaid_index_info info;
+    lik_plaid_index_get_info(ix, &info);
+    queries q = make_queries(&c, rng_int(1, 6), rng_int(1, 20), rng_int(1, 12));
+    float *full = malloc((size_t)(q.nq * n) * sizeof(float));
+    lik_tensor ct = t2(cent, LIK_F16, info.num_centroids, d), wt = t1(w, LIK_F32, 1 << nbits);
+    lik_codec codec = {&ct, NULL, &wt, nbits, LIK_RESIDUAL_COLBERT};
+    lik_tensor codes_t = t1(codes, LIK_I64, c.T), res_t = t2(res, LIK_U8, c.T, d * nbits / 8),
+               cu_t = t1(c.cu, LIK_I64, n + 1);
+    lik_options opts = LIK_OPTIONS_INIT;
+    opts.normalize = 1;
+    /* the same degenerate search, with and without subsets */
+    lik_plaid_search_params p = {0};
+    p.n_ivf_probe = info.num_centroids;
+    p.n_full_scores = 4 * n + rng_int(0, 10);
+    p.num_threads = (int)rng_int(1, 3);
+    if (rng_chance(0.5)) {
+      p.prune = 1;
+      p.centroid_score_threshold = -2.0f; /* prunes nothing */
+    }
+    CHECK(search(ix, &q, d, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+    int64_t *want = malloc((size_t)(q.k + n) * sizeof(int64_t));
+    uint8_t *allowed = calloc((size_t)n, 1);
+    int64_t *sub = malloc((size_t)(2 * n + 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < q.nq; i++) {
+      lik_tensor Qi = t2(q.q + i * q.lq * d, LIK_F32, q.qlen[i], d), si = t1(full + i * n, LIK_F32, n);
+      CHECK(lik_maxsim_residual_varlen(&Qi, &codec, &codes_t, &res_t, &cu_t, &opts, &si, NULL) == LIK_OK,
+            "reference: %s", lik_last_error());
+      const int64_t m = q.qlen[i] ? exact_topk(full + i * n, n, NULL, q.k, want) : 0;
+      for (int64_t r = 0; r < q.k; r++) {
+        const int64_t id = q.i[i * q.k + r];
+        if (r < m)
+          CHECK(id == want[r] && q.s[i * q.k + r] == full[i * n + want[r]],
+                "query %lld rank %lld: id %lld score %.9g, expected id %lld score %.9g", (long long)i,
+                (long long)r, (long long)id, q.s[i * q.k + r], (long long)want[r], full[i * n + want[r]]);
+        else
+          CHECK(id == -1 && q.s[i * q.k + r] == -INFINITY, "query %lld rank %lld: expected no result",
+                (long long)i, (long long)r);
+      }
+    }
+    /* one subset for every query (with duplicates) */
+    int64_t ns = rng_int(0, n);
+    for (int64_t s = 0; s < ns; s++) sub[s] = rng_int(0, n - 1);
+    lik_tensor st1 = t1(sub, LIK_I64, ns);
+    CHECK(search(ix, &q, d, &p, &st1, NULL) == LIK_OK, "search subset: %s", lik_last_error());
+    memset(allowed, 0, (size_t)n);
+    for (int64_t s = 0; s < ns; s++) allowed[sub[s]] = 1;
+    for (int64_t i = 0; i < q.nq; i++) {
+      const int64_t m = q.qlen[i] ? exact_topk(full + i * n, n, allowed, q.k, want) : 0;
+      for (int64_t r = 0; r < q.k; r++)
+        CHECK(q.i[i * q.k + r] == (r < m ? want[r] : -1), "subset query %lld rank %lld: id %lld, expected %lld",
+              (long long)i, (long long)r, (long long)q.i[i * q.k + r], (long long)(r < m ? want[r] : -1));
+    }
+    /* per-query subsets */
+    int64_t *scu = malloc((size_t)(q.nq + 1) * sizeof(int64_t));
+    scu[0] = 0;
+    for (int64_t i = 0; i < q.nq; i++) scu[i + 1] = scu[i] + rng_int(0, n < 2 * n / (q.nq + 1) ? n : 2 * n / (q.nq + 1));
+    int64_t *sub2 = malloc((size_t)(scu[q.nq] + 1) * sizeof(int64_t));
+    for (int64_t s = 0; s < scu[q.nq]; s++) sub2[s] = rng_int(0, n - 1);
+    lik_tensor st2 = t1(sub2, LIK_I64, scu[q.nq]), scut = t1(scu, LIK_I64, q.nq + 1);
+    CHECK(search(ix, &q, d, &p, &st2, &scut) == LIK_OK, "search subsets: %s", lik_last_error());
+    for (int64_t i = 0; i < q.nq; i++) {
+      memset(allowed, 0, (size_t)n);
+      for (int64_t s = scu[i]; s < scu[i + 1]; s++) allowed[sub2[s]] = 1;
+      const int64_t m = q.qlen[i] ? exact_topk(full + i * n, n, allowed, q.k, want) : 0;
+      for (int64_t r = 0; r < q.k; r++)
+        CHECK(q.i[i * q.k + r] == (r < m ? want[r] : -1), "per-query subset %lld rank %lld", (long long)i,
+              (long long)r);
+    }
+    free(scu);
+    free(sub2);
+    free(sub);
+    free(allowed);
+    free(want);
+    free(full);
+    free(f1);
+    free(f2);
+    free(f3);
+    free(f4);
+    queries_free(&q);
+    lik_plaid_index_free(ix);
+    corpus_free(&c);
+  }
+  group_end();
+}
+
+static void group_add(void) {
+  group_begin("add");
+  for (int rep = 0; rep < 3; rep++) {
+    const int64_t d = RNG_PICK(DIMS), n = rng_int(30, 200);
+    const int nbits = pick_nbits(d);
+    case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
+    corpus c = make_corpus(n, d, 15, 6);
+    lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+    o.nbits = nbits;
+    o.seed = g_seed;
+    o.chunk_docs = rng_int(1, 3) == 1 ? 1000000 : rng_int(5, 40);
+    lik_tensor S = t2(c.x, LIK_F32, c.T < 300 ? c.T : 300, d);
+    lik_plaid_index *a = NULL, *b = NULL;
+    CHECK(lik_plaid_index_train(&S, &o, &a) == LIK_OK && lik_plaid_index_train(&S, &o, &b) == LIK_OK,
+          "train: %s", lik_last_error());
+    if (!a || !b) {
+      lik_plaid_index_free(a);
+      lik_plaid_index_free(b);
+      corpus_free(&c);
+      continue;
+    }
+    lik_tensor X = t2(c.x, LIK_F32, c.T, d), cu = t1(c.cu, LIK_I64, n + 1);
+    CHECK(lik_plaid_index_add(a, &X, &cu, &o) == LIK_OK, "add all: %s", lik_last_error());
+    /* b: three parts; the middle one through a save / load */
+    const int64_t j1 = rng_int(0, n), j2 = rng_int(j1, n);
+    const int64_t cuts[4] = {0, j1, j2, n};
+    for (int part = 0; part < 3; part++) {
+      const int64_t a0 = cuts[part], a1 = cuts[part + 1];
+      int64_t *pc = malloc((size_t)(a1 - a0 + 1) * sizeof(int64_t));
+      for (int64_t j = a0; j <= a1; j++) pc[j - a0] = c.cu[j] - c.cu[a0];
+      lik_tensor Xp = t2(c.x + c.cu[a0] * d, LIK_F32, c.cu[a1] - c.cu[a0], d),
+                 cp = t1(pc, LIK_I64, a1 - a0 + 1);
+      CHECK(lik_plaid_index_add(b, &Xp, &cp, &o) == LIK_OK, "add part %d: %s", part, lik_last_error());
+      free(pc);
+      if (part == 1) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/part", g_tmp);
+        rm_dir(p);
+        CHECK(lik_plaid_index_save(b, p, NULL) == LIK_OK, "save: %s", lik_last_error());
+        lik_plaid_index_free(b);
+        b = NULL;
+        CHECK(lik_plaid_index_load(p, 0, &b) == LIK_OK, "load: %s", lik_last_error());
+        if (!b) break;
+      }
+    }
+    if (b) {
+      queries q = make_queries(&c, 5, 12, 8);
+      lik_plaid_search_params p = {0};
+      p.n_ivf_probe = 3;
+      p.n_full_scores = 40;
+      CHECK(search(a, &q, d, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+      float *s0 = malloc((size_t)(q.nq * q.k) * sizeof(float));
+      int64_t *i0 = malloc((size_t)(q.nq * q.k) * sizeof(int64_t));
+      memcpy(s0, q.s, (size_t)(q.nq * q.k) * sizeof(float));
+      memcpy(i0, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t));
+      CHECK(search(b, &q, d, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+      CHECK(!memcmp(s0, q.s, (size_t)(q.nq * q.k) * sizeof(float)) &&
+                !memcmp(i0, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t)),
+            "add in parts (with a save / load) searches differently from add at once");
+      char pa[300], pb[300];
+      snprintf(pa, sizeof pa, "%s/ea", g_tmp);
+      snprintf(pb, sizeof pb, "%s/eb", g_tmp);
+      rm_dir(pa);
+      rm_dir(pb);
+      lik_plaid_index_save(a, pa, NULL);
+      lik_plaid_index_save(b, pb, NULL);
+      size_t n1, n2;
+      uint8_t *w1, *w2;
+      void *v1 = npy_data(pa, "ivf.npy", &n1, &w1), *v2 = npy_data(pb, "ivf.npy", &n2, &w2);
+      CHECK(v1 && v2 && n1 == n2 && !memcmp(v1, v2, n1), "the IVF differs");
+      free(w1);
+      free(w2);
+      v1 = npy_data(pa, "merged_residuals.npy", &n1, &w1);
+      v2 = npy_data(pb, "merged_residuals.npy", &n2, &w2);
+      CHECK(v1 && v2 && n1 == n2 && !memcmp(v1, v2, n1), "the residuals differ");
+      free(w1);
+      free(w2);
+      free(s0);
+      free(i0);
+      queries_free(&q);
+    }
+    lik_plaid_index_free(a);
+    lik_plaid_index_free(b);
+    corpus_free(&c);
+  }
+  group_end();
+}
+
+#define EXPECT_FAIL(call, status, ...)                                                          \
+  do {                                                                                          \
+    const lik_status st_ = (call);                                                              \
+    CHECK(st_ == (status) && lik_last_error()[0], "%s: got %s (%s)", #call, lik_status_string(st_), \
+          lik_last_error());                                                                    \
+  } while (0)
+
+static void group_errors(void) {
+  group_begin("errors");
+  case_begin("arguments");
+  corpus c = make_corpus(40, 16, 9, 4);
+  lik_plaid_index *ix = build(&c, 2, 1, 100);
+  if (!ix) {
+    corpus_free(&c);
+    group_end();
+    return;
+  }
+  lik_tensor X = t2(c.x, LIK_F32, c.T, 16), cu = t1(c.cu, LIK_I64, 41);
+  lik_plaid_index *out = NULL;
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, NULL), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_build(NULL, &cu, &o, &out), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_build(&X, NULL, &o, &out), LIK_ERR_NULL);
+  o.nbits = 3;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, &out), LIK_ERR_VALUE);
+  o.nbits = 2;
+  o.kmeans_niters = -1;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, &out), LIK_ERR_VALUE);
+  o.kmeans_niters = 4;
+  lik_tensor X5 = t2(c.x, LIK_F32, c.T, 5); /* 5 * 2 bits */
+  EXPECT_FAIL(lik_plaid_index_build(&X5, &cu, &o, &out), LIK_ERR_VALUE);
+  int64_t cubad[3] = {0, c.T + 1, c.T}; /* not non-decreasing */
+  lik_tensor cub = t1(cubad, LIK_I64, 3);
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cub, &o, &out), LIK_ERR_VALUE);
+  lik_tensor Xc = X;
+  Xc.device = LIK_CUDA;
+  lik_tensor cuc = cu;
+  cuc.device = LIK_CUDA;
+  EXPECT_FAIL(lik_plaid_index_build(&Xc, &cuc, &o, &out), LIK_ERR_UNSUPPORTED);
+  float keep = c.x[3];
+  c.x[3] = NAN;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, &out), LIK_ERR_VALUE);
+  lik_plaid_index_info before, after;
+  lik_plaid_index_get_info(ix, &before);
+  EXPECT_FAIL(lik_plaid_index_add(ix, &X, &cu, &o), LIK_ERR_VALUE);
+  lik_plaid_index_get_info(ix, &after);
+  CHECK(after.num_docs == before.num_docs && after.num_tokens == before.num_tokens,
+        "a failed add changed the index");
+  c.x[3] = keep;
+  lik_tensor X8 = t2(c.x, LIK_F32, c.T / 2, 8);
+  lik_tensor cu8 = t1(c.cu, LIK_I64, 2);
+  int64_t cu8v[2] = {0, c.T / 2};
+  cu8.data = cu8v;
+  EXPECT_FAIL(lik_plaid_index_add(ix, &X8, &cu8, &o), LIK_ERR_SHAPE);
+  EXPECT_FAIL(lik_plaid_index_add(NULL, &X, &cu, &o), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_save(ix, NULL, NULL), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_save(ix, "/proc/no/such/dir", NULL), LIK_ERR_VALUE);
+  int64_t ids[3] = {1, 2, 3};
+  lik_tensor idt = t1(ids, LIK_I64, 3);
+  EXPECT_FAIL(lik_plaid_index_save(ix, g_tmp, &idt), LIK_ERR_SHAPE);
+  EXPECT_FAIL(lik_plaid_index_load(NULL, 0, &out), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_load(g_tmp, 0, NULL), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_load(g_tmp, 8, &out), LIK_ERR_VALUE);
+  EXPECT_FAIL(lik_plaid_index_load("/no/such/index", 0, &out), LIK_ERR_VALUE);
+  EXPECT_FAIL(lik_plaid_index_get_info(NULL, &before), LIK_ERR_NULL);
+
+  queries q = make_queries(&c, 3, 5, 4);
+  lik_tensor Q = t3(q.q, LIK_F32, 3, 5, 16), S = t2(q.s, LIK_F32, 3, 4), I = t2(q.i, LIK_I64, 3, 4);
+  lik_plaid_search_params p = {0};
+  p.top_k = 4;
+  CHECK(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &I) == LIK_OK, "valid search: %s",
+        lik_last_error());
+  EXPECT_FAIL(lik_plaid_index_search(NULL, &Q, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_search(ix, NULL, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_NULL);
+  p.top_k = 5;
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_SHAPE);
+  p.top_k = -1;
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_VALUE);
+  p.top_k = 4;
+  p.prune = 1;
+  p.centroid_score_threshold = NAN;
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_VALUE);
+  p.prune = 0;
+  lik_tensor Q8 = t3(q.q, LIK_F32, 3, 5, 8);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q8, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_SHAPE);
+  int64_t ql[3] = {1, 6, 2};
+  lik_tensor qlt = t1(ql, LIK_I64, 3);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, &qlt, NULL, NULL, &p, &S, &I), LIK_ERR_VALUE);
+  int64_t sub[2] = {0, 40};
+  lik_tensor sbt = t1(sub, LIK_I64, 2);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, &sbt, NULL, &p, &S, &I), LIK_ERR_VALUE);
+  sub[1] = 39;
+  int64_t scu[3] = {0, 1, 2};
+  lik_tensor scut = t1(scu, LIK_I64, 3);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, &sbt, &scut, &p, &S, &I), LIK_ERR_SHAPE);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, &scut, &p, &S, &I), LIK_ERR_NULL);
+  lik_tensor Ib = t2(q.i, LIK_I32, 3, 4);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &Ib), LIK_ERR_DTYPE);
+  lik_tensor Qc = Q, Sc = S, Ic = I;
+  Qc.device = Sc.device = Ic.device = LIK_CUDA;
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Qc, NULL, NULL, NULL, &p, &Sc, &Ic), LIK_ERR_UNSUPPORTED);
+  queries_free(&q);
+  lik_plaid_index_free(ix);
+  corpus_free(&c);
+  group_end();
+}
+
+/* ---- files: missing, inconsistent, corrupt --------------------------------------------------- */
+
+static void group_files(void) {
+  group_begin("files");
+  corpus c = make_corpus(60, 16, 11, 5);
+  lik_plaid_index *ix = build(&c, 2, 2, 25);
+  if (!ix) {
+    corpus_free(&c);
+    group_end();
+    return;
+  }
+  char good[300], bad[300], p[600];
+  snprintf(good, sizeof good, "%s/good", g_tmp);
+  snprintf(bad, sizeof bad, "%s/bad", g_tmp);
+  rm_dir(good);
+  CHECK(lik_plaid_index_save(ix, good, NULL) == LIK_OK, "save: %s", lik_last_error());
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  queries q = make_queries(&c, 2, 6, 5);
+  lik_plaid_search_params sp = {0};
+  sp.n_ivf_probe = info.num_centroids;
+  sp.n_full_scores = 1000;
+  static const char *needed[] = {"metadata.json", "centroids.npy", "bucket_cutoffs.npy",
+                                 "bucket_weights.npy", "doclens.1.json", "merged_codes.npy",
+                                 "merged_residuals.npy", "ivf.npy"};
+  for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+    case_begin("missing %s", needed[i]);
+    copy_dir(good, bad);
+    path_of(p, sizeof p, bad, needed[i]);
+    unlink(p);
+    lik_plaid_index *lx = NULL;
+    const lik_status st = lik_plaid_index_load(bad, 0, &lx);
+    CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), needed[i]) && !lx,
+          "load without %s: %s (%s)", needed[i], lik_status_string(st), lik_last_error());
+    lik_plaid_index_free(lx);
+  }
+  /* edits of single files: each must fail with the file named */
+#define E(f, t, n) {f, t, sizeof(t) - 1, n}
+  static const struct {
+    const char *file, *text;
+    size_t len;
+    const char *named;
+  } edits[] = {
+      E("metadata.json", "{\"nbits\": 3, \"num_chunks\": 3}", "nbits"),
+      E("metadata.json", "{\"nbits\": 2}", "num_chunks"),
+      E("metadata.json", "{\"nbits\": 2, \"num_chunks\": 3, \"num_documents\": 61}", "num_documents"),
+      E("metadata.json", "{\"nbits\": 2, \"num_chunks\": 3, \"num_embeddings\": 1}", "num_embeddings"),
+      E("metadata.json", "{\"nbits\": 2, \"num_chunks\": 3", "metadata.json"),
+      E("metadata.json", "[1, 2]", "metadata.json"),
+      E("metadata.json", "{\"nbits\": 2, \"num_chunks\": 4}", "doclens.3.json"),
+      E("doclens.0.json", "[1, 2, -3]", "doclens.0.json"),
+      E("doclens.0.json", "[1, 2, 3.5]", "doclens.0.json"),
+      E("doclens.0.json", "[1, 2, 99999999999]", "doclens.0.json"),
+      E("doclens.0.json", "[1, 2,]", "doclens.0.json"),
+      E("doclens.2.json", "[1000000]", "merged_codes.npy"),
+      E("centroids.npy", "\x93NUMPY\x01\x00\x20\x00{'descr': '<f2', 'fortran_order': False, 'shape': (3, 16), }", "centroids.npy"),
+      E("bucket_weights.npy", "\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}", "bucket_weights.npy"),
+      E("ivf_lengths.npy", "\x93NUMPY\x01\x00\x40\x00{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }             \n\x01\x00\x00\x00", "ivf_lengths.npy"),
+      E("merged_codes.npy", "\x93NUMPY\x01\x00\x40\x00{'descr': '>i8', 'fortran_order': False, 'shape': (1,), }             \n", "merged_codes.npy"),
+      E("merged_codes.npy", "\x93NUMPY\x09\x00", "merged_codes.npy"),
+  };
+#undef E
+
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+    case_begin("edited %s: %s", edits[i].file, edits[i].text);
+    copy_dir(good, bad);
+    path_of(p, sizeof p, bad, edits[i].file);
+    write_all(p, edits[i].text, edits[i].len);
+    lik_plaid_index *lx = NULL;
+    const lik_status st = lik_plaid_index_load(bad, 0, &lx);
+    CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), edits[i].named) && !lx,
+          "load: %s (%s), expected the message to name %s", lik_status_string(st), lik_last_error(),
+          edits[i].named);
+    lik_plaid_index_free(lx);
+  }
+  /* truncations */
+  static const char *trunc[] = {"merged_residuals.npy", "merged_codes.npy", "ivf.npy", "centroids.npy"};
+  for (size_t i = 0; i < sizeof trunc / sizeof trunc[0]; i++) {
+    case_begin("truncated %s", trunc[i]);
+    copy_dir(good, bad);
+    path_of(p, sizeof p, bad, trunc[i]);
+    size_t n;
+    uint8_t *b = read_all(p, &n);
+    write_all(p, b, n - 3);
+    free(b);
+    lik_plaid_index *lx = NULL;
+    const lik_status st = lik_plaid_index_load(bad, 0, &lx);
+    CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), trunc[i]), "load: %s (%s)",
+          lik_status_string(st), lik_last_error());
+    lik_plaid_index_free(lx);
+  }
+  /* a code out of range: VERIFY finds it at load; otherwise the search reading it */
+  case_begin("corrupt code");
+  copy_dir(good, bad);
+  path_of(p, sizeof p, bad, "merged_codes.npy");
+  size_t n = 0;
+  uint8_t *b = read_all(p, &n);
+  const int64_t badcode = info.num_centroids + 5;
+  const size_t off = 10 + (size_t)(b[8] | b[9] << 8);
+  for (size_t t = off; t + 8 <= n; t += 8) memcpy(b + t, &badcode, 8);
+  write_all(p, b, n);
+  free(b);
+  lik_plaid_index *lx = NULL;
+  EXPECT_FAIL(lik_plaid_index_load(bad, LIK_PLAID_LOAD_VERIFY, &lx), LIK_ERR_VALUE);
+  CHECK(lik_plaid_index_load(bad, 0, &lx) == LIK_OK, "load without verify: %s", lik_last_error());
+  if (lx) {
+    const lik_status st = search(lx, &q, 16, &sp, NULL, NULL);
+    CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), "code"), "search of a corrupt code: %s (%s)",
+          lik_status_string(st), lik_last_error());
+    lik_plaid_index_free(lx);
+  }
+  /* an IVF entry that is no document */
+  case_begin("ivf entry out of range");
+  copy_dir(good, bad);
+  path_of(p, sizeof p, bad, "ivf.npy");
+  b = read_all(p, &n);
+  const int64_t big = 1000;
+  memcpy(b + n - 8, &big, 8);
+  write_all(p, b, n);
+  free(b);
+  EXPECT_FAIL(lik_plaid_index_load(bad, 0, &lx), LIK_ERR_VALUE);
+  CHECK(strstr(lik_last_error(), "ivf.npy") != NULL, "message: %s", lik_last_error());
+  /* a per-chunk file wins over the merged one (older fast-plaid layout) */
+  case_begin("chunk files");
+  copy_dir(good, bad);
+  {
+    size_t nc, nr;
+    uint8_t *wc, *wr;
+    int64_t *codes = npy_data(good, "merged_codes.npy", &nc, &wc);
+    uint8_t *res = npy_data(good, "merged_residuals.npy", &nr, &wr);
+    /* chunk 0's tokens: the first doclens file's sum */
+    char dl[600];
+    path_of(dl, sizeof dl, good, "doclens.0.json");
+    uint8_t *txt = read_all(dl, &n);
+    int64_t tok = 0;
+    for (char *s = (char *)txt + 1; s && *s && *s != ']';) {
+      tok += strtoll(s, &s, 10);
+      if (*s == ',') s++;
+    }
+    free(txt);
+    char h[128];
+    int hl = snprintf(h, sizeof h, "{'descr': '<i8', 'fortran_order': False, 'shape': (%lld,), }", (long long)tok);
+    uint8_t pro[128] = "\x93NUMPY\x01\x00";
+    pro[8] = (uint8_t)(118);
+    pro[9] = 0;
+    memset(pro + 10, ' ', 118);
+    memcpy(pro + 10, h, (size_t)hl);
+    pro[127] = '\n';
+    path_of(p, sizeof p, bad, "0.codes.npy");
+    FILE *f = fopen(p, "wb");
+    fwrite(pro, 1, 128, f);
+    fwrite(codes, 8, (size_t)tok, f);
+    fclose(f);
+    hl = snprintf(h, sizeof h, "{'descr': '|u1', 'fortran_order': False, 'shape': (%lld, 4), }", (long long)tok);
+    memset(pro + 10, ' ', 118);
+    memcpy(pro + 10, h, (size_t)hl);
+    pro[127] = '\n';
+    path_of(p, sizeof p, bad, "0.residuals.npy");
+    f = fopen(p, "wb");
+    fwrite(pro, 1, 128, f);
+    fwrite(res, 4, (size_t)tok, f);
+    fclose(f);
+    /* poison the merged copy of chunk 0: the chunk files must be the ones read */
+    path_of(p, sizeof p, bad, "merged_codes.npy");
+    uint8_t *m = read_all(p, &n);
+    memset(m + 192, 0xff, (size_t)tok * 8);
+    write_all(p, m, n);
+    free(m);
+    free(wc);
+    free(wr);
+    CHECK(lik_plaid_index_load(bad, LIK_PLAID_LOAD_VERIFY, &lx) == LIK_OK, "load with chunk files: %s",
+          lik_last_error());
+    if (lx) {
+      CHECK(search(ix, &q, 16, &sp, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+      int64_t want[10];
+      memcpy(want, q.i, (size_t)(q.nq * q.k) * sizeof(int64_t));
+      CHECK(search(lx, &q, 16, &sp, NULL, NULL) == LIK_OK && !memcmp(want, q.i, (size_t)(q.nq * q.k) * 8),
+            "the chunk-file index searches differently: %s", lik_last_error());
+      /* saving it writes the merged layout and removes the chunk files */
+      char re[300];
+      snprintf(re, sizeof re, "%s/resaved", g_tmp);
+      rm_dir(re);
+      CHECK(lik_plaid_index_save(lx, re, NULL) == LIK_OK && same_dir(good, re), "resave differs");
+      lik_plaid_index_save(lx, bad, NULL);
+      path_of(p, sizeof p, bad, "0.codes.npy");
+      CHECK(access(p, F_OK) != 0, "0.codes.npy survived a save over the folder");
+      lik_plaid_index_free(lx);
+    }
+  }
+  /* byte flips anywhere: a status, never a crash (ASan checks the reads) */
+  case_begin("byte flips");
+  static const char *files[] = {"metadata.json", "centroids.npy", "bucket_cutoffs.npy",
+                                "bucket_weights.npy", "doclens.0.json", "doclens.2.json", "merged_codes.npy",
+                                "merged_residuals.npy", "ivf.npy", "ivf_lengths.npy",
+                                "avg_residual.npy"};
+  int ok = 0, failed = 0;
+  for (int it = 0; it < 60; it++) {
+    copy_dir(good, bad);
+    const char *f = RNG_PICK(files);
+    path_of(p, sizeof p, bad, f);
+    b = read_all(p, &n);
+    if (!b || !n) {
+      free(b);
+      continue;
+    }
+    const int nflip = (int)rng_int(1, 4);
+    const size_t lim = rng_chance(0.7) && n > 200 ? 200 : n; /* mostly the headers */
+    for (int k = 0; k < nflip; k++) b[rng_int(0, (int64_t)lim - 1)] ^= (uint8_t)rng_int(1, 255);
+    size_t keepn = rng_chance(0.2) ? (size_t)rng_int(0, (int64_t)n) : n;
+    write_all(p, b, keepn);
+    free(b);
+    const lik_status st = lik_plaid_index_load(bad, rng_chance(0.5) ? LIK_PLAID_LOAD_VERIFY : 0, &lx);
+    if (st == LIK_OK) {
+      ok++;
+      const lik_status s2 = search(lx, &q, 16, &sp, NULL, NULL);
+      CHECK(s2 == LIK_OK || (s2 == LIK_ERR_VALUE && lik_last_error()[0]), "search after a flip in %s: %s", f,
+            lik_status_string(s2));
+      lik_plaid_index_free(lx);
+    } else {
+      failed++;
+      CHECK(st == LIK_ERR_VALUE && lik_last_error()[0] && !lx, "flip in %s: %s (%s)", f,
+            lik_status_string(st), lik_last_error());
+    }
+  }
+  printf("    byte flips: %d loaded, %d refused\n", ok, failed);
+  queries_free(&q);
+  lik_plaid_index_free(ix);
+  corpus_free(&c);
+  group_end();
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  test_init("test_plaid_index");
+  snprintf(g_tmp, sizeof g_tmp, "/tmp/lik_test_plaid_XXXXXX");
+  if (!mkdtemp(g_tmp)) {
+    printf("cannot create a temporary folder\n");
+    return 1;
+  }
+  group_roundtrip();
+  group_exact();
+  group_add();
+  group_errors();
+  group_files();
+  static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "good", "bad", "resaved"};
+  for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", g_tmp, sub[i]);
+    rm_dir(p);
+  }
+  rmdir(g_tmp);
+  (void)argv;
+  return test_finish("test_plaid_index");
+}
