@@ -9,10 +9,19 @@
  * - A masked document token loses the max as -inf (it is never read), so
  *   negative similarities are honoured and NaN/Inf in masked tokens never
  *   influence a result.
- * - A query token with no valid document token contributes 0.
+ * - A query token with no valid document token contributes 0 (argmax -1).
+ * - Infinities are numbers: the max runs over the valid tokens' similarities,
+ *   so a similarity of -inf (an infinite input, or fp32 overflow of finite
+ *   inputs such as 1e20 * -1e20) is the max when no valid token scores
+ *   higher, and the query token then contributes -inf (argmax: the first
+ *   such token); +inf beats everything.  Contributions are summed as numbers
+ *   (+inf + -inf = NaN).  (CUDA fp32 runs as 3xTF32, which splits every
+ *   input in two: there an infinite fp32 input gives a NaN similarity, while
+ *   overflow of finite inputs gives +-inf as everywhere.)
  * - A NaN similarity never wins a max (comparisons with NaN are false): a
- *   valid token holding NaN is skipped as if masked.  Unlike torch.max, NaN
- *   does not propagate into the scores.
+ *   valid token holding NaN is skipped as if masked, so a query token whose
+ *   valid tokens all score NaN contributes 0.  Unlike torch.max, NaN does not
+ *   propagate into the scores.
  * - normalize != 0 applies per-token L2 normalisation x / max(||x||, 1e-12)
  *   to both sides, the norm computed in fp32 (fp64 for fp64 inputs), fused
  *   into the kernel.  As with torch.nn.functional.normalize, a token whose
@@ -26,9 +35,19 @@
  *   meaning), row-major logical order, any strides (transposed, sliced,
  *   broadcast with stride 0).  All offsets are 64-bit.
  * - The embedding dimension d is 1 .. INT32_MAX; sequence lengths up to
- *   INT32_MAX (argmax is int32).
+ *   INT32_MAX (argmax is int32).  These limits hold for every dtype, layout
+ *   and device (LIK_ERR_SHAPE; a packed sequence longer than INT32_MAX:
+ *   LIK_ERR_VALUE naming it).  A view whose strides reach more bytes than
+ *   int64 counts is LIK_ERR_SHAPE.  Every size computed from these numbers is
+ *   overflow-checked; scratch that cannot exist is LIK_ERR_ALLOC, never a
+ *   wrapped size.
  * - Outputs are caller-allocated views; the library writes only them.  An
- *   output may not have stride 0 over a dimension of size > 1 (LIK_ERR_SHAPE).
+ *   output's elements may not overlap (sorted by |stride|, each dimension of
+ *   size > 1 must step past what the smaller ones reach; so no stride 0 over
+ *   a dimension of size > 1): LIK_ERR_SHAPE.  An output's memory (the byte
+ *   range its view spans) may not intersect that of an input or of another
+ *   output of the call: LIK_ERR_VALUE naming both (e.g. "grad_Q: overlaps Q
+ *   in memory ...").  Inputs may share memory (Q and D may be one tensor).
  * - Every call returns lik_status.  On failure, lik_last_error() returns a
  *   message that names the argument and the sizes; nothing is written to
  *   stderr, nothing aborts, nothing leaks.  The message is thread-local.
@@ -80,7 +99,8 @@ typedef enum lik_status {
   LIK_ERR_NULL = 1,        /* a required pointer argument is NULL          */
   LIK_ERR_SHAPE = 2,       /* ndim / shape / size mismatch                 */
   LIK_ERR_DTYPE = 3,       /* unsupported or mismatched dtype              */
-  LIK_ERR_VALUE = 4,       /* bad scalar value (top_k <= 0, bad cu_seqlens)*/
+  LIK_ERR_VALUE = 4,       /* bad value (top_k <= 0, bad cu_seqlens, an
+                              output sharing memory with another tensor) */
   LIK_ERR_DEVICE = 5,      /* tensors on different / unsupported devices   */
   LIK_ERR_ALLOC = 6,       /* scratch allocation failed                    */
   LIK_ERR_UNSUPPORTED = 7, /* valid request this build cannot serve        */
@@ -169,13 +189,16 @@ typedef struct lik_options {
  *           (2-D Q: [Nd]; 2-D D: [Nq]; both: 0-d), KD [Nq, K].
  *   argmax  NULL or I32 with shape scores.shape + [Lq]: the winning document
  *           token per query token, -1 where the query token is masked or
- *           no document token is valid; lowest index on ties.
+ *           no valid document token wins (none is valid, or all score NaN);
+ *           lowest index on ties.
  *   opts    NULL or options (normalize, num_threads, stream).
  *
  * Nq, Nd, K = 0 give an empty result; Lq = 0 or Ld = 0 give zero scores.
  * Errors: LIK_ERR_NULL (Q, D or scores NULL), LIK_ERR_SHAPE (ndim, d, batch,
- * mask or output shapes), LIK_ERR_DTYPE (Q/D dtype differ or unsupported,
- * mask not BOOL/U8, scores not F32, argmax not I32), LIK_ERR_DEVICE,
+ * mask or output shapes, lengths, overlapping output elements),
+ * LIK_ERR_DTYPE (Q/D dtype differ or unsupported, mask not BOOL/U8, scores
+ * not F32, argmax not I32), LIK_ERR_VALUE (an output sharing memory with
+ * another tensor of the call), LIK_ERR_DEVICE,
  * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors in a build without CUDA),
  * LIK_ERR_CUDA.
  */

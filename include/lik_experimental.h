@@ -173,7 +173,9 @@ LIK_API lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor
  *   scores       F32 [Nq, Nd] ([Nd] for 2-D Q).  An empty document scores 0.
  *   argmax       NULL or I32 scores.shape + [Lq]: the winning token of the
  *                document per query token, lowest index on ties, -1 for an
- *                empty document.  A NaN similarity never wins.
+ *                empty document.  A NaN similarity never wins, and (unlike
+ *                lik_maxsim) neither does -inf: a query token whose tokens
+ *                all score -inf or NaN adds 0 (argmax -1).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (d of Q / centroids, residual width !=
  * d * nbits / 8, batch sizes, outputs), LIK_ERR_DTYPE, LIK_ERR_VALUE (nbits,
  * a length outside [0, Ld], a code outside [0, C), naming the entry),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # h200_check.sh — the lead's one-shot check on the lent H200, run from the
 # repository root there with a liblik.so built here (90a-real) in .gpubin/:
-#   GPU pytest (parity, all kernel families through lik.Context), a
-#   compute-sanitizer memcheck of the small cases, the host cost per call, and
+#   GPU pytest (forward parity over every kernel family through lik.Context,
+#   training, compressed scoring), compute-sanitizer memcheck of the small
+#   forward and training cases, the host cost per call, and
 #   the forward table's lik column (CUDA-graph timing, no peers).
 # Peer wheels (late-interaction-kernels, flash-maxsim) come from .whl/.
 set -uo pipefail
@@ -16,9 +17,11 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
 step "GPU pytest"
-python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 15
-step "memcheck (small cases)"
-compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/gpu/sanitize_small.py 2>&1 | tail -n 4
+python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 40
+for script in sanitize_small sanitize_train; do
+  step "memcheck ($script)"
+  compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/gpu/$script.py 2>&1 | tail -n 4
+done
 step "host cost per call"
 python3 bench/host_cost.py --out "$OUT/host_cost.json"
 step "forward table, lik column"

@@ -100,13 +100,16 @@ static void unmap_file(mapped_file *m) {
 
 static int checked_numel(const raw_array *a, int64_t *out) {
   int64_t n = 1;
-  for (int i = 0; i < a->ndim; i++) {
-    if (a->shape[i] < 0) return 1;
-    if (a->shape[i] != 0 && n > INT64_MAX / a->shape[i]) return 1;
-    n *= a->shape[i];
-  }
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] < 0 || __builtin_mul_overflow(n, a->shape[i], &n)) return 1;
   *out = n;
   return 0;
+}
+
+/* n elements of size bytes, zeroed (at least one element); NULL when the
+ * product overflows or memory is short.  Callers bound n by the file first. */
+static void *alloc_n(int64_t n, size_t size) {
+  return n < 0 ? NULL : calloc((size_t)(n > 0 ? n : 1), size);
 }
 
 static void shape_str(const raw_array *a, char *buf, size_t cap) {
@@ -131,12 +134,85 @@ static int st_dtype(const char *s, lik_dtype *t) {
   return 1;
 }
 
+/* A JSON number that is a count or offset: an integer in [0, 2^53]. */
+static int json_count(const cJSON *v, int64_t *out) {
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0) ||
+      v->valuedouble != (double)(int64_t)v->valuedouble)
+    return 1;
+  *out = (int64_t)v->valuedouble;
+  return 0;
+}
+
 typedef struct st_file {
   const mapped_file *m;
   cJSON *header;
   const unsigned char *data;
   size_t data_size;
 } st_file;
+
+typedef struct st_range {
+  int64_t begin, end;
+  const char *name;
+} st_range;
+
+static int cmp_range(const void *a, const void *b) {
+  const st_range *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The format's rule: the tensors' data_offsets, sorted, tile the data
+ * section exactly (no overlap, no hole, nothing after the last). */
+static int st_check_layout(const char *path, const st_file *f, char *err) {
+  int n = cJSON_GetArraySize(f->header), k = 0, rc = 1;
+  st_range *r = alloc_n(n, sizeof *r);
+  if (!r) return fail(err, "%s: out of memory for %d header entries", path, n);
+  for (const cJSON *e = f->header->child; e; e = e->next) {
+    if (strcmp(e->string, "__metadata__") == 0) continue;
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    st_range *x = &r[k];
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
+        json_count(cJSON_GetArrayItem(off, 0), &x->begin) ||
+        json_count(cJSON_GetArrayItem(off, 1), &x->end) || x->end < x->begin) {
+      fail(err, "%s: tensor \"%s\": data_offsets must be two integers [begin, end], "
+           "0 <= begin <= end", path, e->string);
+      goto out;
+    }
+    if ((uint64_t)x->end > f->data_size) {
+      fail(err, "%s: tensor \"%s\": data_offsets [%lld, %lld] outside the file (data section "
+           "has %zu bytes)", path, e->string, (long long)x->begin, (long long)x->end,
+           f->data_size);
+      goto out;
+    }
+    x->name = e->string;
+    k++;
+  }
+  qsort(r, (size_t)k, sizeof *r, cmp_range);
+  int64_t at = 0;
+  for (int i = 0; i < k; i++) {
+    if (r[i].begin < at) {
+      fail(err, "%s: tensors \"%s\" [%lld, %lld] and \"%s\" [%lld, %lld] overlap in the data "
+           "section (safetensors forbids it)", path, r[i - 1].name, (long long)r[i - 1].begin,
+           (long long)r[i - 1].end, r[i].name, (long long)r[i].begin, (long long)r[i].end);
+      goto out;
+    }
+    if (r[i].begin > at) {
+      fail(err, "%s: bytes [%lld, %lld) of the data section belong to no tensor (safetensors "
+           "forbids holes)", path, (long long)at, (long long)r[i].begin);
+      goto out;
+    }
+    at = r[i].end;
+  }
+  if ((uint64_t)at != f->data_size) {
+    fail(err, "%s: the tensors end at byte %lld of a %zu-byte data section (safetensors forbids "
+         "trailing bytes)", path, (long long)at, f->data_size);
+    goto out;
+  }
+  rc = 0;
+out:
+  free(r);
+  return rc;
+}
 
 static int st_open(const char *path, const mapped_file *m, st_file *f, char *err) {
   f->m = m;
@@ -155,6 +231,11 @@ static int st_open(const char *path, const mapped_file *m, st_file *f, char *err
   }
   f->data = m->base + 8 + n;
   f->data_size = m->size - 8 - (size_t)n;
+  if (st_check_layout(path, f, err)) {
+    cJSON_Delete(f->header);
+    f->header = NULL;
+    return 1;
+  }
   return 0;
 }
 
@@ -174,21 +255,16 @@ static int st_get(const char *path, const st_file *f, const char *name, raw_arra
   int nd = cJSON_GetArraySize(sh);
   if (nd > 8) return fail(err, "%s: tensor \"%s\": %d dimensions", path, name, nd);
   a->ndim = nd;
-  for (int i = 0; i < nd; i++) {
-    const cJSON *v = cJSON_GetArrayItem(sh, i);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15 ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
-      return fail(err, "%s: tensor \"%s\": bad shape entry", path, name);
-    a->shape[i] = (int64_t)v->valuedouble;
-  }
-  const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);
-  if (!cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble < 0 ||
-      en->valuedouble < b->valuedouble || en->valuedouble > (double)f->data_size)
-    return fail(err, "%s: tensor \"%s\": data_offsets outside the file (data section has %zu bytes)",
-                path, name, f->data_size);
-  int64_t begin = (int64_t)b->valuedouble, end = (int64_t)en->valuedouble;
-  if (checked_numel(a, &a->numel) || a->numel > INT64_MAX / 8 ||
-      a->numel * (int64_t)dtype_size(a->dtype) != end - begin) {
+  for (int i = 0; i < nd; i++)
+    if (json_count(cJSON_GetArrayItem(sh, i), &a->shape[i]))
+      return fail(err, "%s: tensor \"%s\": shape entry %d is not an integer in [0, 2^53]", path,
+                  name, i);
+  int64_t begin = 0, end = 0, bytes; /* offsets were checked by st_check_layout */
+  json_count(cJSON_GetArrayItem(off, 0), &begin);
+  json_count(cJSON_GetArrayItem(off, 1), &end);
+  if (checked_numel(a, &a->numel) ||
+      __builtin_mul_overflow(a->numel, (int64_t)dtype_size(a->dtype), &bytes) ||
+      bytes != end - begin) {
     char s[128];
     shape_str(a, s, sizeof s);
     return fail(err, "%s: tensor \"%s\": shape %s of %s needs a different byte size than "
@@ -243,7 +319,7 @@ static int npy_parse(const char *path, const mapped_file *m, raw_array *a, char 
   }
   if (hlen > m->size - hoff || hlen > 1 << 20) return fail(err, "%s: truncated .npy header", path);
   char *h = malloc(hlen + 1);
-  if (!h) return fail(err, "out of memory");
+  if (!h) return fail(err, "%s: out of memory for a %zu-byte .npy header", path, hlen);
   memcpy(h, p + hoff, hlen);
   h[hlen] = 0;
   int rc = 1;
@@ -348,16 +424,16 @@ static int64_t get_int(const raw_array *a, int64_t i) {
 static int to_int64(const char *path, const char *what, const raw_array *a, int64_t want_len,
                     int64_t **out, char *err) {
   if (a->dtype != LIK_I64 && a->dtype != LIK_I32 && a->dtype != LIK_U8)
-    return fail(err, "%s: %s must be an integer array (I32/I64), got %s", path, what,
+    return fail(err, "%s: %s must be an integer array (I32, I64 or U8), got %s", path, what,
                 dtype_name(a->dtype));
   if (a->ndim != 1)
     return fail(err, "%s: %s must be 1-D, got %d-D", path, what, a->ndim);
   if (want_len >= 0 && a->shape[0] != want_len)
     return fail(err, "%s: %s has %lld entries, expected %lld", path, what, (long long)a->shape[0],
                 (long long)want_len);
-  int64_t n = a->shape[0];
-  int64_t *v = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  if (!v) return fail(err, "out of memory");
+  int64_t n = a->shape[0]; /* entries held by the file */
+  int64_t *v = alloc_n(n, sizeof(int64_t));
+  if (!v) return fail(err, "%s: out of memory for %lld %s entries", path, (long long)n, what);
   for (int64_t i = 0; i < n; i++) v[i] = get_int(a, i);
   *out = v;
   return 0;
@@ -456,17 +532,29 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     s->n = emb.shape[0];
     s->L = emb.shape[1];
     s->d = emb.shape[2];
+    /* N is the one count the data does not bound (a padded [N, 0, d] array
+     * holds no bytes): bounded by the file before anything is allocated, at
+     * most one sequence per byte of it.  (Ragged counts are cu_seqlens
+     * entries, held by a file.) */
+    if ((uint64_t)s->n > m->size)
+      return fail(err, "%s: embeddings [%lld, %lld, %lld] declare %lld sequences in a %zu-byte "
+                  "file (at most one per byte)", path, (long long)s->n, (long long)s->L,
+                  (long long)s->d, (long long)s->n, m->size);
   } else {
     char sh[128];
     shape_str(&emb, sh, sizeof sh);
     return fail(err, "%s: embeddings have shape %s; expected [T, d] with cu_seqlens or "
                 "[N, L, d]", path, sh);
   }
-  if (s->d <= 0) return fail(err, "%s: embedding dimension is %lld", path, (long long)s->d);
+  if (s->d <= 0 || s->d > INT32_MAX)
+    return fail(err, "%s: embedding dimension d=%lld is outside [1, %d]", path, (long long)s->d,
+                INT32_MAX);
   s->data = emb.data;
 
-  s->len = malloc(sizeof(int64_t) * (size_t)(s->n > 0 ? s->n : 1));
-  if (!s->len) return fail(err, "out of memory");
+  s->len = alloc_n(s->n, sizeof(int64_t));
+  if (!s->len)
+    return fail(err, "%s: out of memory for the lengths of %lld sequences", path,
+                (long long)s->n);
   if (s->ragged) {
     for (int64_t i = 0; i < s->n; i++) s->len[i] = s->cu[i + 1] - s->cu[i];
   } else if (have_mask) {
@@ -476,8 +564,10 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     if (mask.dtype == LIK_BOOL || mask.dtype == LIK_U8) {
       s->mask = mask.data;
     } else if (mask.dtype == LIK_I32 || mask.dtype == LIK_I64) {
-      s->mask_owned = malloc((size_t)(mask.numel > 0 ? mask.numel : 1));
-      if (!s->mask_owned) return fail(err, "out of memory");
+      s->mask_owned = alloc_n(mask.numel, 1);
+      if (!s->mask_owned)
+        return fail(err, "%s: out of memory for a [%lld, %lld] mask", path, (long long)s->n,
+                    (long long)s->L);
       for (int64_t i = 0; i < mask.numel; i++) s->mask_owned[i] = get_int(&mask, i) != 0;
       s->mask = s->mask_owned;
     } else {
@@ -502,10 +592,11 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
       s->len[i] = lv[i];
     }
     free(lv);
-    /* A prefix mask from the lengths. */
-    size_t mn = (size_t)(s->n * s->L);
-    s->mask_owned = calloc(mn ? mn : 1, 1);
-    if (!s->mask_owned) return fail(err, "out of memory");
+    /* A prefix mask from the lengths (n * L <= the embeddings' elements). */
+    s->mask_owned = alloc_n(s->n * s->L, 1);
+    if (!s->mask_owned)
+      return fail(err, "%s: out of memory for a [%lld, %lld] mask", path, (long long)s->n,
+                  (long long)s->L);
     for (int64_t i = 0; i < s->n; i++) memset(s->mask_owned + i * s->L, 1, (size_t)s->len[i]);
     s->mask = s->mask_owned;
   } else {
@@ -524,8 +615,10 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
   if (have_ids) {
     if (to_int64(src->ids ? src->ids : path, "ids", &ids, s->n, &s->ids, err)) return 1;
   } else {
-    s->ids = malloc(sizeof(int64_t) * (size_t)(s->n > 0 ? s->n : 1));
-    if (!s->ids) return fail(err, "out of memory");
+    s->ids = alloc_n(s->n, sizeof(int64_t));
+    if (!s->ids)
+      return fail(err, "%s: out of memory for the ids of %lld sequences", path,
+                  (long long)s->n);
     for (int64_t i = 0; i < s->n; i++) s->ids[i] = i;
   }
   return 0;
@@ -600,12 +693,31 @@ static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, in
   }
 }
 
-static int grow(void **p, size_t *cap, size_t need, char *err) {
+static int grow(void **p, size_t *cap, size_t need) {
   if (need <= *cap) return 0;
   void *q = realloc(*p, need);
-  if (!q) return fail(err, "out of memory (%zu bytes for a block)", need);
+  if (!q) return 1;
   *p = q;
   *cap = need;
+  return 0;
+}
+
+/* Zeroed buffers of a padded block [nb, Lb, d] in dtype `want` and its mask
+ * [nb, Lb]; *nel = nb * Lb * d.  Sizes are overflow-checked. */
+static int block_buffers(const emb_set *s, int64_t nb, int64_t Lb, lik_dtype want, void **buf,
+                         size_t *buf_cap, uint8_t **mbuf, size_t *mbuf_cap, size_t *nel,
+                         char *err) {
+  int64_t tok, el;
+  size_t bytes;
+  if (__builtin_mul_overflow(nb, Lb, &tok) || __builtin_mul_overflow(tok, s->d, &el) ||
+      __builtin_mul_overflow((size_t)el, dtype_size(want), &bytes) ||
+      grow(buf, buf_cap, bytes ? bytes : 1) || grow((void **)mbuf, mbuf_cap, (size_t)tok + 1))
+    return fail(err, "%s: out of memory for a padded block of %lld %s x %lld tokens x d=%lld "
+                "(%s)", s->path, (long long)nb, s->name, (long long)Lb, (long long)s->d,
+                dtype_name(want));
+  *nel = (size_t)el;
+  memset(*buf, 0, bytes);
+  memset(*mbuf, 0, (size_t)tok);
   return 0;
 }
 
@@ -650,12 +762,8 @@ int emb_block(const emb_set *s, int64_t i0, int64_t i1, lik_dtype want, lik_tens
     int64_t l = s->ragged ? s->len[i] : s->L;
     if (l > Lb) Lb = l;
   }
-  size_t ws = dtype_size(want);
-  size_t nel = (size_t)(nb * Lb * d);
-  if (grow(buf, buf_cap, (nel ? nel : 1) * ws, err)) return 1;
-  if (grow((void **)mbuf, mbuf_cap, (size_t)(nb * Lb) + 1, err)) return 1;
-  memset(*buf, 0, nel * ws);
-  memset(*mbuf, 0, (size_t)(nb * Lb));
+  size_t ws = dtype_size(want), nel;
+  if (block_buffers(s, nb, Lb, want, buf, buf_cap, mbuf, mbuf_cap, &nel, err)) return 1;
   for (int64_t i = i0; i < i1; i++) {
     char *dst = (char *)*buf + (size_t)((i - i0) * Lb * d) * ws;
     uint8_t *mrow = *mbuf + (i - i0) * Lb;
@@ -698,11 +806,8 @@ int emb_gather(const emb_set *s, const int64_t *idx, int64_t nb, lik_dtype want,
     int64_t l = s->ragged ? s->len[idx[r]] : s->L;
     if (l > Lb) Lb = l;
   }
-  size_t nel = (size_t)(nb * Lb * d);
-  if (grow(buf, buf_cap, (nel ? nel : 1) * ws, err)) return 1;
-  if (grow((void **)mbuf, mbuf_cap, (size_t)(nb * Lb) + 1, err)) return 1;
-  memset(*buf, 0, nel * ws);
-  memset(*mbuf, 0, (size_t)(nb * Lb));
+  size_t nel;
+  if (block_buffers(s, nb, Lb, want, buf, buf_cap, mbuf, mbuf_cap, &nel, err)) return 1;
   for (int64_t r = 0; r < nb; r++) {
     int64_t i = idx[r];
     char *dst = (char *)*buf + (size_t)(r * Lb * d) * ws;

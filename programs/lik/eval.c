@@ -33,6 +33,27 @@ static int cmp_qrel(const void *a, const void *b) {
   return 0;
 }
 
+/* Sorts by (query, doc) and keeps one entry per pair: a pair given twice
+ * counts once; given with two different gains it is an error. */
+static int sort_unique(qrels *r, const char *path, char *err) {
+  if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, cmp_qrel);
+  int64_t w = 0;
+  for (int64_t i = 0; i < r->n; i++) {
+    const qrel *a = &r->v[i], *b = w ? &r->v[w - 1] : NULL;
+    if (!b || a->q != b->q || a->d != b->d) {
+      r->v[w++] = *a;
+    } else if (a->gain != b->gain) {
+      snprintf(err, ERR_LEN, "%s: query %lld, document %lld is judged twice, with gains %lld "
+               "and %lld", path, (long long)a->q, (long long)a->d, (long long)b->gain,
+               (long long)a->gain);
+      qrels_free(r);
+      return 1;
+    }
+  }
+  r->n = w;
+  return 0;
+}
+
 int qrels_load(qrels *r, const char *path, char *err) {
   r->v = NULL;
   r->n = 0;
@@ -83,8 +104,7 @@ int qrels_load(qrels *r, const char *path, char *err) {
     if (q->gain < 0) q->gain = 0;
   }
   fclose(f);
-  if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, cmp_qrel);
-  return 0;
+  return sort_unique(r, path, err);
 bad:
   fclose(f);
   qrels_free(r);
@@ -185,13 +205,7 @@ int pairs_load(qrels *r, const char *path, char *err) {
     r->n++;
   }
   fclose(f);
-  if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, cmp_qrel);
-  /* drop duplicate pairs */
-  int64_t w = 0;
-  for (int64_t i = 0; i < r->n; i++)
-    if (w == 0 || r->v[i].q != r->v[w - 1].q || r->v[i].d != r->v[w - 1].d) r->v[w++] = r->v[i];
-  r->n = w;
-  return 0;
+  return sort_unique(r, path, err);
 bad:
   fclose(f);
   qrels_free(r);

@@ -5,7 +5,8 @@
  *   "query_id doc_id gain"            (3 columns), or
  *   "query_id iteration doc_id gain"  (4 columns, TREC qrels);
  * '#' starts a comment line.  Ids are integers, gains are integers >= 0
- * (negative gains are read as 0).
+ * (negative gains are read as 0).  A (query, doc) pair judged twice counts
+ * once; judged with two different gains it is an error.
  *
  * nDCG@k: DCG = sum_{r=1..k} gain_r / log2(r + 1) (linear gains, trec_eval's
  * convention), divided by the DCG of all judged gains of the query sorted
@@ -26,7 +27,8 @@ typedef struct qrels {
   int64_t n;
 } qrels;
 
-/* Reads and sorts a qrels file; 0 on success, else a message in err. */
+/* Reads, sorts and de-duplicates a qrels file; 0 on success, else a message
+ * in err. */
 int qrels_load(qrels *r, const char *path, char *err);
 void qrels_free(qrels *r);
 

@@ -111,12 +111,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int parse_int(const char *opt, const char *s, long long lo, long long *out) {
+static int parse_int(const char *opt, const char *s, long long lo, long long hi,
+                     long long *out) {
   char *e;
   errno = 0;
   long long v = strtoll(s, &e, 10);
-  if (errno || e == s || *e || v < lo) {
-    fprintf(stderr, "%s: %s expects an integer >= %lld, got '%s'\n", prog, opt, lo, s);
+  if (errno || e == s || *e || v < lo || v > hi) {
+    fprintf(stderr, "%s: %s expects an integer in [%lld, %lld], got '%s'\n", prog, opt, lo, hi,
+            s);
     return 1;
   }
   *out = v;
@@ -207,15 +209,17 @@ int main(int argc, char **argv) {
     case OPT_DCU: ds.cu_seqlens = optarg; break;
     case OPT_QIDS: qs.ids = optarg; break;
     case OPT_DIDS: ds.ids = optarg; break;
-    case 'k': if (parse_int("--top-k", optarg, 1, &top_k)) return 2; break;
-    case 't': if (parse_int("--threads", optarg, 0, &threads)) return 2; break;
+    case 'k': if (parse_int("--top-k", optarg, 1, LLONG_MAX, &top_k)) return 2; break;
+    case 't': if (parse_int("--threads", optarg, 0, INT_MAX, &threads)) return 2; break;
     case OPT_NORM: normalize = 1; break;
     case 'r': qrels_path = optarg; break;
-    case 'n': if (parse_int("--limit-queries", optarg, 0, &limit)) return 2; break;
-    case 'p': if (parse_int("--print", optarg, -1, &nprint)) return 2; break;
+    case 'n': if (parse_int("--limit-queries", optarg, 0, LLONG_MAX, &limit)) return 2; break;
+    case 'p': if (parse_int("--print", optarg, -1, LLONG_MAX, &nprint)) return 2; break;
     case OPT_JSON: json = 1; break;
     case OPT_RERANK: rerank_path = optarg; break;
-    case OPT_BLOCK: if (parse_int("--block-tokens", optarg, 1, &block_tokens)) return 2; break;
+    case OPT_BLOCK:
+      if (parse_int("--block-tokens", optarg, 1, LLONG_MAX, &block_tokens)) return 2;
+      break;
     case 'h': usage(stdout); return 0;
     case 'V':
       printf("lik %s (library %s, CPU kernels: %s)\n", LIK_VERSION_STRING, lik_version_string(),
@@ -314,15 +318,16 @@ int main(int argc, char **argv) {
   opts.normalize = normalize;
   opts.num_threads = (int)threads;
 
-  size_t nqk = (size_t)(nq > 0 ? nq : 1) * (size_t)K;
-  best_s = malloc(nqk * sizeof *best_s);
-  best_i = malloc(nqk * sizeof *best_i);
-  blk_s = malloc(nqk * sizeof *blk_s);
-  blk_i = malloc(nqk * sizeof *blk_i);
-  mrg_s = malloc((size_t)K * sizeof *mrg_s);
-  mrg_i = malloc((size_t)K * sizeof *mrg_i);
+  size_t nqk; /* K <= D.n and nq are bounded by the files; the product is checked */
+  if (__builtin_mul_overflow((size_t)(nq > 0 ? nq : 1), (size_t)K, &nqk)) nqk = SIZE_MAX;
+  best_s = calloc(nqk, sizeof *best_s);
+  best_i = calloc(nqk, sizeof *best_i);
+  blk_s = calloc(nqk, sizeof *blk_s);
+  blk_i = calloc(nqk, sizeof *blk_i);
+  mrg_s = calloc((size_t)K, sizeof *mrg_s);
+  mrg_i = calloc((size_t)K, sizeof *mrg_i);
   cnt = calloc((size_t)(nq > 0 ? nq : 1), sizeof *cnt);
-  ranked = malloc((size_t)K * sizeof *ranked);
+  ranked = calloc((size_t)K, sizeof *ranked);
   if (!best_s || !best_i || !blk_s || !blk_i || !mrg_s || !mrg_i || !cnt || !ranked) {
     fprintf(stderr, "%s: error: out of memory for %lld x %lld results\n", prog, (long long)nq,
             (long long)K);
@@ -340,10 +345,11 @@ int main(int argc, char **argv) {
   int64_t j0 = 0;
   if (rerank_path) {
     /* doc id -> index, through indices sorted by id (ties: lower index) */
-    id_sorted = malloc(sizeof(int64_t) * (size_t)D.n);
-    cidx = malloc(sizeof(int64_t) * (size_t)(cand.n > 0 ? cand.n : 1));
+    id_sorted = calloc((size_t)D.n, sizeof(int64_t));
+    cidx = calloc((size_t)(cand.n > 0 ? cand.n : 1), sizeof(int64_t));
     if (!id_sorted || !cidx) {
-      fprintf(stderr, "%s: error: out of memory\n", prog);
+      fprintf(stderr, "%s: error: out of memory for %lld documents and %lld candidates (%s)\n",
+              prog, (long long)D.n, (long long)cand.n, rerank_path);
       goto out;
     }
     for (int64_t j = 0; j < D.n; j++) id_sorted[j] = j;

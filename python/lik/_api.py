@@ -12,7 +12,9 @@ PyLate's ``colbert_scores`` / ``colbert_scores_pairwise`` /
 
 A masked document token loses the max as -inf (negative similarities are
 honoured; NaN/Inf stored in masked tokens never reach a result); a query token
-with no valid document token contributes 0.
+with no valid document token contributes 0.  A valid token's -inf similarity
+is a max like any number (the query token then adds -inf); a NaN one never
+wins (lik.h).
 
 Inputs are numpy arrays or torch tensors (CPU, or CUDA where the library was
 built with CUDA) and are passed to the C library as zero-copy views (any
@@ -199,6 +201,8 @@ def _pad_docs(docs: Sequence, d_masks, d_hint: int | None, dtype_like):
             raise ValueError(f"d_mask: {len(d_masks)} masks for {len(docs)} documents")
         for j, (m, x) in enumerate(zip(d_masks, docs)):
             _lib.check_array(m, f"d_mask[{j}]")
+            if not _lib.is_mask(m):
+                raise TypeError(f"d_mask[{j}]: dtype {_lib.dtype_name(m)} is not a mask dtype (bool or uint8)")
             if tuple(m.shape) != (x.shape[0],):
                 raise ValueError(f"d_mask[{j}]: shape {tuple(m.shape)} does not match D[{j}]'s [Ld={x.shape[0]}]")
     torch_mode = any(_lib.is_torch(x) for x in docs) or (

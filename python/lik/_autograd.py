@@ -43,6 +43,7 @@ from . import _api, _lib
 __all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded"]
 
 _BACKWARDS = tuple(_lib.BACKWARD_CODES)
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 # ---- ctypes declarations of the training calls -------------------------------
 
@@ -103,6 +104,8 @@ def _normalized(x: torch.Tensor, normalize: bool) -> torch.Tensor:
 
 def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
     """float64 scores from the kernel's argmax: sum_s <Qn[i,s], Dn[j, argmax]>."""
+    if Q.numel() == 0 or D.numel() == 0:  # Nq, Lq, Nd, K or Ld = 0: zeros (or empty)
+        return torch.zeros(_grid(Q, D, layout), dtype=Q.dtype, device=Q.device)
     Qn, Dn = _normalized(Q, normalize), _normalized(D, normalize)
     Q3 = Qn if Qn.dim() == 3 else Qn.unsqueeze(0)
     if layout == 1:  # pairs: D [B, Ld, d], argmax [B, Lq]
@@ -122,8 +125,7 @@ def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
     Nq, Nd, Lq = Q3.shape[0], D3.shape[0], Q3.shape[1]
     am = argmax.long().reshape(Nq, Nd, Lq)
     j = torch.arange(Nd, device=am.device)[None, :, None]
-    rows = (D3[j, am.clamp_min(0)] if D3.shape[1] > 0
-            else torch.zeros(Nq, Nd, Lq, D3.shape[-1], dtype=D3.dtype, device=D3.device))
+    rows = D3[j, am.clamp_min(0)]
     dots = (rows * Q3[:, None]).sum(-1)
     out = torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
     return out.reshape(_grid(Q, D, layout))
@@ -132,8 +134,7 @@ def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
 # ---- padded layouts: ops ------------------------------------------------------------
 
 
-@torch.library.custom_op("lik::maxsim_fwd", mutates_args=())
-def _maxsim_fwd(
+def _maxsim_fwd_impl(
     Q: torch.Tensor,
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
@@ -154,6 +155,9 @@ def _maxsim_fwd(
     if not save_argmax:
         argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax
+
+
+_maxsim_fwd = torch.library.custom_op("lik::maxsim_fwd", mutates_args=())(_maxsim_fwd_impl)
 
 
 @_maxsim_fwd.register_fake
@@ -221,6 +225,35 @@ def _maxsim_backward(ctx, grad_scores, grad_argmax):
 
 
 _maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
+
+
+class _MaxSimEager(torch.autograd.Function):
+    """The same forward, setup and backward as ``lik::maxsim_fwd`` for eager
+    calls that need a gradient: an autograd.Function costs a few µs a call
+    where the custom op's dispatch costs ~25 µs (bench/host_cost.py).  Under
+    torch.compile the custom op runs (:func:`_maxsim_scores`)."""
+
+    @staticmethod
+    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
+        out = _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax)
+        ctx.mark_non_differentiable(out[1])
+        _maxsim_setup(ctx, (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_scores, grad_argmax):
+        return _maxsim_backward(ctx, grad_scores, grad_argmax)
+
+
+def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str) -> torch.Tensor:
+    """Scores of the padded layouts: the custom op under torch.compile, else
+    the autograd.Function when a gradient is needed, else the C call alone."""
+    grad = _needs_grad(Q, D)
+    if torch.compiler.is_compiling():
+        return torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, normalize, layout, backward, grad)[0]
+    if grad:
+        return _MaxSimEager.apply(Q, D, q_mask, d_mask, normalize, layout, backward, True)[0]
+    return _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, False)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------
@@ -378,21 +411,52 @@ def _check_torch(name, x, *, optional=False):
 
 
 def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
-    """Fused MaxSim, differentiable (see :func:`lik._api.maxsim` for shapes).
+    """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout;
+    differentiable for torch inputs.
 
-    numpy inputs go to the inference path and return numpy.  torch inputs go
-    through the ``lik::maxsim_fwd`` custom op: autograd flows into ``Q`` and
-    ``D`` (masks are not differentiable), ``torch.compile(fullgraph=True)``
-    traces it without a graph break.
+    ColBERT's late interaction (the seed's ``maxsim``; PyLate's
+    ``colbert_scores`` and, with 4-D ``D``, ``colbert_kd_scores``)::
+
+        score[i, j] = sum_s q_mask[i,s] * max_{t : d_mask[j,t]} <Q[i,s], D[j,t]>
+
+    A masked document token never wins; a query token with no valid document
+    token adds 0; a NaN similarity never wins, a -inf one does when nothing
+    larger is valid (lik.h).  numpy inputs return numpy (inference only).
+    torch inputs go through the ``lik::maxsim_fwd`` custom op: autograd flows
+    into ``Q`` and ``D`` (masks are not differentiable) and
+    ``torch.compile(fullgraph=True)`` traces it without a graph break.
 
     Args:
+        Q: queries ``[Nq, Lq, d]``, or ``[Lq, d]`` for one query; float32,
+            float16, float64 or torch.bfloat16; any strides.
+        D: documents, same dtype and ``d`` as ``Q``: ``[Nd, Ld, d]`` (cross
+            product), ``[Ld, d]`` (one document) or ``[Nq, K, Ld, d]`` (K
+            candidates per query, KD layout; needs 3-D ``Q``).
+        q_mask: optional ``[Nq, Lq]`` (``[Lq]`` for 2-D ``Q``), bool or uint8,
+            True / nonzero = valid query token.
+        d_mask: optional ``[Nd, Ld]`` (``[Ld]``; ``[Nq, K, Ld]`` for KD), bool
+            or uint8, True / nonzero = valid document token.
+        normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on both
+            sides inside the kernel (cosine MaxSim).
         backward: ``"auto" | "unified" | "lowmem"``, the backward strategy
             (lik.h ``lik_backward``).  All three are deterministic and give
             bitwise identical gradients; on the CPU they differ in memory and
             speed only, on CUDA they run the same kernels.
 
     Returns:
-        scores as :func:`lik._api.maxsim`; float64 for float64 inputs.
+        Scores ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]`` for 2-D
+        ``D``, 0-d for both 2-D, ``[Nq, K]`` for KD: float32, float64 for
+        float64 torch inputs.  Nq, Nd or K = 0 give an empty result, Lq = 0
+        or Ld = 0 zeros.  numpy for numpy inputs, else torch on ``Q``'s device.
+
+    Raises:
+        TypeError: an argument is not a numpy array / torch tensor, a dtype is
+            unsupported, Q and D dtypes differ, a mask is not bool / uint8.
+        ValueError: wrong ndim, ``d`` or batch mismatch, mask shape mismatch,
+            ``d`` or a sequence length beyond 2**31 - 1, tensors on different
+            devices, an unknown ``backward``.
+        lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
+            CPU-only build, CUDA runtime errors.
     """
     backward = _check_backward(backward)
     if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
@@ -402,13 +466,41 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
     )
     if not (Q.dim() in (2, 3) and D.dim() in (2, 3, 4) and (D.dim() != 4 or Q.dim() == 3)):
         return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 0, backward, _needs_grad(Q, D))
-    return scores
+    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 0, backward)
 
 
 def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
-    """Paired MaxSim ``[B]`` (see :func:`lik._api.maxsim_pairs`), differentiable
-    for torch inputs (``lik::maxsim_fwd`` with the pairs layout)."""
+    """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``;
+    differentiable for torch inputs.
+
+    The seed's ``maxsim_pairs`` and PyLate's ``colbert_scores_pairwise`` (the
+    K = 1 case of the KD layout)::
+
+        score[b] = sum_s q_mask[b,s] * max_{t : d_mask[b,t]} <Q[b,s], D[b,t]>
+
+    Semantics (masks, NaN, -inf), numpy / torch behaviour and autograd as
+    :func:`maxsim`.
+
+    Args:
+        Q: ``[B, Lq, d]``; float32, float16, float64 or torch.bfloat16.
+        D: ``[B, Ld, d]``, same dtype, ``B`` and ``d`` as ``Q``.
+        q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token).
+        d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
+        normalize: per-token L2 normalisation of both sides in the kernel.
+        backward: ``"auto" | "unified" | "lowmem"`` (see :func:`maxsim`).
+
+    Returns:
+        ``[B]`` scores, float32 (float64 for float64 torch inputs); zeros for
+        Lq = 0 or Ld = 0.  numpy for numpy inputs, else torch.
+
+    Raises:
+        TypeError: non-array argument, unsupported or mismatched dtype, mask
+            not bool / uint8.
+        ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch, mask shape
+            mismatch, a sequence length beyond 2**31 - 1, different devices,
+            an unknown ``backward``.
+        lik.LikError (RuntimeError): allocation / CUDA failures.
+    """
     backward = _check_backward(backward)
     if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
         return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)
@@ -417,8 +509,7 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
     )
     if not (Q.dim() == 3 and D.dim() == 3):
         return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    scores, _ = torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, bool(normalize), 1, backward, _needs_grad(Q, D))
-    return scores
+    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 1, backward)
 
 
 def _max_len(cu: torch.Tensor) -> int:
@@ -616,18 +707,22 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: 
         queries: ``[B, Lq, d]``; query ``b`` is its first ``query_lengths[b]`` tokens.
         documents: ``[B, C, Ld, d]``; candidate ``(b, c)`` is its first
             ``doc_lengths[b, c]`` tokens.
-        query_lengths: ``[B]`` int, each in ``[0, Lq]``.
-        doc_lengths: ``[B, C]`` int, each in ``[0, Ld]``.
+        query_lengths: ``[B]`` integer tensor, each in ``[0, Lq]``.
+        doc_lengths: ``[B, C]`` integer tensor, each in ``[0, Ld]``.
 
     Runs the KD layout directly on the padded tensors with length masks (no
     packing copy).  Empty sequences score 0.  Differentiable.
 
     Raises:
+        TypeError: an argument is not a torch tensor, lengths not integers.
         ValueError: wrong ndim / batch sizes, lengths out of range.
     """
     for name, x in (("queries", queries), ("documents", documents), ("query_lengths", query_lengths),
                     ("doc_lengths", doc_lengths)):
         _check_torch(name, x)
+    for name, x in (("query_lengths", query_lengths), ("doc_lengths", doc_lengths)):
+        if x.dtype not in _INT_DTYPES:
+            raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype")
     if queries.dim() != 3:
         raise ValueError(f"queries: must be [B, Lq, d], got shape {tuple(queries.shape)}")
     if documents.dim() != 4:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 import threading
 from pathlib import Path
@@ -361,6 +362,20 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
 
 
+def _code(x: Any) -> int:
+    return _TORCH_DTYPES[x.dtype] if is_torch(x) else _NP_DTYPES[x.dtype.newbyteorder("=")]
+
+
+def is_mask(x: Any) -> bool:
+    """Whether an array accepted by :func:`check_array` has a mask dtype (bool, uint8)."""
+    return _code(x) in (LIK_BOOL, LIK_U8)
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of an array as lik names it ("float32", "bool", ...)."""
+    return str(x.dtype).removeprefix("torch.")
+
+
 def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
@@ -369,7 +384,7 @@ def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
         x = np.ascontiguousarray(x)
     t = LikTensor()
     t.data = x.ctypes.data if x.size else None
-    t.dtype = _NP_DTYPES[x.dtype]
+    t.dtype = _code(x)
     t.ndim = x.ndim
     for i, (n, s) in enumerate(zip(x.shape, x.strides)):
         t.shape[i] = n
@@ -379,21 +394,22 @@ def _np_view(x: np.ndarray) -> tuple[np.ndarray, LikTensor]:
     return x, t
 
 
+# lik_tensor's bytes: data, dtype, ndim, shape[4], strides[4], device, device_id
+_TENSOR_BYTES = struct.Struct("<Qii4q4qii")
+_PAD = ((0,) * 4, (0,) * 3, (0,) * 2, (0,), ())
+if _TENSOR_BYTES.size != ctypes.sizeof(LikTensor):  # pragma: no cover - a build for another ABI
+    raise ImportError(f"lik: lik_tensor is {ctypes.sizeof(LikTensor)} bytes, expected {_TENSOR_BYTES.size}")
+
+
 def _torch_view(x) -> tuple[Any, LikTensor]:
-    x = x.detach()
+    # one pack_into instead of a field assignment each: a warm call's host
+    # cost is mostly building these views (bench/host_cost.py)
     t = LikTensor()
-    t.data = x.data_ptr() if x.numel() else None
-    t.dtype = _TORCH_DTYPES[x.dtype]
-    t.ndim = x.dim()
-    for i, (n, s) in enumerate(zip(x.shape, x.stride())):
-        t.shape[i] = n
-        t.strides[i] = s
-    if x.device.type == "cuda":
-        t.device = LIK_CUDA
-        t.device_id = x.device.index or 0
-    else:
-        t.device = LIK_CPU
-        t.device_id = 0
+    shape, strides = x.shape, x.stride()
+    pad = _PAD[len(shape)]
+    _TENSOR_BYTES.pack_into(t, 0, x.data_ptr() if x.numel() else 0, _TORCH_DTYPES[x.dtype], len(shape),
+                            *shape, *pad, *strides, *pad, LIK_CUDA if x.is_cuda else LIK_CPU,
+                            max(x.get_device(), 0))
     return x, t
 
 
@@ -414,8 +430,8 @@ def _ptr(t: LikTensor | None):
 
 
 def cuda_stream_of(x: Any) -> int | None:
-    if is_torch(x) and x.device.type == "cuda":
-        return _torch.cuda.current_stream(x.device).cuda_stream
+    if is_torch(x) and x.is_cuda:
+        return _torch._C._cuda_getCurrentRawStream(x.get_device())
     return None
 
 

@@ -17,8 +17,7 @@ static lik_status check_device(lik_problem *p, const lik_tensor *const *ts,
   if (st) return st;
 #ifndef LIK_WITH_CUDA
   if (p->device == LIK_CUDA)
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   return LIK_OK;
 }
@@ -102,7 +101,8 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   const lik_tensor *ts[] = {Q, D, q_mask, d_mask, argmax, grad_scores, grad_Q, grad_D};
   const char *names[] = {"Q", "D", "q_mask", "d_mask", "argmax", "grad_scores", "grad_Q",
                          "grad_D"};
-  if ((st = check_device(p, ts, names, 8))) return st;
+  if ((st = check_device(p, ts, names, 8)) || (st = lik_check_disjoint(ts, names, 8, 2)))
+    return st;
   p->q = lik_seqs_from(Q);
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
@@ -126,7 +126,7 @@ lik_status lik_maxsim_backward(const lik_tensor *Q, const lik_tensor *D, const l
                                lik_tensor *grad_Q, lik_tensor *grad_D) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4, 1))) return st;
   lik_bw bw;
   memset(&bw, 0, sizeof bw);
   int64_t grid[2];
@@ -143,7 +143,7 @@ lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
                                      lik_tensor *grad_D) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3))) return st;
+  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1))) return st;
   if (D->shape[0] != Q->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
                     (long long)D->shape[0], (long long)Q->shape[0]);
@@ -191,7 +191,8 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",
                          "pair_q", "pair_d", "q_mask",       "d_mask",
                          "argmax", "grad_scores", "grad_Q",  "grad_D"};
-  if ((st = check_device(p, ts, names, 12))) return st;
+  if ((st = check_device(p, ts, names, 12)) || (st = lik_check_disjoint(ts, names, 12, 2)))
+    return st;
   if (p->device == LIK_CUDA) {
     /* lengths stay on the device (as in the packed forward): queries are
      * bounded by the argmax extent, documents by D's rows */

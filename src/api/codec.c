@@ -8,11 +8,6 @@ static lik_status cuda_unsupported(const char *what) {
   return lik_fail(LIK_ERR_UNSUPPORTED, "%s runs on the CPU: pass CPU tensors", what);
 }
 
-static lik_status no_cuda_backend(void) {
-  return lik_fail(LIK_ERR_UNSUPPORTED,
-                  "tensors are on CUDA but this build of lik has no CUDA backend");
-}
-
 /* A 1-D F32 output of n entries. */
 static lik_status check_vector_out(lik_tensor *t, const char *name, int64_t n) {
   lik_status st;
@@ -36,7 +31,9 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
   const char *names[] = {"residuals", "bucket_cutoffs", "bucket_weights"};
   lik_device_type dev;
   int32_t dev_id;
-  if ((st = lik_check_devices(ts, names, 3, &dev, &dev_id))) return st;
+  if ((st = lik_check_devices(ts, names, 3, &dev, &dev_id)) ||
+      (st = lik_check_disjoint(ts, names, 3, 2)))
+    return st;
   if (dev == LIK_CUDA) return cuda_unsupported("lik_codec_train");
   int64_t n = 1;
   for (int i = 0; i < residuals->ndim; i++) n *= residuals->shape[i];
@@ -87,7 +84,9 @@ lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
     return st;
   const lik_tensor *ts[] = {X, codec->centroids, codec->bucket_cutoffs, codes, residuals};
   const char *names[] = {"X", "centroids", "bucket_cutoffs", "codes", "residuals"};
-  if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id))) return st;
+  if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id)) ||
+      (st = lik_check_disjoint(ts, names, 5, 2)))
+    return st;
   if (p.call.device == LIK_CUDA) return cuda_unsupported("lik_codec_compress");
   if (T > 0 && p.codec.ncent == 0)
     return lik_fail(LIK_ERR_VALUE, "centroids: C=0 centroids cannot code T=%lld tokens",
@@ -113,6 +112,7 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
   if (out->shape[0] != codes->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "out: has %lld rows but codes has T=%lld tokens",
                     (long long)out->shape[0], (long long)codes->shape[0]);
+  if ((st = lik_check_disjoint(ts, names, 5, 1))) return st;
   p.x = rows_of(out);
   lik_call_from(&p.call, opts);
   if (p.tok.len == 0) return LIK_OK;
@@ -120,7 +120,7 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
 #ifdef LIK_WITH_CUDA
     return lik_cuda_codec_decompress(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_codec_decompress(&p);

@@ -10,8 +10,7 @@ static lik_status route_maxsim(const lik_problem *p) {
 #ifdef LIK_WITH_CUDA
     return lik_cuda_maxsim(p);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_maxsim(p);
@@ -43,18 +42,29 @@ static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *a
 
 static int64_t grid_size(const lik_problem *p) { return p->q.count * p->ncand; }
 
+/* The outputs share no memory with the inputs or with each other. */
+static lik_status check_aliasing(const lik_tensor *Q, const lik_tensor *D,
+                                 const lik_tensor *q_mask, const lik_tensor *d_mask,
+                                 const lik_tensor *scores, const lik_tensor *argmax) {
+  const lik_tensor *ts[] = {Q, D, q_mask, d_mask, scores, argmax};
+  const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", "argmax"};
+  return lik_check_disjoint(ts, names, 6, 2);
+}
+
 lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor *q_mask,
                       const lik_tensor *d_mask, const lik_options *opts,
                       lik_tensor *scores, lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 4, 1))) return st;
   lik_problem p = {0};
   int64_t grid[2];
   int ndim, has_i, has_j;
   if ((st = lik_layout_of(Q, D, &p, grid, &ndim, &has_i, &has_j))) return st;
   if ((st = lik_fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
-  if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j))) return st;
+  if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j)) ||
+      (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
+    return st;
   return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
 }
 
@@ -64,7 +74,7 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
                             lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3))) return st;
+  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1))) return st;
   if (D->shape[0] != Q->shape[0])
     return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
                     (long long)D->shape[0], (long long)Q->shape[0]);
@@ -73,6 +83,8 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
   p.ncand = 1;
   if ((st = lik_fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   const int64_t grid[1] = {Q->shape[0]};
-  if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0))) return st;
+  if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0)) ||
+      (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
+    return st;
   return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
 }

@@ -28,12 +28,18 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     grid[ndim++] = pd.nq;
     grid[ndim++] = pd.nd;
   }
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid))) return st;
-  if (argmax && (st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max))) return st;
+  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
+      (st = lik_check_no_overlap(scores, "scores")))
+    return st;
+  if (argmax && ((st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max)) ||
+                 (st = lik_check_no_overlap(argmax, "argmax"))))
+    return st;
   const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, scores, argmax};
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d", "pair_q",
                          "pair_d", "q_mask", "d_mask",       "scores",       "argmax"};
-  if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id))) return st;
+  if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id)) ||
+      (st = lik_check_disjoint(ts, names, 10, 2)))
+    return st;
   p.scores = (float *)scores->data;
   p.score_si = list ? 0 : scores->strides[0];
   p.score_sj = scores->strides[ndim - 1];
@@ -55,12 +61,11 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     p.d.len = D->shape[0];
     return lik_cuda_maxsim(&p);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   if ((st = lik_cpu_maxsim(&p))) return st;
-  if (argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
+  if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)
       for (int64_t j = 0; j < nj; j++) {

@@ -5,11 +5,6 @@
  */
 #include "../core/residual_check.h"
 
-static lik_status no_cuda_backend(void) {
-  return lik_fail(LIK_ERR_UNSUPPORTED,
-                  "tensors are on CUDA but this build of lik has no CUDA backend");
-}
-
 /* scores F32 grid[0 .. ndim), argmax NULL or I32 grid + [lq]. */
 static lik_status check_outputs(const lik_tensor *scores, const lik_tensor *argmax, int ndim,
                                 const int64_t *grid, int64_t lq) {
@@ -38,6 +33,7 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   if (Q->shape[Q->ndim - 1] != p.codec.dim)
     return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match centroids' d=%lld",
                     (long long)Q->shape[Q->ndim - 1], (long long)p.codec.dim);
+  if (!residuals) return lik_fail(LIK_ERR_NULL, "residuals: is NULL");
   const lik_tensor *lens = doc_lengths ? doc_lengths : cu_seqlens_d;
   const lik_tensor *ts[] = {Q,         codec->centroids, codec->bucket_weights, codes,
                             residuals, lens,             scores,                argmax};
@@ -60,7 +56,9 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   int ndim = 0;
   if (q3) grid[ndim++] = p.q.count;
   grid[ndim++] = p.d.count;
-  if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len))) return st;
+  if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len)) ||
+      (st = lik_check_disjoint(ts, names, 8, 2)))
+    return st;
   p.scores = (float *)scores->data;
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
@@ -76,7 +74,7 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
 #ifdef LIK_WITH_CUDA
     return lik_cuda_maxsim_residual(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_maxsim_residual(&p);
@@ -135,7 +133,9 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   int ndim = 0;
   if (q3) grid[ndim++] = p.nq;
   grid[ndim++] = p.d.count;
-  if ((st = check_outputs(scores, NULL, ndim, grid, 0))) return st;
+  if ((st = check_outputs(scores, NULL, ndim, grid, 0)) ||
+      (st = lik_check_disjoint(ts, names, 4, 1)))
+    return st;
   p.scores = (float *)scores->data;
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
@@ -145,7 +145,7 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
 #ifdef LIK_WITH_CUDA
     return lik_cuda_plaid_approx(&p);
 #else
-    return no_cuda_backend();
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_plaid_approx(&p);

@@ -10,7 +10,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
                         lik_tensor *scores, lik_tensor *indices) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 3))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 3, 1))) return st;
   if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: must be >= 1, got %lld", (long long)top_k);
   const int q3 = Q->ndim == 3;
   lik_problem p = {0};
@@ -27,6 +27,11 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
       (st = lik_check_no_overlap(scores, "scores")) ||
       (st = lik_check_no_overlap(indices, "indices")))
     return st;
+  {
+    const lik_tensor *ts[] = {Q, D, q_mask, d_mask, scores, indices};
+    const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", "indices"};
+    if ((st = lik_check_disjoint(ts, names, 6, 2))) return st;
+  }
   if (p.q.count == 0 || k == 0) return LIK_OK;
   const int64_t ssi = q3 ? scores->strides[0] : 0, ssr = scores->strides[ndim - 1];
   const int64_t isi = q3 ? indices->strides[0] : 0, isr = indices->strides[ndim - 1];
@@ -35,8 +40,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
     return lik_cuda_retrieve(&p, k, (float *)scores->data, ssi, ssr,
                              (int64_t *)indices->data, isi, isr);
 #else
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "tensors are on CUDA but this build of lik has no CUDA backend");
+    return lik_no_cuda_backend();
 #endif
   }
   return lik_cpu_retrieve(&p, k, (float *)scores->data, ssi, ssr, (int64_t *)indices->data,

@@ -41,7 +41,9 @@ lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *indices,
                                        "out_indices"};
   lik_device_type dev;
   int32_t dev_id;
-  if ((st = lik_check_devices(all, names, 5, &dev, &dev_id))) return st;
+  if ((st = lik_check_devices(all, names, 5, &dev, &dev_id)) ||
+      (st = lik_check_disjoint(all, names, 5, 2)))
+    return st;
   if (dev == LIK_CUDA)
     return lik_fail(LIK_ERR_UNSUPPORTED,
                     "lik_topk_merge runs on the CPU: the candidates are on cuda:%d (copy "

@@ -2,7 +2,7 @@
  * packed.c — validation shared by the packed-layout calls (forward and
  * backward): cu_seqlens, pair lists, the packed lik_problem, the argmax view.
  */
-#include <string.h>
+#include <stdint.h>
 
 #include "validate.h"
 
@@ -35,6 +35,12 @@ lik_status lik_check_cu_seqlens(const lik_tensor *cu, const char *name, int64_t 
                       name, name, (long long)i, (long long)v, name, (long long)(i - 1),
                       (long long)prev);
     if (v - prev > m) m = v - prev;
+    if (m > INT32_MAX)
+      return lik_fail(LIK_ERR_VALUE,
+                      "%s: sequence %lld has %lld tokens (%s[%lld] - %s[%lld]), more than %d "
+                      "(argmax is int32)",
+                      name, (long long)(i - 1), (long long)m, name, (long long)i, name,
+                      (long long)(i - 1), INT32_MAX);
     prev = v;
   }
   if (prev != rows)
@@ -73,7 +79,7 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
                                  const lik_tensor *pair_d, const lik_tensor *q_mask,
                                  const lik_tensor *d_mask, const lik_options *opts) {
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 2, 2, 2, 2))) return st;
+  if ((st = lik_check_embeddings(Q, D, 2, 2, 2, 2, 0))) return st;
   {
     const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask};
     const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",

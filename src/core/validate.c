@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "checked.h"
+
 const char *lik_dtype_name(lik_dtype dtype) {
   switch (dtype) {
     case LIK_F32: return "float32";
@@ -21,20 +23,52 @@ const char *lik_dtype_name(lik_dtype dtype) {
   return "unknown";
 }
 
-const char *lik_shape_str(const lik_tensor *t, char *buf) {
+static const char *dims_str(const int64_t *v, int ndim, char *buf) {
   int n = snprintf(buf, 96, "[");
-  for (int i = 0; i < t->ndim && i < LIK_MAX_DIMS; i++)
-    n += snprintf(buf + n, (size_t)(96 - n), i ? ", %lld" : "%lld", (long long)t->shape[i]);
+  for (int i = 0; i < ndim && i < LIK_MAX_DIMS; i++)
+    n += snprintf(buf + n, (size_t)(96 - n), i ? ", %lld" : "%lld", (long long)v[i]);
   snprintf(buf + n, (size_t)(96 - n), "]");
   return buf;
+}
+
+const char *lik_shape_str(const lik_tensor *t, char *buf) {
+  return dims_str(t->shape, t->ndim, buf);
+}
+
+static const char *strides_str(const lik_tensor *t, char *buf) {
+  return dims_str(t->strides, t->ndim, buf);
+}
+
+size_t lik_dtype_size(lik_dtype dtype) {
+  switch (dtype) {
+    case LIK_F64: case LIK_I64: return 8;
+    case LIK_F32: case LIK_I32: return 4;
+    case LIK_F16: case LIK_BF16: return 2;
+    default: return 1;
+  }
 }
 
 /* Number of elements, or -1 if it overflows int64. */
 static int64_t numel(const lik_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->ndim; i++)
-    if (__builtin_mul_overflow(n, t->shape[i], &n)) return -1;
+    if (lik_mul_i64(n, t->shape[i], &n)) return -1;
   return n;
+}
+
+/* Element offsets a non-empty view reaches: [*lo, *hi], relative to data.
+ * Nonzero if an offset or the byte extent does not fit int64. */
+static int extent(const lik_tensor *t, int64_t *lo, int64_t *hi) {
+  int64_t a = 0, b = 0, step, bytes;
+  for (int i = 0; i < t->ndim; i++) {
+    if (lik_mul_i64(t->shape[i] - 1, t->strides[i], &step) ||
+        lik_add_i64(step < 0 ? a : b, step, step < 0 ? &a : &b))
+      return 1;
+  }
+  *lo = a;
+  *hi = b;
+  return lik_sub_i64(b, a, &step) || lik_add_i64(step, 1, &step) ||
+         lik_mul_i64(step, (int64_t)lik_dtype_size(t->dtype), &bytes);
 }
 
 lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
@@ -63,17 +97,80 @@ lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
   }
   if (!t->data && n > 0)
     return lik_fail(LIK_ERR_NULL, "%s: data is NULL but the shape has elements", name);
+  int64_t lo, hi;
+  if (n > 0 && extent(t, &lo, &hi)) {
+    char sb[96], tb[96];
+    return lik_fail(LIK_ERR_SHAPE, "%s: strides %s over shape %s reach more bytes than int64 "
+                    "can count", name, strides_str(t, sb), lik_shape_str(t, tb));
+  }
   return LIK_OK;
 }
 
 lik_status lik_check_no_overlap(const lik_tensor *t, const char *name) {
   if (numel(t) == 0) return LIK_OK; /* nothing is written (numpy gives such views stride 0) */
-  for (int i = 0; i < t->ndim; i++)
-    if (t->shape[i] > 1 && t->strides[i] == 0)
+  /* Dims of size > 1 by ascending |stride|: each must step past everything
+   * the smaller ones reach (a sufficient test; every dense or sliced layout
+   * passes it). */
+  int dims[LIK_MAX_DIMS], n = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 2) continue;
+    int j = n++;
+    for (; j > 0 && llabs(t->strides[dims[j - 1]]) > llabs(t->strides[i]); j--)
+      dims[j] = dims[j - 1];
+    dims[j] = i;
+  }
+  int64_t reach = 0; /* extent is checked: no overflow below */
+  for (int j = 0; j < n; j++) {
+    const int i = dims[j];
+    const int64_t a = llabs(t->strides[i]);
+    if (a == 0)
       return lik_fail(LIK_ERR_SHAPE,
                       "%s: stride 0 over dimension %d of size %lld would write several "
                       "outputs to one element",
                       name, i, (long long)t->shape[i]);
+    if (a <= reach) {
+      char sb[96], tb[96];
+      return lik_fail(LIK_ERR_SHAPE,
+                      "%s: strides %s over shape %s make elements overlap (dimension %d "
+                      "steps %lld elements, inside the %lld the smaller strides reach); "
+                      "each output element must be written once",
+                      name, strides_str(t, sb), lik_shape_str(t, tb), i, (long long)a,
+                      (long long)reach + 1);
+    }
+    reach += (t->shape[i] - 1) * a;
+  }
+  return LIK_OK;
+}
+
+/* Byte range [*lo, *hi) of a non-empty view whose extent lik_check_tensor
+ * accepted (so nothing below overflows). */
+static void byte_range(const lik_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+  int64_t a, b;
+  extent(t, &a, &b);
+  const int64_t es = (int64_t)lik_dtype_size(t->dtype);
+  *lo = (uintptr_t)t->data + (uintptr_t)(a * es);
+  *hi = (uintptr_t)t->data + (uintptr_t)((b + 1) * es);
+}
+
+lik_status lik_check_disjoint(const lik_tensor *const *ts, const char *const *names, int n,
+                              int nout) {
+  for (int i = n - nout; i < n; i++) {
+    if (!ts[i] || numel(ts[i]) == 0) continue;
+    uintptr_t lo, hi;
+    byte_range(ts[i], &lo, &hi);
+    for (int j = 0; j < n; j++) {
+      if (j == i || !ts[j] || numel(ts[j]) == 0) continue;
+      uintptr_t lo2, hi2;
+      byte_range(ts[j], &lo2, &hi2);
+      if (lo < hi2 && lo2 < hi)
+        return lik_fail(LIK_ERR_VALUE,
+                        "%s: overlaps %s in memory (%s: %zu bytes at %p, %s: %zu bytes at "
+                        "%p); an output may not share memory with %s",
+                        names[i], names[j], names[i], (size_t)(hi - lo), (void *)lo, names[j],
+                        (size_t)(hi2 - lo2), (void *)lo2,
+                        j >= n - nout ? "another output" : "an input");
+    }
+  }
   return LIK_OK;
 }
 
@@ -93,13 +190,6 @@ static int same_shape(const lik_tensor *t, int ndim, const int64_t *shape) {
   return 1;
 }
 
-static const char *shape_of(int ndim, const int64_t *shape, char *buf) {
-  lik_tensor t = {0};
-  t.ndim = ndim;
-  for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
-  return lik_shape_str(&t, buf);
-}
-
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape) {
   lik_status st = lik_check_tensor(m, name, 0, LIK_MAX_DIMS);
@@ -110,7 +200,7 @@ lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
   if (!same_shape(m, ndim, shape)) {
     char got[96], want[96];
     return lik_fail(LIK_ERR_SHAPE, "%s: shape %s does not match the expected %s", name,
-                    lik_shape_str(m, got), shape_of(ndim, shape, want));
+                    lik_shape_str(m, got), dims_str(shape, ndim, want));
   }
   return LIK_OK;
 }
@@ -125,7 +215,7 @@ lik_status lik_check_output(const lik_tensor *t, const char *name, lik_dtype dty
   if (!same_shape(t, ndim, shape)) {
     char got[96], want[96];
     return lik_fail(LIK_ERR_SHAPE, "%s: shape %s, expected %s", name,
-                    lik_shape_str(t, got), shape_of(ndim, shape, want));
+                    lik_shape_str(t, got), dims_str(shape, ndim, want));
   }
   return LIK_OK;
 }
@@ -157,7 +247,7 @@ lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *nam
 }
 
 lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
-                                int q_max, int d_min, int d_max) {
+                                int q_max, int d_min, int d_max, int padded) {
   lik_status st;
   if ((st = lik_check_tensor(Q, "Q", q_min, q_max)) || (st = lik_check_float(Q, "Q")) ||
       (st = lik_check_tensor(D, "D", d_min, d_max)) || (st = lik_check_float(D, "D")))
@@ -172,6 +262,14 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
   if (dq < 1 || dq > INT32_MAX)
     return lik_fail(LIK_ERR_SHAPE, "Q: embedding dimension d=%lld is outside [1, %d]",
                     (long long)dq, INT32_MAX);
+  if (!padded) return LIK_OK;
+  const int64_t lq = Q->shape[Q->ndim - 2], ld = D->shape[D->ndim - 2];
+  if (lq > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "Q: sequence length Lq=%lld exceeds %d (argmax is int32)",
+                    (long long)lq, INT32_MAX);
+  if (ld > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "D: sequence length Ld=%lld exceeds %d (argmax is int32)",
+                    (long long)ld, INT32_MAX);
   return LIK_OK;
 }
 
@@ -263,4 +361,9 @@ lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
   return LIK_OK;
+}
+
+lik_status lik_no_cuda_backend(void) {
+  return lik_fail(LIK_ERR_UNSUPPORTED,
+                  "tensors are on CUDA but this build of lik has no CUDA backend");
 }

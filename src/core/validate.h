@@ -7,17 +7,25 @@
 
 #include "problem.h"
 
+/* LIK_ERR_UNSUPPORTED for CUDA tensors in a build without the CUDA backend. */
+lik_status lik_no_cuda_backend(void);
+
 /* Clears the thread-local message at the start of a public call. */
 void lik_clear_error(void);
 
 /* Short dtype name ("float32", "bfloat16", ...). */
 const char *lik_dtype_name(lik_dtype dtype);
 
+/* Bytes per element. */
+size_t lik_dtype_size(lik_dtype dtype);
+
 /* Formats t's shape as "[2, 3, 4]" into buf (size >= 96). */
 const char *lik_shape_str(const lik_tensor *t, char *buf);
 
 /* name must be non-NULL, have ndim in [min_ndim, max_ndim], non-negative
- * sizes, data set when it has elements, and a known device. */
+ * sizes, data set when it has elements, a known dtype and device, and
+ * strides whose byte extent int64 can count (so no offset into the view
+ * overflows). */
 lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
                             int max_ndim);
 
@@ -28,9 +36,17 @@ lik_status lik_check_float(const lik_tensor *t, const char *name);
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape);
 
-/* An output view with elements writes each once: no stride 0 over a
- * dimension of size > 1. */
+/* An output view with elements writes each once: sorted by |stride|, every
+ * dimension of size > 1 steps past what the smaller strides reach (so no
+ * stride 0 over a dimension of size > 1). */
 lik_status lik_check_no_overlap(const lik_tensor *t, const char *name);
+
+/* Aliasing: ts[0 .. n) are a call's tensors (NULL entries skipped), the last
+ * nout of them its outputs, all accepted by lik_check_tensor.  The byte
+ * range of every non-empty output may not intersect that of any other
+ * listed tensor (LIK_ERR_VALUE, naming both). */
+lik_status lik_check_disjoint(const lik_tensor *const *ts, const char *const *names, int n,
+                              int nout);
 
 /* An output of the given dtype and exact shape. */
 lik_status lik_check_output(const lik_tensor *t, const char *name,
@@ -41,9 +57,11 @@ lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *nam
                              int n, lik_device_type *device, int32_t *device_id);
 
 /* Q and D: present, ndim in [q_min, q_max] / [d_min, d_max], floating, the
- * same dtype and the same d, 1 <= d <= INT32_MAX. */
+ * same dtype and the same d, 1 <= d <= INT32_MAX; padded (not packed [rows,
+ * d]) also Lq, Ld <= INT32_MAX.  The one place these limits are enforced, so
+ * every backend and dtype path returns the same status. */
 lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_min,
-                                int q_max, int d_min, int d_max);
+                                int q_max, int d_min, int d_max, int padded);
 
 /* The pairing of lik_maxsim's Q and D (cross, or KD for a 4-D D, which must
  * match a 3-D Q's Nq): sets p->pairing and p->ncand, and the scores' shape

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/checked.h"
 #include "backward_internal.h"
 #include "cpu_internal.h"
 
@@ -34,7 +35,8 @@ const lik_bw_kernels lik_bw_kernels_portable_f64 = {bw_port_f64_query_item, bw_p
 
 int64_t lik_bw_scratch_elems(const lik_bw_cpu *bw) {
   const int64_t l = bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max;
-  /* acc [l*dim] + tmp [2*dim] + int32 list [l] (an R holds >= one int32) */
+  /* acc [l*dim] + tmp [2*dim] + int32 list [l] (an R holds >= one int32);
+   * l, dim <= INT32_MAX (validated), so this fits int64 */
   return l * bw->call.p.q.dim + 2 * bw->call.p.q.dim + l + 8;
 }
 
@@ -97,8 +99,8 @@ static int64_t max_len(const lik_seqs *s) {
 static lik_status build_csr(const lik_index *key, int64_t nkeys, int64_t np, int64_t **start_out,
                             int64_t **pairs_out) {
   int64_t *start = (int64_t *)calloc((size_t)nkeys + 1, sizeof(int64_t));
-  int64_t *pairs = (int64_t *)malloc((size_t)(np > 0 ? np : 1) * sizeof(int64_t));
-  int64_t *fill = (int64_t *)malloc((size_t)(nkeys > 0 ? nkeys : 1) * sizeof(int64_t));
+  int64_t *pairs = (int64_t *)calloc((size_t)(np > 0 ? np : 1), sizeof(int64_t));
+  int64_t *fill = (int64_t *)calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(int64_t));
   if (!start || !pairs || !fill) {
     free(start);
     free(pairs);
@@ -149,8 +151,8 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   }
 
   if (p->normalize) {
-    qn = malloc((size_t)(ntq > 0 ? ntq : 1) * rs);
-    dn = malloc((size_t)(ntd > 0 ? ntd : 1) * rs);
+    qn = calloc((size_t)(ntq > 0 ? ntq : 1), rs);
+    dn = calloc((size_t)(ntd > 0 ? ntd : 1), rs);
     if (!qn || !dn) {
       st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens)",
                     (long long)ntq, (long long)ntd);
@@ -165,15 +167,17 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   /* Strategy.  grad_Q gathers D rows, grad_D gathers Q rows: unified makes
    * working copies of exactly the sides that will be gathered. */
   {
-    const int64_t ws_bytes =
-        ((want_q ? ntd : 0) + (want_d ? ntq : 0)) * dim * (int64_t)rs;
+    int64_t nd_el = 0, nq_el = 0, ws_bytes = 0;
+    if ((want_q && lik_mul_i64(ntd, dim, &nd_el)) || (want_d && lik_mul_i64(ntq, dim, &nq_el)) ||
+        lik_add_i64(nd_el, nq_el, &ws_bytes) || lik_mul_i64(ws_bytes, (int64_t)rs, &ws_bytes))
+      ws_bytes = INT64_MAX; /* beyond any allocation: fails below */
     int unified = strategy == LIK_BACKWARD_UNIFIED;
     /* auto = lowmem: on the CPU the working copies cost more (allocation,
      * first touch, memory traffic) than the per-gather conversions they save,
      * for every dtype measured (bench/cpu_train.py). */
     if (unified && ws_bytes > 0) {
-      if (want_q) dws = malloc((size_t)(ntd * dim) * rs);
-      if (want_d) qws = malloc((size_t)(ntq * dim) * rs);
+      if (want_q && ws_bytes < INT64_MAX) dws = calloc((size_t)nd_el, rs);
+      if (want_d && ws_bytes < INT64_MAX) qws = calloc((size_t)nq_el, rs);
       if ((want_q && !dws) || (want_d && !qws)) {
         free(dws);
         free(qws);
@@ -194,7 +198,14 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   }
 
   {
-    const size_t scratch = (size_t)lik_bw_scratch_elems(bw) * rs;
+    size_t scratch;
+    if (lik_bytes(lik_bw_scratch_elems(bw), rs, &scratch)) {
+      st = lik_fail(LIK_ERR_ALLOC, "backward: scratch of %lld elements per thread exceeds the "
+                    "address space (L=%lld, d=%lld)", (long long)lik_bw_scratch_elems(bw),
+                    (long long)(bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max),
+                    (long long)dim);
+      goto done;
+    }
     if (want_q && (st = bw_run(bw, k, JOB_QUERY, 0, p->q.count, scratch))) goto done;
     if (want_d && (st = bw_run(bw, k, JOB_DOC, 1, p->d.count, scratch))) goto done;
   }

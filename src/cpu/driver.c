@@ -16,10 +16,18 @@
  * its panels over the chunk; each query's panels are packed once per task.
  * So a document is widened once per query block, a query once per task, and
  * the [Lq, Ld] similarity matrix only ever exists as a register tile.
+ *
+ * -inf similarities (lik.h): the running max starts at -inf and only a
+ * strict > replaces it, so a lane whose valid document tokens all score -inf
+ * (or NaN) ends with argmax -1, like a lane without valid tokens.  Such lanes
+ * (rare: only non-finite or overflowing inputs make them) are settled by a
+ * second scan of the document with the query panel negated.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 
 #define LIK_DOC_CHUNK_BYTES (128 * 1024)
@@ -34,8 +42,8 @@ typedef struct {
   int64_t qb, cb, nqb, ncb;
   int64_t lq, lq_pad;  /* max query length, rounded up to kt->w */
   int64_t R;           /* doc rows per packed chunk, multiple of kt->mr */
-  size_t off_m, off_ix, off_qtok, off_qn, off_qid, off_qrow, off_drows,
-      off_dtix, scratch_bytes;
+  size_t off_m, off_ix, off_m2, off_ix2, off_qtok, off_qn, off_qid, off_qrow,
+      off_drows, off_dtix, scratch_bytes;
   char **scratch;      /* one block per thread */
 } drv;
 
@@ -73,11 +81,69 @@ static void run_slot(const drv *g, const float *pan, int64_t nv,
   }
 }
 
+/* Runs query slots [s0, s1) of the task's scratch over every valid token of
+ * document didx, in packed chunks of up to R rows; slot sl's running max /
+ * argmax are m / ix + (sl - s0) * lq_pad.  Returns the number of valid
+ * document tokens. */
+static int64_t scan_doc(const drv *g, char *sc, int64_t didx, int64_t s0, int64_t s1,
+                        float *m, int32_t *ix) {
+  const lik_problem *p = g->p;
+  const int64_t d = p->q.dim, mr = g->kt->mr, lq_pad = g->lq_pad;
+  const float *qpan = (const float *)sc;
+  const int64_t *qn = (const int64_t *)(sc + g->off_qn);
+  float *drows = (float *)(sc + g->off_drows);
+  int32_t *dtix = (int32_t *)(sc + g->off_dtix);
+  int64_t ld = lik_seq_len(&p->d, didx), t0 = 0, nvalid = 0;
+  while (t0 < ld) {
+    int64_t cnt = 0;
+    /* Collect up to R valid rows (scratch has R + mr - 1 for padding). */
+    for (; t0 < ld && cnt < g->R; t0++)
+      if (lik_mask_valid(&p->d_mask, &p->d, didx, t0)) dtix[cnt++] = (int32_t)t0;
+    if (!cnt) break;
+    nvalid += cnt;
+    g->kt->pack(&p->d, didx, dtix, cnt, p->normalize, drows);
+    /* Pad to a multiple of mr with copies of the last row: an equal
+     * value never passes the strict > of the running max. */
+    for (; cnt % mr; cnt++) {
+      dtix[cnt] = dtix[cnt - 1];
+      memcpy(drows + cnt * d, drows + (cnt - 1) * d, (size_t)d * sizeof(float));
+    }
+    for (int64_t sl = s0; sl < s1; sl++)
+      if (qn[sl])
+        run_slot(g, qpan + sl * lq_pad * d, qn[sl], drows, dtix, cnt,
+                 m + (sl - s0) * lq_pad, ix + (sl - s0) * lq_pad);
+  }
+  return nvalid;
+}
+
+/* Lanes of slot sl still at argmax -1 after a document with valid tokens have
+ * only -inf / NaN similarities.  Negating the query panel negates every dot
+ * exactly (round-to-nearest is symmetric), so a second scan finds the first
+ * token whose similarity is -inf as the first +inf: that token wins the lane
+ * (its max stays -inf); a lane of NaNs only keeps -1. */
+static void settle_neg_inf(const drv *g, char *sc, int64_t didx, int64_t sl) {
+  const int64_t d = g->p->q.dim, w = g->kt->w, lq_pad = g->lq_pad;
+  const int64_t nv = ((const int64_t *)(sc + g->off_qn))[sl];
+  int32_t *ix = (int32_t *)(sc + g->off_ix) + sl * lq_pad;
+  int64_t l = 0;
+  while (l < nv && ix[l] >= 0) l++;
+  if (l == nv) return;
+  float *pan = (float *)sc + sl * lq_pad * d;
+  float *m2 = (float *)(sc + g->off_m2);
+  int32_t *ix2 = (int32_t *)(sc + g->off_ix2);
+  const int64_t nel = ceil_div(nv, w) * w * d;
+  for (int64_t e = 0; e < nel; e++) pan[e] = -pan[e];
+  for (l = 0; l < lq_pad; l++) { m2[l] = -INFINITY; ix2[l] = -1; }
+  scan_doc(g, sc, didx, sl, sl + 1, m2, ix2);
+  for (int64_t e = 0; e < nel; e++) pan[e] = -pan[e];
+  for (l = 0; l < nv; l++)
+    if (ix[l] < 0) ix[l] = ix2[l];
+}
+
 static void task(void *ctx, int tid, int64_t t) {
   const drv *g = (const drv *)ctx;
   const lik_problem *p = g->p;
-  const lik_cpu_kernels *kt = g->kt;
-  const int64_t d = p->q.dim, mr = kt->mr;
+  const int64_t d = p->q.dim;
   char *sc = g->scratch[tid];
   float *qpan = (float *)sc;
   float *mx = (float *)(sc + g->off_m);
@@ -86,8 +152,6 @@ static void task(void *ctx, int tid, int64_t t) {
   int64_t *qn = (int64_t *)(sc + g->off_qn);
   int64_t *qid = (int64_t *)(sc + g->off_qid);
   float *qrow = (float *)(sc + g->off_qrow);
-  float *drows = (float *)(sc + g->off_drows);
-  int32_t *dtix = (int32_t *)(sc + g->off_dtix);
 
   int64_t qblk = t / g->ncb, cblk = t % g->ncb;
   int64_t i0 = qblk * g->qb, i1 = i0 + g->qb < g->nout ? i0 + g->qb : g->nout;
@@ -112,25 +176,8 @@ static void task(void *ctx, int tid, int64_t t) {
     }
     if (any) {
       int64_t didx = lik_cpu_didx(p, i0, c); /* cross: c; KD/list: qb == 1 */
-      int64_t ld = lik_seq_len(&p->d, didx), t0 = 0;
-      while (t0 < ld) {
-        int64_t cnt = 0;
-        /* Collect up to R valid rows (scratch has R + mr - 1 for padding). */
-        for (; t0 < ld && cnt < g->R; t0++)
-          if (lik_mask_valid(&p->d_mask, &p->d, didx, t0)) dtix[cnt++] = (int32_t)t0;
-        if (!cnt) break;
-        kt->pack(&p->d, didx, dtix, cnt, p->normalize, drows);
-        /* Pad to a multiple of mr with copies of the last row: an equal
-         * value never passes the strict > of the running max. */
-        for (; cnt % mr; cnt++) {
-          dtix[cnt] = dtix[cnt - 1];
-          memcpy(drows + cnt * d, drows + (cnt - 1) * d, (size_t)d * sizeof(float));
-        }
-        for (int64_t sl = 0; sl < nslot; sl++)
-          if (qn[sl])
-            run_slot(g, qpan + sl * g->lq_pad * d, qn[sl], drows, dtix, cnt,
-                     mx + sl * g->lq_pad, ixs + sl * g->lq_pad);
-      }
+      if (scan_doc(g, sc, didx, 0, nslot, mx, ixs) > 0)
+        for (int64_t sl = 0; sl < nslot; sl++) settle_neg_inf(g, sc, didx, sl);
     }
     for (int64_t sl = 0; sl < nslot; sl++) {
       int64_t i = i0 + sl;
@@ -139,7 +186,7 @@ static void task(void *ctx, int tid, int64_t t) {
       const int32_t *tok = qtok + sl * g->lq;
       float s = 0.0f;
       for (int64_t l = 0; l < qn[sl]; l++)
-        if (m[l] != -INFINITY) s += m[l]; /* no valid doc token: adds 0 */
+        if (ix[l] >= 0) s += m[l]; /* no document token won: adds 0 */
       g->o.scores[i * g->o.si + (c - g->o.cbeg) * g->o.sj] = s;
       if (g->o.argmax) {
         int32_t *a = g->o.argmax + i * g->o.asi + (c - g->o.cbeg) * g->o.asj;
@@ -148,6 +195,16 @@ static void task(void *ctx, int tid, int64_t t) {
       }
     }
   }
+}
+
+/* Appends a 64-byte aligned block of n elements of es bytes to the scratch
+ * layout: *at = its offset, *off grows.  Nonzero if the size overflows. */
+static int layout_add(size_t *off, size_t *at, int64_t n, size_t es) {
+  size_t b;
+  if (lik_bytes(n, es, &b) || b > SIZE_MAX - LIK_ALIGN - *off) return 1;
+  *at = *off;
+  *off += align_up(b);
+  return 0;
 }
 
 lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
@@ -160,9 +217,6 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
   int64_t ncand = o->cend - o->cbeg;
   if (g.nout <= 0 || ncand <= 0) return LIK_OK;
   const int64_t d = p->q.dim, w = g.kt->w, mr = g.kt->mr;
-  if (p->q.len > INT32_MAX || p->d.len > INT32_MAX)
-    return lik_fail(LIK_ERR_UNSUPPORTED, "sequence length %lld exceeds the int32 argmax range",
-                    (long long)(p->q.len > p->d.len ? p->q.len : p->d.len));
   g.lq = p->q.len;
   g.lq_pad = ceil_div(g.lq, w) * w;
 
@@ -176,10 +230,11 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
 
   /* Query block: cross-pairing queries share each packed document; KD and
    * list pairs have their own documents, so one query per task. */
-  int64_t qbytes = (g.lq_pad > 0 ? g.lq_pad : 1) * d * 4;
+  int64_t panel; /* fp32 values of one query's panels */
+  if (lik_mul_i64(g.lq_pad > 0 ? g.lq_pad : 1, d, &panel)) panel = INT64_MAX;
   int64_t qb = 1;
   if (p->pairing == LIK_PAIRING_CROSS) {
-    qb = LIK_QBLOCK_BYTES / qbytes;
+    qb = LIK_QBLOCK_BYTES / 4 / panel;
     if (qb < 1) qb = 1;
     if (qb > 64) qb = 64;
     if (qb > g.nout) qb = g.nout;
@@ -202,15 +257,25 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
 
   /* Per-thread scratch, allocated before any thread starts so a failure
    * returns cleanly. */
-  size_t off = align_up((size_t)(qb * g.lq_pad * d) * sizeof(float));
-  g.off_m = off;   off += align_up((size_t)(qb * g.lq_pad) * sizeof(float));
-  g.off_ix = off;  off += align_up((size_t)(qb * g.lq_pad) * sizeof(int32_t));
-  g.off_qtok = off; off += align_up((size_t)(qb * g.lq) * sizeof(int32_t));
-  g.off_qn = off;  off += align_up((size_t)qb * sizeof(int64_t));
-  g.off_qid = off; off += align_up((size_t)qb * sizeof(int64_t));
-  g.off_qrow = off; off += align_up((size_t)d * sizeof(float));
-  g.off_drows = off; off += align_up((size_t)((R + mr) * d) * sizeof(float));
-  g.off_dtix = off; off += align_up((size_t)(R + mr) * sizeof(int32_t));
+  size_t off = 0, at0;
+  int64_t lanes, qvals, qtoks;
+  if (lik_mul_i64(qb, g.lq_pad, &lanes) || lik_mul_i64(lanes, d, &qvals) ||
+      lik_mul_i64(qb, g.lq, &qtoks) ||
+      layout_add(&off, &at0, qvals, sizeof(float)) || /* query panels at 0 */
+      layout_add(&off, &g.off_m, lanes, sizeof(float)) ||
+      layout_add(&off, &g.off_ix, lanes, sizeof(int32_t)) ||
+      layout_add(&off, &g.off_m2, g.lq_pad, sizeof(float)) ||
+      layout_add(&off, &g.off_ix2, g.lq_pad, sizeof(int32_t)) ||
+      layout_add(&off, &g.off_qtok, qtoks, sizeof(int32_t)) ||
+      layout_add(&off, &g.off_qn, qb, sizeof(int64_t)) ||
+      layout_add(&off, &g.off_qid, qb, sizeof(int64_t)) ||
+      layout_add(&off, &g.off_qrow, d, sizeof(float)) ||
+      layout_add(&off, &g.off_drows, (R + mr) * d, sizeof(float)) ||
+      layout_add(&off, &g.off_dtix, R + mr, sizeof(int32_t)))
+    return lik_fail(LIK_ERR_ALLOC,
+                    "CPU scratch: query panels of %lld x Lq=%lld x d=%lld fp32 values exceed "
+                    "the address space",
+                    (long long)qb, (long long)g.lq, (long long)d);
   g.scratch_bytes = off;
 
   char *ptrs[256];
@@ -220,8 +285,10 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
     ptrs[t] = aligned_alloc(LIK_ALIGN, g.scratch_bytes);
     if (!ptrs[t]) {
       for (int64_t u = 0; u < t; u++) free(ptrs[u]);
-      return lik_fail(LIK_ERR_ALLOC, "CPU scratch: cannot allocate %zu bytes per thread",
-                      g.scratch_bytes);
+      return lik_fail(LIK_ERR_ALLOC,
+                      "CPU scratch: cannot allocate %zu bytes per thread (query panels of "
+                      "%lld x Lq=%lld x d=%lld fp32 values)",
+                      g.scratch_bytes, (long long)qb, (long long)g.lq, (long long)d);
     }
   }
   lik_parallel_run((int)T, ntasks, task, &g);

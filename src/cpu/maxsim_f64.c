@@ -4,11 +4,13 @@
  * driver: one task owns whole outputs, per-token strict-> max over doc tokens
  * ascending, score summed over valid query tokens ascending (in double,
  * stored as fp32).  Normalisation in fp64: q / max(||q||, 1e-12) applied to
- * the query token, the dot divided by max(||d||, 1e-12).
+ * the query token, the dot divided by max(||d||, 1e-12).  A valid token whose
+ * similarity is -inf wins a max nothing else won (lik.h).
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 
 #define F64_BLOCK 16
@@ -58,9 +60,9 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
       double dot = 0.0;
       for (int64_t k = 0; k < d; k++) dot += qrow[k] * y[k * D->sk];
       if (p->normalize) dot /= dnorm[t];
-      if (dot > best) { best = dot; arg = (int32_t)t; }
+      if (dot > best || (arg < 0 && dot == -INFINITY)) { best = dot; arg = (int32_t)t; }
     }
-    if (best != -INFINITY) score += best;
+    if (arg >= 0) score += best;
     if (a) a[s * g->o.ass] = arg;
   }
   g->o.scores[i * g->o.si + (c - g->o.cbeg) * g->o.sj] = (float)score;
@@ -86,15 +88,19 @@ lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o) {
   int64_t T = p->num_threads >= 1 ? p->num_threads : 1;
   if (T > ntasks) T = ntasks;
   if (T > 256) T = 256;
-  g.bytes = (size_t)(p->q.dim + p->d.len + 1) * sizeof(double);
+  /* d, Ld <= INT32_MAX (validated): the sum fits */
+  if (lik_bytes(p->q.dim + p->d.len + 1, sizeof(double), &g.bytes))
+    return lik_fail(LIK_ERR_ALLOC, "CPU scratch: d=%lld + Ld=%lld doubles exceed the address space",
+                    (long long)p->q.dim, (long long)p->d.len);
   char *ptrs[256];
   g.scratch = ptrs;
   for (int64_t t = 0; t < T; t++) {
     ptrs[t] = malloc(g.bytes);
     if (!ptrs[t]) {
       for (int64_t u = 0; u < t; u++) free(ptrs[u]);
-      return lik_fail(LIK_ERR_ALLOC, "CPU scratch: cannot allocate %zu bytes per thread",
-                      g.bytes);
+      return lik_fail(LIK_ERR_ALLOC,
+                      "CPU scratch: cannot allocate %zu bytes per thread (d=%lld + Ld=%lld doubles)",
+                      g.bytes, (long long)p->q.dim, (long long)p->d.len);
     }
   }
   lik_parallel_run((int)T, ntasks, task_f64, &g);

@@ -11,6 +11,7 @@
  */
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 #include "topk.h"
 
@@ -23,10 +24,14 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   if (k > nd) k = nd;
   if (nq <= 0 || k <= 0) return LIK_OK;
   const int64_t B = nd < LIK_RETRIEVE_BLOCK ? nd : LIK_RETRIEVE_BLOCK;
-  float *blk = (float *)malloc((size_t)(nq * B) * sizeof(float));
+  int64_t nblk = 0, ncand = 0;
+  size_t blk_bytes = 0;
+  const int sizes_ok = !lik_mul_i64(nq, B, &nblk) && !lik_bytes(nblk, sizeof(float), &blk_bytes) &&
+                       !lik_add_i64(B, k, &ncand);
+  float *blk = sizes_ok ? (float *)malloc(blk_bytes) : NULL;
   lik_hit *col = (lik_hit *)malloc((size_t)B * sizeof(lik_hit));
-  float *cs = (float *)malloc((size_t)(B + k) * sizeof(float));
-  int64_t *ci = (int64_t *)malloc((size_t)(B + k) * sizeof(int64_t));
+  float *cs = sizes_ok ? (float *)calloc((size_t)ncand, sizeof(float)) : NULL;
+  int64_t *ci = sizes_ok ? (int64_t *)calloc((size_t)ncand, sizeof(int64_t)) : NULL;
   int64_t *cnt = (int64_t *)calloc((size_t)nq, sizeof(int64_t));
   int64_t heap[4];
   lik_status st = LIK_OK;

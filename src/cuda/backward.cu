@@ -40,8 +40,8 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "common.cuh"
 #include "device.cuh"
+#include "host.cuh"
 
 namespace lik_cuda {
 namespace bw {
@@ -776,70 +776,6 @@ __global__ void csr_start_kernel(const uint32_t *keys, int64_t np, int64_t nkeys
 
 /* ---- host side ---------------------------------------------------------------- */
 
-static KIndex kindex(const lik_index &ix) {
-  KIndex k;
-  k.data = ix.data;
-  k.stride = ix.stride;
-  k.is64 = ix.dtype == LIK_I64;
-  return k;
-}
-
-static KSeq kseq(const lik_seqs &s) {
-  KSeq k;
-  k.data = s.data;
-  k.count = s.count;
-  k.len = s.len;
-  k.dim = s.dim;
-  k.sn = s.sn;
-  k.sl = s.sl;
-  k.sk = s.sk;
-  k.group = s.group;
-  k.sg = s.sg;
-  k.off = kindex(s.offsets);
-  return k;
-}
-
-static KMask kmask(const lik_mask &m) {
-  KMask k;
-  k.data = m.data;
-  k.sn = m.sn;
-  k.sl = m.sl;
-  k.sg = m.sg;
-  return k;
-}
-
-static int elt_size(lik_dtype t) { return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2; }
-
-/* CPL-element vector accesses are legal for every token of s. */
-static int vec_ok(const lik_seqs &s, int cpl) {
-  const int64_t es = elt_size(s.dtype), vb = es * cpl;
-  if (s.sk != 1 || s.dim % cpl != 0 || ((uintptr_t)s.data) % vb != 0) return 0;
-  if (s.sl % cpl != 0) return 0;
-  if (!s.offsets.data) {
-    if (s.sn % cpl != 0) return 0;
-    if (s.group > 0 && s.sg % cpl != 0) return 0;
-  }
-  return 1;
-}
-
-static lik_status cuda_fail(cudaError_t e, const char *what) {
-  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                  cudaGetErrorString(e));
-}
-
-struct DeviceGuard {
-  int prev = -1;
-  cudaError_t err = cudaSuccess;
-  explicit DeviceGuard(int dev) {
-    err = cudaGetDevice(&prev);
-    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
-    else prev = -1;
-  }
-  ~DeviceGuard() {
-    if (prev >= 0) cudaSetDevice(prev);
-  }
-};
-
 /* Stream-ordered scratch, freed on the stream at scope exit. */
 struct Scratch {
   cudaStream_t st;
@@ -858,16 +794,19 @@ struct Scratch {
   }
 };
 
-/* The kernel's dynamic shared memory limit raised to smem on dev, once per
- * (kernel, device, size): cached in the call's context. */
+/* smem bytes of dynamic shared memory allowed for fn on dev: its limit raised
+ * to the device's opt-in maximum once per (kernel, device), cached in the
+ * call's context (a limit set to one launch's size would fail a later,
+ * larger one). */
 static cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
   FnInfo fi;
-  if (fn_info_find(dev, fn, (int64_t)smem, &fi)) return cudaSuccess;
-  const cudaError_t e =
-      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidValue;
+  if (fn_info_find(dev, fn, -2, &fi)) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)dev.info->smem_max);
   if (e != cudaSuccess) return e;
   fi = FnInfo{};
-  fn_info_put(dev, fn, (int64_t)smem, fi);
+  fn_info_put(dev, fn, -2, fi);
   return cudaSuccess;
 }
 
@@ -1002,6 +941,10 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
   if (p->normalize) {
     R *qn, *dn;
+    if (ntq > (int64_t)(SIZE_MAX / sizeof(R)) || ntd > (int64_t)(SIZE_MAX / sizeof(R)))
+      return lik_fail(LIK_ERR_ALLOC, /* broadcast views can count more tokens than memory holds */
+                      "backward: the norms of %lld + %lld tokens exceed the address space",
+                      (long long)ntq, (long long)ntd);
     if ((e = sc.get((void **)&qn, (size_t)ntq * sizeof(R))) ||
         (e = sc.get((void **)&dn, (size_t)ntd * sizeof(R))))
       return cuda_fail(e, "cudaMallocAsync (token norms)");

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <math_constants.h> /* CUDART_NAN_F */
 #include <stdint.h>
 
 extern "C" {
@@ -115,9 +116,17 @@ template <> __device__ __forceinline__ float to_f<__half>(__half x) {
 }
 template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
 
+/* A running max starts as NaN ("no value yet"; masked columns are NaN too,
+ * and fmaxf ignores NaN).  v takes the max m if it is larger, or if m has no
+ * value and v is a number: a valid similarity of -inf wins a max nothing
+ * else won (lik.h), a NaN similarity never does. */
+__device__ __forceinline__ bool takes_max(float v, float m) {
+  return v > m || (m != m && v == v);
+}
+
 /* Lexicographic (value desc, index asc) merge for the argmax; -1 loses ties. */
 __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && (unsigned)i < (unsigned)bi);
+  return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
 }
 
 } // namespace lik_cuda

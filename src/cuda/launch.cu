@@ -14,63 +14,15 @@
 
 #include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 
+#include "host.cuh"
 #include "launch.cuh"
 
 namespace lik_cuda {
 
-static KIndex kindex(const lik_index &ix) {
-  KIndex k;
-  k.data = ix.data;
-  k.stride = ix.stride;
-  k.is64 = ix.dtype == LIK_I64;
-  return k;
-}
-
-static KSeq kseq(const lik_seqs &s) {
-  KSeq k;
-  k.data = s.data;
-  k.count = s.count;
-  k.len = s.len;
-  k.dim = s.dim;
-  k.sn = s.sn;
-  k.sl = s.sl;
-  k.sk = s.sk;
-  k.group = s.group;
-  k.sg = s.sg;
-  k.off = kindex(s.offsets);
-  return k;
-}
-
-static KMask kmask(const lik_mask &m) {
-  KMask k;
-  k.data = m.data;
-  k.sn = m.sn;
-  k.sl = m.sl;
-  k.sg = m.sg;
-  return k;
-}
-
-static int elt_size(lik_dtype t) {
-  switch (t) {
-  case LIK_F64: return 8;
-  case LIK_F32: return 4;
-  default: return 2;
-  }
-}
-
 /* 16-byte vector loads (8 half / 4 fp32 features) are legal for every token
  * of s. */
-static int vec_ok(const lik_seqs &s) {
-  if (s.dtype != LIK_BF16 && s.dtype != LIK_F16 && s.dtype != LIK_F32) return 0;
-  const int64_t e = 16 / elt_size(s.dtype); /* elements per 16 bytes */
-  if (s.sk != 1 || s.dim % e != 0) return 0;
-  if (((uintptr_t)s.data) % 16 != 0) return 0;
-  if (s.sl % e != 0) return 0;
-  if (!s.offsets.data) {
-    if (s.sn % e != 0) return 0;
-    if (s.group > 0 && s.sg % e != 0) return 0;
-  }
-  return 1;
+static int vec16_ok(const lik_seqs &s) {
+  return s.dtype != LIK_F64 && vec_ok(s, 16 / elt_size(s.dtype));
 }
 
 /* cuTensorMapEncodeTiled, reached through the runtime (no link to libcuda);
@@ -266,25 +218,6 @@ void decompose(KParams &P, const int64_t *slots, int bd, int max_split) {
   }
 }
 
-static lik_status cuda_fail(cudaError_t e, const char *what) {
-  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what,
-                  cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-/* Makes p's device current for the call; restores the caller's on exit. */
-struct DeviceGuard {
-  int prev = -1;
-  cudaError_t err = cudaSuccess;
-  explicit DeviceGuard(int dev) {
-    err = cudaGetDevice(&prev);
-    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
-    else prev = -1;
-  }
-  ~DeviceGuard() {
-    if (prev >= 0) cudaSetDevice(prev);
-  }
-};
-
 static KParams make_params(const lik_problem *p) {
   KParams P;
   memset(&P, 0, sizeof(P));
@@ -369,8 +302,8 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   const lik_status st = device_of(p, &dev);
   if (st != LIK_OK) return st;
   KParams P = make_params(p);
-  P.fast_q = vec_ok(p->q);
-  P.fast_d = vec_ok(p->d);
+  P.fast_q = vec16_ok(p->q);
+  P.fast_d = vec16_ok(p->d);
   return run_forward(P, p->q.dtype, (cudaStream_t)p->stream, dev);
 }
 

@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      rm[mi][h] = -INFINITY;
+      rm[mi][h] = CUDART_NAN_F; /* no value yet (takes_max) */
       ra[mi][h] = -1;
     }
   int64_t loaded_qi = -1;
@@ -864,9 +864,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const float v = ok ? acc[mi][ni][h * 2 + e] * sc : -INFINITY;
+                const float v = ok ? acc[mi][ni][h * 2 + e] * sc : CUDART_NAN_F;
                 if (ARGMAX) {
-                  if (v > rm[mi][h]) {
+                  if (takes_max(v, rm[mi][h])) {
                     rm[mi][h] = v;
                     ra[mi][h] = tg;
                   }
@@ -945,11 +945,11 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
               redv[wn * BQ + r] = v;
               redi[wn * BQ + r] = ix;
             }
-            rm[mi][h] = -INFINITY;
+            rm[mi][h] = CUDART_NAN_F;
             ra[mi][h] = -1;
           }
         item_sync();
-        float v = -INFINITY;
+        float v = CUDART_NAN_F;
         int ix = -1;
         if (tid < BQ) {
           v = redv[tid];
@@ -984,7 +984,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           bool qv = qok && s < seq_len(P.q, qi);
           if (qv && P.qm.data)
             qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
-          const bool live = qv && v > -INFINITY;
+          const bool live = qv && v == v; /* some valid token won (-inf included) */
           float contrib = live ? (P.normalize ? v * qinv[tid] : v) : 0.f;
           const int64_t j = j0 + cc.it;
           /* rows past a packed query's length up to the argmax extent get -1 */

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         }
         qinv[tid] = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
       }
-      float rmv = -INFINITY;
+      float rmv = CUDART_NAN_F; /* no value yet (takes_max) */
       int rai = -1;
       const int64_t ntiles = dlen > 0 ? (dlen + BD - 1) / BD : 1;
       for (int64_t tile = 0; tile < ntiles; ++tile) {
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
           if (!ok) continue;
           const float v =
               P.normalize ? (float)(acc[u] * (A)dinv[cl]) : (float)acc[u];
-          if (v > rmv || (!ARGMAX && false)) {
+          if (takes_max(v, rmv)) {
             rmv = v;
             rai = (int)t;
           }
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         bool qv = s < qlen;
         if (qv && P.qm.data)
           qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
-        const bool live = qv && rmv > -INFINITY;
+        const bool live = qv && rmv == rmv; /* some valid token won (-inf included) */
         redc[r] = live ? (P.normalize ? rmv * qinv[r] : rmv) : 0.f;
         if (ARGMAX && s < P.q.len) /* -1 past a packed query's length */
           P.argmax[row * P.asi + (j0 + it) * P.asj + s * P.ass] = live ? rai : -1;

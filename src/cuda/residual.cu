@@ -9,37 +9,11 @@
 #include <string.h>
 
 #include "device.cuh"
+#include "host.cuh"
 #include "residual.cuh"
 
 namespace lik_cuda {
 namespace res {
-
-static lik_status cuda_error(cudaError_t e, const char *what) {
-  return lik_fail(LIK_ERR_CUDA, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                  cudaGetErrorString(e));
-}
-
-/* Makes the call's device current; restores the caller's on exit. */
-struct DeviceScope {
-  int prev = -1;
-  cudaError_t err = cudaSuccess;
-  explicit DeviceScope(int dev) {
-    err = cudaGetDevice(&prev);
-    if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
-    else prev = -1;
-  }
-  ~DeviceScope() {
-    if (prev >= 0) cudaSetDevice(prev);
-  }
-};
-
-static KIndex kindex(const lik_index &ix) {
-  KIndex k;
-  k.data = ix.data;
-  k.stride = ix.stride;
-  k.is64 = ix.dtype == LIK_I64;
-  return k;
-}
 
 static KCodec kcodec(const lik_codec_view &v) {
   KCodec c;
@@ -108,7 +82,7 @@ static lik_status occupancy(const Device &dev, const void *fn, int threads, int6
     cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)dev.info->smem_max);
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fi.occ, fn, threads, (size_t)smem);
-    if (e != cudaSuccess) return cuda_error(e, "the residual kernel's attributes");
+    if (e != cudaSuccess) return cuda_fail(e, "the residual kernel's attributes");
     fn_info_put(dev, fn, smem, fi);
   }
   *occ = fi.occ > 0 ? fi.occ : 1;
@@ -159,7 +133,7 @@ static lik_status launch(KRes &P, const Device &dev, cudaStream_t stream, int64_
   const int64_t grid = grid_for(P.nq * P.t.count, dev, occ);
   residual_maxsim_kernel<T, MT, NPW><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
   const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the residual MaxSim kernel launch");
+  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the residual MaxSim kernel launch");
 }
 
 template <typename T, int MT>
@@ -183,8 +157,8 @@ using namespace lik_cuda;
 using namespace lik_cuda::res;
 
 extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
-  DeviceScope scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  DeviceGuard scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
   lik_status st = device(p->call, &dev);
   if (st) return st;
@@ -202,12 +176,12 @@ extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
   decompress_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
                       (cudaStream_t)p->call.stream>>>(P);
   const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the decompress kernel launch");
+  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the decompress kernel launch");
 }
 
 extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
-  DeviceScope scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  DeviceGuard scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
   lik_status st = device(p->call, &dev);
   if (st) return st;
@@ -229,12 +203,12 @@ extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
   const int64_t items = p->nq * p->d.count, cap = (int64_t)dev.info->sms * 16;
   approx_kernel<<<(unsigned)(items < cap ? items : cap), 128, 0, (cudaStream_t)p->call.stream>>>(P);
   const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_error(e, "the approx score kernel launch");
+  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the approx score kernel launch");
 }
 
 extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
-  DeviceScope scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_error(scope.err, "selecting the device");
+  DeviceGuard scope(p->call.device_id);
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
   lik_status st = device(p->call, &dev);
   if (st) return st;

@@ -250,8 +250,8 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
       if (P.dm.data) P.dm.data += j * P.dm.sn;
     }
     P.d = kseq(dsh);
-    P.fast_q = vec_ok(p->q);
-    P.fast_d = vec_ok(dsh);
+    P.fast_q = vec16_ok(p->q);
+    P.fast_d = vec16_ok(dsh);
     st = run_forward(P, p->q.dtype, stream, dev);
     if (st != LIK_OK) break;
     const int64_t G = topk_slices(nq, nb, k, sms);

@@ -1,7 +1,8 @@
 """End-to-end tests of the `lik` command.
 
 The binary is found through $LIK_CLI, then `lik` on PATH, then the build
-trees build/programs/lik/lik; the tests skip only when none exists.
+trees build/programs/lik/lik, build/release/programs/lik/lik and
+build*/programs/lik/lik; the tests skip only when none exists.
 
 Scores, rankings and metrics are checked against an independent numpy
 float64 MaxSim and an nDCG / recall written here.
@@ -12,8 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,8 @@ def _find_cli() -> str | None:
     found = shutil.which("lik")
     if found:
         return found
-    for cand in sorted(ROOT.glob("build*/programs/lik/lik")):
+    plain = [ROOT / "build/programs/lik/lik", ROOT / "build/release/programs/lik/lik"]
+    for cand in plain + sorted(ROOT.glob("build*/programs/lik/lik")):
         if os.access(cand, os.X_OK):
             return str(cand)
     return None
@@ -398,7 +402,7 @@ def test_error_bad_offsets_and_shapes(tmp_path):
     # a truncated file: offsets beyond the data
     raw = (tmp_path / "cu.safetensors").read_bytes()
     (tmp_path / "trunc.safetensors").write_bytes(raw[:-20])
-    _fails(q, tmp_path / "trunc.safetensors", expect="data_offsets outside the file")
+    _fails(q, tmp_path / "trunc.safetensors", expect="] outside the file (data section has")
     np.save(tmp_path / "p.npy", np.zeros((2, 3, 8), np.float32))
     np.save(tmp_path / "pl.npy", np.array([1, 4], np.int64))
     _fails(q, tmp_path / "p.npy", "--doc-lengths", tmp_path / "pl.npy", expect="lengths[1] = 4")
@@ -446,3 +450,140 @@ def test_rerank_errors(tmp_path, cranfield):
     (tmp_path / "c.txt").write_text("1 2 3\n")
     _fails("--rerank", tmp_path / "c.txt", expect="expected 'query doc'")
     _fails("--rerank", tmp_path / "none.txt", expect="cannot open candidates")
+
+
+# ---- untrusted files and extreme sizes (issue 22) -------------------------------------------
+
+CEILING = 100 << 20  # bytes of address space a refused file may cost
+
+
+def _bounded(*args):
+    """Runs lik under a 100 MB address-space limit; returns (process, seconds)."""
+    if b"__asan_init" in Path(CLI).read_bytes():
+        pytest.skip("an ASan build reserves more address space than the ceiling")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (CEILING, CEILING))
+
+    t0 = time.monotonic()
+    p = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=30,
+                       preexec_fn=limit)
+    return p, time.monotonic() - t0
+
+
+def _npy_header_only(path, descr, shape, data=b""):
+    """A .npy whose header declares `shape`, followed by `data` (no padding)."""
+    h = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple(shape)}, }}".encode()
+    Path(path).write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + data)
+    return path
+
+
+def _raw_safetensors(path, header, data=b""):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    Path(path).write_bytes(len(h).to_bytes(8, "little") + h + data)
+    return path
+
+
+def _declaring_files(tmp_path):
+    """(file, substring of the expected message): files whose headers declare
+    more than the files hold."""
+    t = tmp_path
+    return [
+        # 1. N sequences of 0 tokens: no data bounds N (the heap overflow of issue 22)
+        (_npy_header_only(t / "n0.npy", "<f4", (2305843009213693953, 0, 4)),
+         "declare 2305843009213693953 sequences in a"),
+        # 2. the same in safetensors (16.8 GB of allocations before)
+        (_raw_safetensors(t / "n0.safetensors", {"embeddings": {
+            "dtype": "F32", "shape": [1073741824, 0, 4], "data_offsets": [0, 0]}}),
+         "declare 1073741824 sequences in a"),
+        (_npy_header_only(t / "trunc.npy", "<f4", (10**12, 1, 4), b"\0" * 16),
+         "needs 16000000000000 bytes, file has 16"),
+        (_npy_header_only(t / "huge.npy", "<f4", (2**62, 2**62, 4)), ".npy shape too large"),
+        (_raw_safetensors(t / "shape.safetensors", {"embeddings": {
+            "dtype": "F32", "shape": [10**12, 4], "data_offsets": [0, 16]}}, b"\0" * 16),
+         "shape [1000000000000, 4] of F32 needs a different byte size than data_offsets [0, 16]"),
+        (_raw_safetensors(t / "off.safetensors", {"embeddings": {
+            "dtype": "F32", "shape": [10**12, 1, 4], "data_offsets": [0, 16 * 10**12]}},
+            b"\0" * 16),
+         "data_offsets [0, 16000000000000] outside the file (data section has 16 bytes)"),
+    ]
+
+
+def test_declared_sizes_fail_fast_and_small(tmp_path):
+    q, d = _small_pair(tmp_path)
+    for bad, expect in _declaring_files(tmp_path):
+        for args in ((bad, d), (q, bad)):  # as queries and as documents
+            p, secs = _bounded(*args)
+            assert p.returncode == 1, (bad.name, p.returncode, p.stderr)
+            assert f"{bad}: " in p.stderr and expect in p.stderr, p.stderr
+            assert secs < 1.0, (bad.name, secs)
+
+
+def test_companion_counts_fail_fast_and_small(tmp_path):
+    np.save(tmp_path / "p.npy", np.zeros((2, 3, 8), np.float32))
+    lengths = _npy_header_only(tmp_path / "len.npy", "<i8", (10**15,), b"\0" * 8)
+    ids = _npy_header_only(tmp_path / "ids.npy", "<i8", (10**15,), b"\0" * 8)
+    for opt, f in (("--query-lengths", lengths), ("--query-ids", ids)):
+        p, secs = _bounded(tmp_path / "p.npy", tmp_path / "p.npy", opt, f)
+        assert p.returncode == 1 and f"{f}: truncated .npy data" in p.stderr, p.stderr
+        assert secs < 1.0
+
+
+def test_safetensors_offsets_must_tile_the_data(tmp_path):
+    q, _ = _small_pair(tmp_path)
+    emb = np.zeros((4, 8), np.float32).tobytes()
+    cu = np.array([0, 4], np.int64).tobytes()
+    entry = lambda dt, shape, b, e: {"dtype": dt, "shape": shape, "data_offsets": [b, e]}
+    # cu_seqlens overlapping the embeddings
+    bad = _raw_safetensors(tmp_path / "overlap.safetensors", {
+        "embeddings": entry("F32", [4, 8], 0, 128), "cu_seqlens": entry("I64", [2], 112, 128)},
+        emb)
+    _fails(q, bad, expect='tensors "embeddings" [0, 128] and "cu_seqlens" [112, 128] overlap')
+    bad = _raw_safetensors(tmp_path / "hole.safetensors", {
+        "embeddings": entry("F32", [4, 8], 0, 128), "cu_seqlens": entry("I64", [2], 136, 152)},
+        emb + b"\0" * 8 + cu)
+    _fails(q, bad, expect="bytes [128, 136) of the data section belong to no tensor")
+    bad = _raw_safetensors(tmp_path / "tail.safetensors", {
+        "embeddings": entry("F32", [4, 8], 0, 128), "cu_seqlens": entry("I64", [2], 128, 144)},
+        emb + cu + b"\0")
+    _fails(q, bad, expect="the tensors end at byte 144 of a 145-byte data section")
+    good = _raw_safetensors(tmp_path / "good.safetensors", {
+        "embeddings": entry("F32", [4, 8], 0, 128), "cu_seqlens": entry("I64", [2], 128, 144)},
+        emb + cu)
+    assert run(q, good).returncode == 0
+
+
+def test_duplicated_qrels_line_counts_once(tmp_path):
+    q, d = _small_pair(tmp_path)
+    (tmp_path / "once.tsv").write_text("0 1 1\n1 2 2\n1 0 1\n")
+    (tmp_path / "twice.tsv").write_text("0 1 1\n0 1 1\n1 2 2\n1 0 1\n1 2 2\n")
+    once = run_json(q, d, "--qrels", tmp_path / "once.tsv")
+    twice = run_json(q, d, "--qrels", tmp_path / "twice.tsv")
+    # 3 documents, so every relevant one is in the top 100
+    assert once["recall@100"] == twice["recall@100"] == 1.0
+    assert twice["ndcg@10"] == once["ndcg@10"]
+    (tmp_path / "clash.tsv").write_text("0 1 1\n0 1 2\n")
+    _fails(q, d, "--qrels", tmp_path / "clash.tsv",
+           expect="clash.tsv: query 0, document 1 is judged twice, with gains 1 and 2")
+
+
+def test_threads_out_of_int_range(tmp_path):
+    q, d = _small_pair(tmp_path)
+    for v in ("2147483648", "-1", "99999999999999999999"):
+        p = run(q, d, "-t", v, check=False)
+        assert p.returncode == 2, (v, p.stderr)
+        assert "--threads expects an integer in [0, 2147483647]" in p.stderr, p.stderr
+
+
+def test_out_of_memory_names_file_and_sizes(tmp_path):
+    # legal ragged queries whose padded block (1000 x 100000 tokens x d=4 fp32,
+    # 1.6 GB) exceeds the ceiling: a clean error naming the file and the sizes
+    emb = np.zeros((100000, 4), np.float32)
+    cu = np.concatenate([np.zeros(1000, np.int64), [100000]])
+    _, d = _small_pair(tmp_path, dq=4, dd=4)
+    write_safetensors(tmp_path / "long.safetensors", {"embeddings": emb, "cu_seqlens": cu})
+    p, secs = _bounded(tmp_path / "long.safetensors", d)
+    assert p.returncode == 1, p.stderr
+    assert (f"{tmp_path / 'long.safetensors'}: out of memory for a padded block of 1000 queries x "
+            "100000 tokens x d=4 (F32)") in p.stderr, p.stderr
+    assert secs < 1.0

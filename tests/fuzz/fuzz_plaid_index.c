@@ -8,26 +8,17 @@
  * LIK_ERR_VALUE), never reading outside its files.
  *
  * Input: byte 0 = flags (bit 0: LIK_PLAID_LOAD_VERIFY; bit 1: search with a
- * subset; bit 2: prune), then the files of the folder separated by
- * "|LIKSEP|", in the order of FILES below; an empty part leaves that file
+ * subset; bit 2: prune), then the files of the folder separated by FUZZ_SEP
+ * (fuzz_util.h), in the order of FILES below; an empty part leaves that file
  * out.  Seeds: tests/fuzz/plaid_seeds.py (corpus/fuzz_plaid_index).
- *
- * Built with libFuzzer (-fsanitize=fuzzer) as a target of tests/fuzz, or
- * with -DFUZZ_PLAID_MAIN as a replay program: `fuzz_plaid_index FILE...`.
  */
-#define _GNU_SOURCE
+#include "fuzz_util.h" /* first: it asks for _GNU_SOURCE */
+
 #include <dirent.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "lik_experimental.h"
-
-#define SEP "|LIKSEP|"
-#define SEP_LEN 8
 
 static const char *FILES[] = {"metadata.json",        "centroids.npy",     "bucket_cutoffs.npy",
                               "bucket_weights.npy",   "ivf.npy",           "ivf_lengths.npy",
@@ -41,7 +32,7 @@ static const char *FILES[] = {"metadata.json",        "centroids.npy",     "buck
 #define CAP_DOCS ((int64_t)1 << 14)
 #define CAP_TOK ((int64_t)1 << 16)
 
-static char g_dir[64];
+static char g_dir[64]; /* the folder, made once per process, removed at exit */
 
 static void clear_dir(void) {
   DIR *d = opendir(g_dir);
@@ -56,29 +47,32 @@ static void clear_dir(void) {
   closedir(d);
 }
 
+static void remove_dir(void) {
+  clear_dir();
+  rmdir(g_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   if (!g_dir[0]) {
     snprintf(g_dir, sizeof g_dir, "/tmp/lik_fuzz_plaid_XXXXXX");
     if (!mkdtemp(g_dir)) abort();
+    atexit(remove_dir);
   }
   clear_dir();
   const unsigned flags = data[0];
-  const uint8_t *p = data + 1, *end = data + size;
-  for (size_t f = 0; f < NFILES && p <= end; f++) {
-    const uint8_t *q = p;
-    while (q + SEP_LEN <= end && memcmp(q, SEP, SEP_LEN)) q++;
-    if (q + SEP_LEN > end) q = end;
-    if (q > p) {
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", g_dir, FILES[f]);
-      FILE *fp = fopen(path, "wb");
-      if (fp) {
-        fwrite(p, 1, (size_t)(q - p), fp);
-        fclose(fp);
-      }
+  const uint8_t *part[NFILES];
+  size_t len[NFILES];
+  const size_t nparts = fuzz_split(data + 1, size - 1, part, len, NFILES);
+  for (size_t f = 0; f < nparts; f++) {
+    if (!len[f]) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, FILES[f]);
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+      fwrite(part[f], 1, len[f], fp);
+      fclose(fp);
     }
-    p = q + SEP_LEN;
   }
   lik_plaid_index *ix = NULL;
   lik_status st = lik_plaid_index_load(g_dir, flags & 1 ? LIK_PLAID_LOAD_VERIFY : 0, &ix);
@@ -116,28 +110,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lik_plaid_index_free(ix);
   return 0;
 }
-
-#ifdef FUZZ_PLAID_MAIN
-int main(int argc, char **argv) {
-  int rc = 0;
-  for (int a = 1; a < argc; a++) {
-    FILE *f = fopen(argv[a], "rb");
-    if (!f) {
-      fprintf(stderr, "cannot open %s\n", argv[a]);
-      rc = 1;
-      continue;
-    }
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    const size_t got = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(b, got);
-    free(b);
-  }
-  clear_dir();
-  if (g_dir[0]) rmdir(g_dir);
-  return rc;
-}
-#endif

@@ -406,7 +406,9 @@ def test_packed_forwards(dt, d, grad, lq, gen):
     """maxsim_varlen / score_pairs_packed run on CUDA (lengths stay on the device:
     query blocks past a query's end are skipped; max_seqlen_q sizes the tiles of
     a scores-only call: short queries are stacked in 32- / 64-row slots, with
-    a partial last group); the backward stays CPU-only."""
+    a partial last group); with grad the backward runs on CUDA too (its values
+    are checked against float64 in test_gpu_train.py): finite, zero on masked
+    query tokens."""
     import itertools
 
     import lik
@@ -429,8 +431,10 @@ def test_packed_forwards(dt, d, grad, lq, gen):
     torch.cuda.synchronize()
     check_scores(sp.detach().float(), ref[pq, pd.long()], max(lq))
     if grad:
-        with pytest.raises(Exception, match="CPU backend only"):
-            s.sum().backward()
+        (s.sum() + sp.sum()).backward()
+        assert Q.grad.shape == Q.shape and torch.isfinite(Q.grad).all()
+        assert (Q.grad[~qm] == 0).all()
+        assert (Q.grad[qm] != 0).any()
 
 
 def _kernel_grids(fn):
@@ -499,3 +503,52 @@ def test_ld_split(dt, lq, d, gen):
         torch.cuda.synchronize()
     check_scores(out["1"].float(), _packed_ref(Qp, Dp, cq, cd, qmp, dmp), lq)
     assert torch.equal(out["1"], out["0"])
+
+
+# The similarities of -inf / NaN rows: every valid document token is a NaN row
+# (similarity NaN) or a row [-big, 0, ...] that overflows to -sign(q0) * inf
+# against a query token [q0 = +-big, ...] (-inf inputs for fp16, whose range
+# cannot overflow fp32).  lik.h: the first valid -inf row wins a query token
+# (its contribution -inf), +inf beats everything, NaN never wins, a token
+# with no winner adds 0 (argmax -1).  Exact expectations, no reference.
+INF_CASES = [("bf16", 2, 3, 37, 150, 128), ("f16", 2, 3, 20, 90, 64), ("f32", 2, 4, 33, 70, 40),
+             ("bf16", 9, 5, 32, 150, 128), ("bf16", 1, 4, 100, 260, 128), ("bf16", 1, 2, 20, 50, 2100)]
+
+
+@pytest.mark.parametrize("family", list(FAMILY_OFF))
+@pytest.mark.parametrize("case", INF_CASES, ids=["-".join(map(str, c)) for c in INF_CASES])
+def test_infinite_similarities(case, family, gen):
+    import lik
+
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        _check_infinite(case, gen)
+
+
+def _check_infinite(case, gen):
+    api = _lik()
+    dt, Nq, Nd, Lq, Ld, d = case
+    big = float("inf") if dt == "f16" else 1e20
+    Q = torch.rand((Nq, Lq, d), device="cuda", generator=gen)
+    sign = torch.where(torch.rand((Nq, Lq), device="cuda", generator=gen) < 0.5, -1.0, 1.0)
+    Q[..., 0] = sign * (1.0 if dt == "f16" else big)
+    kind = torch.randint(0, 3, (Nd, Ld), device="cuda", generator=gen)  # 0 masked, 1 NaN, 2 -inf
+    kind[0] = 1  # a document of NaN rows only
+    D = torch.zeros((Nd, Ld, d), device="cuda")
+    D[kind == 1] = float("nan")
+    D[..., 0][kind != 1] = -big
+    dm = kind != 0
+    Q, D = Q.to(DT[dt]), D.to(DT[dt])
+    scores, am = api._forward(Q, D, None, dm, with_argmax=True)
+    torch.cuda.synchronize()
+    t = torch.arange(Ld, device="cuda")
+    first = torch.where(kind == 2, t, Ld).min(dim=1).values  # [Nd]; Ld: none
+    want_am = torch.where(first < Ld, first, -1)[None, :, None].expand(Nq, Nd, Lq)
+    assert torch.equal(am.long(), want_am)
+    contrib = torch.where(first[None, :, None] < Ld, -sign[:, None, :] * float("inf"), 0.0)
+    want = contrib.sum(-1)  # NaN where +inf and -inf meet
+    got = scores.float()
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)].float())
+    s2 = api.maxsim(Q, D, None, dm)  # the score-only kernels agree
+    assert torch.equal(torch.isnan(s2), torch.isnan(want))
+    assert torch.equal(s2[~torch.isnan(want)], want[~torch.isnan(want)].float())
