@@ -28,7 +28,8 @@
 
 const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
                                                   res_portable_centroid_row, res_portable_inv_norm,
-                                                  res_portable_adc, res_portable_max_rows};
+                                                  res_portable_adc, res_portable_max_rows,
+    res_portable_centroid_rows4};
 
 #define LB LIK_RES_LB
 #define CH 256    /* tokens per kernel call */
@@ -321,7 +322,12 @@ static void cs_task(void *ctx, int tid, int64_t task) {
   (void)tid;
   const cs_ctx *g = (const cs_ctx *)ctx;
   const int64_t c1 = min64((task + 1) * UROWS, g->ncent);
-  for (int64_t c = task * UROWS; c < c1; c++)
+  int64_t c = task * UROWS;
+  for (; c + 4 <= c1; c += 4)
+    for (int64_t b = 0; b < g->lqp; b += LB)
+      g->rk->centroid_rows4(g->cent + c * g->d, g->d, g->qt + b, g->lqp, g->out + c * g->lqp + b,
+                            g->lqp);
+  for (; c < c1; c++)
     for (int64_t b = 0; b < g->lqp; b += LB)
       g->rk->centroid_row(g->cent + c * g->d, g->d, g->qt + b, g->lqp, g->out + c * g->lqp + b);
 }

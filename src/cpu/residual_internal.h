@@ -39,6 +39,10 @@ typedef struct lik_res_kernels {
               float *m, int32_t *ix);
   /* m[l] = max(m[l], rows[urow[t]][l]) over t < n (NaN never wins). */
   void (*max_rows)(const float *rows, const int32_t *urow, int64_t n, float *m);
+  /* centroid_row of the 4 centroids c[r*d ..] into dst[r*ldd + l], r < 4
+   * (bitwise the same values; the PLAID index's centroid scores) */
+  void (*centroid_rows4)(const float *c, int64_t d, const float *qt, int64_t lqp, float *dst,
+                         int64_t ldd);
 } lik_res_kernels;
 
 extern const lik_res_kernels lik_res_kernels_portable;

@@ -725,6 +725,18 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
   if (b.bad) goto nomem;
   if (wtext(&c, "plan.json", b.s)) goto io;
   remove_stale(path, ix->nseg);
+  if (!ix->has_ivf) { /* a compress-only index: no lists from an earlier one */
+    char p[4096];
+    if (join(p, sizeof p, path, "ivf.npy")) unlink(p);
+    if (join(p, sizeof p, path, "ivf_lengths.npy")) unlink(p);
+  }
+  if (!doc_ids && exists(path, "doc_ids.npy")) { /* ids of other documents: drop them */
+    npy_file f;
+    const int stale = open_npy(&c, "doc_ids.npy", &f) || f.h.numel != ix->ndocs;
+    if (f.r.base) unmap(&f.r);
+    char p[4096];
+    if (stale && join(p, sizeof p, path, "doc_ids.npy")) unlink(p);
+  }
   b.n = 0;
   sb_printf(&b, "{\n  \"avg_doclen\": %.17g,\n  \"compress_only\": %s,\n  \"nbits\": %d,\n  "
             "\"num_chunks\": %lld,\n  \"num_documents\": %lld,\n  \"num_embeddings\": %lld,\n  "

@@ -40,7 +40,8 @@ typedef struct {
   int64_t *gcu, cap_gcu;
   float *sc;
   int64_t cap_sc;
-  lik_hit *heap;
+  lik_hit *heap;   /* [lq][n_probe]: a heap per query token */
+  int64_t *nheap; /* [lq] */
   /* error of this worker: the lowest query that failed */
   int64_t err_q;
   lik_status err_st;
@@ -89,6 +90,7 @@ static void worker_free(worker *w) {
   free(w->gcu);
   free(w->sc);
   free(w->heap);
+  free(w->nheap);
 }
 
 static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int64_t nprobe) {
@@ -104,9 +106,10 @@ static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int6
   w->cells = (int64_t *)malloc((size_t)K * sizeof(int64_t));
   w->seen = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
   w->inset = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
-  w->heap = (lik_hit *)malloc((size_t)(nprobe + 1) * sizeof(lik_hit));
+  w->heap = (lik_hit *)malloc((size_t)((lqmax + 1) * nprobe) * sizeof(lik_hit));
+  w->nheap = (int64_t *)malloc((size_t)(lqmax + 1) * sizeof(int64_t));
   return w->qt && w->cs && w->cmax && w->cellmark && w->allowed && w->zero && w->cells &&
-         w->seen && w->inset && w->heap;
+         w->seen && w->inset && w->heap && w->nheap;
 }
 
 static lik_status nomem(const char *what) {
@@ -320,21 +323,29 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
     }
   }
 
-  /* probing: the n_probe best (allowed) cells of every non-zero token */
+  /* probing: the n_probe best (allowed) cells of every non-zero token; one
+   * pass over the centroid-major scores, a heap per token (a centroid no
+   * better than a full heap's worst is rejected by one comparison) */
   int64_t ncells = 0;
-  for (int64_t s = 0; s < lq; s++) {
-    if (w->zero[s]) continue;
-    int64_t nh = 0;
-    for (int64_t c = 0; c < K; c++)
-      if (!has_sub || w->allowed[c]) heap_push(w->heap, &nh, q->n_probe, (lik_hit){w->cs[c * lqp + s], c});
-    for (int64_t h = 0; h < nh; h++) {
-      const int64_t c = w->heap[h].i;
+  const int64_t np = q->n_probe;
+  memset(w->nheap, 0, (size_t)lq * sizeof(int64_t));
+  for (int64_t c = 0; c < K; c++) {
+    if (has_sub && !w->allowed[c]) continue;
+    const float *row = w->cs + c * lqp;
+    for (int64_t s = 0; s < lq; s++) {
+      lik_hit *h = w->heap + s * np;
+      if (w->zero[s] || (w->nheap[s] == np && !lik_topk_better(row[s], c, h[0].s, h[0].i))) continue;
+      heap_push(h, &w->nheap[s], np, (lik_hit){row[s], c});
+    }
+  }
+  for (int64_t s = 0; s < lq; s++)
+    for (int64_t k = 0; k < w->nheap[s]; k++) {
+      const int64_t c = w->heap[s * np + k].i;
       if (!w->cellmark[c]) {
         w->cellmark[c] = 1;
         w->cells[ncells++] = c;
       }
     }
-  }
   /* candidates: the union of the probed lists (in the subset) */
   int64_t ncand = 0;
   for (int64_t i = 0; i < ncells; i++) {
