@@ -193,6 +193,12 @@ int lik_npy_parse(const uint8_t *buf, size_t n, size_t file_size, const char *wh
   if (numel == 0) bytes = 0;
   out->data_offset = pre + hlen;
   out->data_bytes = bytes;
+  /* the data is read in place (mapped): every writer pads the header so the
+   * elements are aligned; a file that does not is refused, never misread */
+  if (out->data_offset % lik_npy_itemsize(out->dtype))
+    return fail(err, errlen,
+                "%s: .npy data starts at byte %zu, not a multiple of its %zu-byte elements", what,
+                out->data_offset, lik_npy_itemsize(out->dtype));
   if (bytes > file_size - out->data_offset)
     return fail(err, errlen,
                 "%s: header says %lld elements (%zu bytes) but the file holds %zu data bytes",

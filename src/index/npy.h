@@ -8,7 +8,8 @@
  * writers), little-endian or byte-order-free descr codes of the dtypes an
  * index uses (float16/32/64, int32/64, uint8), C order (Fortran order only
  * where it means the same: at most one dimension > 1), at most 4 dims.
- * Every size is checked against the file: the data must lie inside it.
+ * Every size is checked against the file: the data must lie inside it, and
+ * start at a multiple of its element size (it is read in place).
  */
 #ifndef LIK_INDEX_NPY_H
 #define LIK_INDEX_NPY_H

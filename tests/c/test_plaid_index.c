@@ -35,6 +35,7 @@ static uint8_t *read_all(const char *path, size_t *n) {
   fseek(f, 0, SEEK_SET);
   uint8_t *b = malloc((size_t)sz + 1);
   *n = fread(b, 1, (size_t)sz, f);
+  b[*n] = 0; /* text files are parsed with strtoll */
   fclose(f);
   return b;
 }

@@ -218,3 +218,17 @@ def test_errors(tmp_path):
     if torch.cuda.is_available():
         with pytest.raises(lik.LikError):
             ix.search(torch.from_numpy(Q).cuda())
+
+
+def test_misaligned_npy_data_is_refused(tmp_path):
+    # the arrays are read in place: data that does not start at a multiple of
+    # its element size is refused, never misread (fuzz_plaid_index found it)
+    rng = np.random.default_rng(SEED + 4)
+    plaid.Index.build(corpus(rng, 20, 16), tmp_path / "ix")
+    path = tmp_path / "ix" / "merged_codes.npy"
+    codes = np.load(path)
+    h = f"{{'descr': '{codes.dtype.str}', 'fortran_order': False, 'shape': {codes.shape}, }}".encode()
+    h += b" " * ((-(10 + len(h) + 1)) % 64 + 3) + b"\n"  # 3 bytes past numpy's alignment
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + codes.tobytes())
+    with pytest.raises(ValueError, match=r"merged_codes.npy.*data starts at byte 131, not a multiple"):
+        plaid.Index.load(tmp_path / "ix")
