@@ -16,6 +16,10 @@ late-interaction-kernels):
 * :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
   PLAID / ColBERTv2 compressed documents; the codec and the centroid score
   are in :mod:`lik.plaid`.
+* :func:`quantize_int8` / :func:`quantize_binary`,
+  :func:`maxsim_inference_int8` / :func:`maxsim_inference_fp8` /
+  :func:`maxsim_inference_binary`, :func:`retrieve_binary` — low-bit MaxSim
+  (:mod:`lik.quant`).
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
 
@@ -33,6 +37,7 @@ from ._lib import Context, LikError
 from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
+from .quant import maxsim_inference_binary, maxsim_inference_fp8, maxsim_inference_int8, quantize_binary, quantize_int8, retrieve_binary  # noqa: E501
 
 __version__: str = _lib.version_string()
 
@@ -79,6 +84,12 @@ __all__ = [
     "maxsim_padded",
     "maxsim_residual",
     "maxsim_residual_varlen",
+    "quantize_int8",
+    "quantize_binary",
+    "maxsim_inference_int8",
+    "maxsim_inference_fp8",
+    "maxsim_inference_binary",
+    "retrieve_binary",
     "plaid",
     "MaxSimScorer",
     "LikError",

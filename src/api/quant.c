@@ -4,6 +4,8 @@
  * Validate once, describe the call, route it (the CPU backend; CUDA tensors
  * are not served yet).
  */
+#include "lik_experimental.h"
+
 #include "../core/quant.h"
 #include "../core/validate.h"
 
