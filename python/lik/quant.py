@@ -85,7 +85,7 @@ def quantize_binary(X):
 
 def _as_scale(s, name: str, tm: bool, like):
     """A Python number as a 0-d float32 scale of the call's kind."""
-    if isinstance(s, (int, float)) and not isinstance(s, bool):
+    if isinstance(s, (int, float, np.number)) and not isinstance(s, bool):
         arr = np.asarray(s, dtype=np.float32)
         return _lib.to_torch(arr) if tm else arr
     _lib.check_array(s, name)
