@@ -2,20 +2,22 @@
  * quant_internal.h — the tile kernels of the low-bit MaxSim (quant.c's
  * driver), one table per ISA.
  *
- * An int8 tile covers LIK_QT_ROWS query tokens x LIK_QT_LANES document tokens
- * over kg = ceil(d / 4) groups of 4 features (zero-padded):
+ * A panel holds LIK_QT_LANES valid query tokens in lanes (packed once per
+ * call); the document's valid tokens are rows, read in place when they are
+ * contiguous int8 with d % 4 == 0 (else copied to scratch, zero-padded).
+ * int8 panels span kg = ceil(d / 4) groups of 4 features:
  *
- *   qp    [kg][ROWS][4] bytes: query row r's features 4g .. 4g+3 at
- *         qp[(g*ROWS + r)*4]; int8, XORed with the table's q_xor (0x80 turns
- *         int8 into the uint8 q + 128 that VNNI's vpdpbusd multiplies).
- *   dp    [kg][LANES][4] int8: document lane l's features at dp[(g*LANES + l)*4].
- *   dsum  [LANES] int32: sum_k of lane l's features (undoes the + 128).
- *   sq    [ROWS], sd [LANES]: fp32 scales.
- *   m     [ROWS][LANES] running max, updated as
- *           v = (float)dot(r, l) * (sq[r] * sd[l]);  m = v > m ? v : m
+ *   qp    [kg][LANES][4] int8: lane l's features 4g .. 4g+3 at qp[(g*LANES + l)*4]
+ *         (zero past d and in unused lanes), values clamped to [-127, 127].
+ *   qsum  [LANES] int32: sum_k of lane l's features (VNNI multiplies the
+ *         uint8 d + 128 by q: the kernel subtracts 128 * qsum).
+ *   sq    [LANES] fp32 scales; rows[r] a document row of kg * 4 readable
+ *         bytes (int8), sd[r] its scale.
+ *   m     [LANES] running max, for every row r ascending:
+ *           v = (float)dot(r, l) * (sq[l] * sd[r]);  m[l] = v > m[l] ? v : m[l]
  *         with dot the exact integer (kg * 4 <= LIK_QT_KMAX keeps int32 exact).
- * Bit tiles: qw [ROWS][nw], dw [LANES][nw] 64-bit words (bits past d zero),
- *   v = (float)(d - 2 * sum_w popcount(qw ^ dw)).
+ * Bit panels: qw [LANES][nw], rows of nw 64-bit words (bits past d zero),
+ *   v = (float)(d - 2 * sum_w popcount(qw ^ row)).
  * Every kernel computes the same integers and the same fp32 operations, so
  * results are bitwise identical across ISAs.
  */
@@ -24,18 +26,17 @@
 
 #include <stdint.h>
 
-#define LIK_QT_ROWS 4
 #define LIK_QT_LANES 32
 #define LIK_QT_KMAX 65536 /* (127 + 128) * 127 * 65536 < 2^31 */
 
-typedef void (*lik_i8_tile_fn)(const uint8_t *qp, const int8_t *dp, const int32_t *dsum,
-                               int64_t kg, const float *sq, const float *sd, float *m);
-typedef void (*lik_bits_tile_fn)(const uint64_t *qw, const uint64_t *dw, int64_t nw,
-                                 int64_t d, float *m);
+typedef void (*lik_i8_tile_fn)(const int8_t *qp, const int32_t *qsum, const float *sq,
+                               const int8_t *const *rows, const float *sd, int64_t nrows,
+                               int64_t kg, float *m);
+typedef void (*lik_bits_tile_fn)(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                                 int64_t nw, int64_t d, float *m);
 
 typedef struct {
   const char *isa;
-  uint8_t q_xor;
   lik_i8_tile_fn i8_tile;
   lik_bits_tile_fn bits_tile;
 } lik_quant_kernels;
@@ -44,8 +45,8 @@ extern const lik_quant_kernels lik_quant_kernels_portable;
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
 extern const lik_quant_kernels lik_quant_kernels_avx2;
 extern const lik_quant_kernels lik_quant_kernels_vnni;
-void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *dw, int64_t nw, int64_t d,
-                          float *m);
+void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                          int64_t nw, int64_t d, float *m);
 #endif
 
 #endif /* LIK_QUANT_INTERNAL_H */
