@@ -690,6 +690,9 @@ static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, in
     }
     if (to == LIK_F64) {
       memcpy((char *)dst + 8 * i, &v, 8);
+    } else if (to == LIK_F16) { /* --precision fp16; round to nearest even */
+      _Float16 h = (_Float16)(float)v;
+      memcpy((char *)dst + 2 * i, &h, 2);
     } else {
       float f = (float)v;
       memcpy((char *)dst + 4 * i, &f, 4);
