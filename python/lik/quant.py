@@ -2,7 +2,9 @@
 
 Fewer bytes per token for inference: scores only, no gradient.  Every
 function takes numpy arrays or torch tensors (fp8: torch only, numpy has no
-fp8 dtype) and returns the same kind; CPU only for now (CUDA tensors raise
+fp8 dtype) and returns the same kind.  The MaxSim calls run on the CPU
+(AVX-512 VNNI / AVX2 / portable) and on CUDA (tensor-core mma.sync: int8
+sm_80+, fp8 sm_89+); the quantisers run on the CPU (CUDA tensors raise
 :class:`lik.LikError`).  Semantics (the C header states them exactly):
 
 * int8 / fp8: ``sim(s, t) = (scale_Q[s] * scale_D[t]) * <Q[s], D[t]>``, the
@@ -53,7 +55,7 @@ def quantize_int8(X, *, normalize: bool = False):
     Raises:
         TypeError: not an array, unsupported dtype.
         ValueError: ``d = 0``, more than 4 dims.
-        lik.LikError: CUDA tensors (not supported yet).
+        lik.LikError: CUDA tensors (quantise on the host, then move).
     """
     (X,), tm = _prepare(("X",), (X,), (False,))
     X_int8 = _empty(tuple(X.shape), "int8", tm, X)
@@ -127,7 +129,7 @@ def maxsim_inference_int8(Q, D, *, scale_Q, scale_D, q_mask=None, d_mask=None):
         TypeError: ``Q`` / ``D`` not int8 or not the same dtype, scales not
             float32, masks not bool / uint8.
         ValueError: shapes (d, scale, mask), different devices.
-        lik.LikError: CUDA tensors (not supported yet), allocation failure.
+        lik.LikError: allocation / CUDA failure, fp8 on a GPU below sm_89.
     """
     return _scaled(Q, D, scale_Q, scale_D, q_mask, d_mask, ("int8",), "int8")
 
@@ -175,7 +177,7 @@ def maxsim_inference_binary(Q, D_bits, *, d: int | None = None, scale_Q=None, q_
         TypeError: dtypes (``Q`` neither int8 nor uint8, ``D_bits`` not uint8).
         ValueError: a byte dimension that is not ``ceil(d / 8)``, ``d < 1``,
             ``scale_Q`` missing for int8 or given for bit queries, shapes.
-        lik.LikError: CUDA tensors (not supported yet).
+        lik.LikError: CUDA failure.
     """
     (Q, D_bits, q_mask, d_mask), tm = _prepare(
         ("Q", "D_bits", "q_mask", "d_mask"), (Q, D_bits, q_mask, d_mask), (False, False, True, True)
@@ -246,21 +248,23 @@ def retrieve_binary(Q, D, D_bits, top_k: int, *, candidates: int = 10, q_mask=No
     if D.ndim != 3 or D_bits.ndim != 3 or D.shape[:2] != D_bits.shape[:2]:
         raise ValueError(f"D, D_bits: expected [Nd, Ld, d] and [Nd, Ld, ceil(d / 8)], got "
                          f"{tuple(D.shape)} and {tuple(D_bits.shape)}")
-    Qi, sq = quantize_int8(Q, normalize=normalize)
+    # the queries are small: quantised on the host (the quantisers are CPU code)
+    Qi, sq = quantize_int8(Q.cpu() if tm else Q, normalize=normalize)
+    if tm:
+        Qi, sq = Qi.to(D.device), sq.to(D.device)
     coarse = maxsim_inference_binary(Qi, D_bits, d=D.shape[-1], scale_Q=sq, q_mask=q_mask, d_mask=d_mask)
-    coarse = coarse.cpu().numpy() if tm else coarse
     nq, nd = coarse.shape
     k, c = min(top_k, nd), min(top_k * candidates, nd)
-    cand = np.argpartition(-coarse, c - 1, axis=1)[:, :c] if c < nd else np.tile(np.arange(nd), (nq, 1))
-    cand = np.sort(cand, axis=1)
-    ci = _lib.to_torch(cand).to(D.device) if tm else cand
-    Dg = D[ci]
-    mg = None if d_mask is None else d_mask[ci]
-    exact = maxsim(Q, Dg, q_mask, mg, normalize=normalize)
-    ex = exact.cpu().numpy() if tm else exact
-    order = np.argsort(-ex, axis=1, kind="stable")[:, :k]  # cand ascending: ties by lower index
-    scores = np.take_along_axis(ex, order, axis=1).astype(np.float32)
-    indices = np.take_along_axis(cand, order, axis=1).astype(np.int64)
     if tm:
-        return _lib.to_torch(scores).to(Q.device), _lib.to_torch(indices).to(Q.device)
-    return scores, indices
+        import torch
+
+        cand = torch.topk(coarse, c, dim=1).indices.sort(dim=1).values
+    else:
+        cand = np.argpartition(-coarse, c - 1, axis=1)[:, :c] if c < nd else np.tile(np.arange(nd), (nq, 1))
+        cand = np.sort(cand, axis=1)
+    exact = maxsim(Q, D[cand], q_mask, None if d_mask is None else d_mask[cand], normalize=normalize)
+    if tm:  # a stable descending sort keeps the lower index (cand ascending) first on ties
+        order = torch.sort(exact, dim=1, descending=True, stable=True).indices[:, :k]
+        return exact.gather(1, order), cand.gather(1, order)
+    order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(exact, order, axis=1), np.take_along_axis(cand, order, axis=1).astype(np.int64)

@@ -10,8 +10,13 @@
 #include "../core/validate.h"
 
 static lik_status no_cuda_quant(const char *call) {
-  return lik_fail(LIK_ERR_UNSUPPORTED, "%s: CUDA tensors are not supported yet (CPU only)",
-                  call);
+#ifdef LIK_WITH_CUDA
+  return lik_fail(LIK_ERR_UNSUPPORTED, "%s: CUDA tensors are not supported (the quantisers "
+                  "run on the CPU)", call);
+#else
+  (void)call;
+  return lik_no_cuda_backend();
+#endif
 }
 
 static int is_int8_or_fp8(lik_dtype t) {
@@ -50,8 +55,7 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
     return st;
   const lik_tensor *ts[] = {Q, D, scale_Q, scale_D, q_mask, d_mask, scores};
   const char *names[] = {"Q", "D", "scale_Q", "scale_D", "q_mask", "d_mask", "scores"};
-  int32_t device_id;
-  if ((st = lik_check_devices(ts, names, 7, &p->device, &device_id)) ||
+  if ((st = lik_check_devices(ts, names, 7, &p->device, &p->device_id)) ||
       (st = lik_check_disjoint(ts, names, 7, 1)))
     return st;
   p->q = lik_seqs_from(Q);
@@ -65,12 +69,20 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
   lik_fill_options(&o, opts);
   p->num_threads = o.num_threads;
   p->context = o.context;
+  p->stream = o.stream;
   return LIK_OK;
 }
 
 static lik_status route(const lik_quant_problem *p, const char *call) {
   if (p->q.count == 0 || p->d_seqs.count == 0) return LIK_OK;
-  if (p->device == LIK_CUDA) return no_cuda_quant(call);
+  if (p->device == LIK_CUDA) {
+#ifdef LIK_WITH_CUDA
+    (void)call;
+    return lik_cuda_maxsim_quant(p);
+#else
+    return no_cuda_quant(call);
+#endif
+  }
   return lik_cpu_maxsim_quant(p);
 }
 

@@ -36,6 +36,8 @@ typedef struct {
   int num_threads;
   lik_context *context;
   lik_device_type device;
+  int32_t device_id;
+  void *stream; /* CUDA: the caller's stream */
 } lik_quant_problem;
 
 /* scale: NULL is an error (LIK_ERR_NULL) unless allow_null; else F32, 0-d or
@@ -69,6 +71,9 @@ typedef struct {
 
 /* Backends. */
 lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p);
+#ifdef LIK_WITH_CUDA
+lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p);
+#endif
 void lik_cpu_quantize(const lik_quantize_problem *p);
 
 #endif /* LIK_QUANT_H */

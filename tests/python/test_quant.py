@@ -233,3 +233,14 @@ def test_errors():
         lik.retrieve_binary(np.zeros((3, 16), np.float32), np.zeros((2, 3, 16), np.float32), bits, 1, candidates=0)
     with pytest.raises(TypeError, match="dtype int8 is not supported"):
         lik.maxsim(qi, qi)
+
+
+def test_retrieve_binary_torch_matches_numpy(request):
+    rng = _rng(request)
+    Q, D, qm, dm = _case(rng, 2, 40, 5, 12, 33)
+    bits = lik.quantize_binary(D)
+    s, i = lik.retrieve_binary(Q, D, bits, 4, candidates=3, q_mask=qm, d_mask=dm)
+    st, it = lik.retrieve_binary(*(torch.from_numpy(x) for x in (Q, D, bits)), 4, candidates=3,
+                                 q_mask=torch.from_numpy(qm), d_mask=torch.from_numpy(dm))
+    np.testing.assert_array_equal(it.numpy(), i)
+    np.testing.assert_array_equal(st.numpy(), s)
