@@ -233,10 +233,13 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * similarity is
  *
  *   int8, fp8      sim(s, t) = (scale_Q[s] * scale_D[t]) * dot(s, t)
- *                  dot: int8, the exact integer sum of q_k * d_k (no overflow
- *                  at any d), converted to fp32; fp8, the
- *                  fp32 sum in ascending k of the exact products of the fp8
- *                  values (e4m3 and e5m2 products are exact in fp32).
+ *                  (the scale product in fp32, then times dot in fp32)
+ *                  dot: int8, the exact integer sum of q_k * d_k, converted
+ *                  to fp32 (a -128 in Q is read as -127; lik_quantize_int8
+ *                  never writes it); fp8, the fp32 sum of the exact products
+ *                  of the fp8 values (e4m3 / e5m2 products are exact in fp32)
+ *                  in ascending k on the CPU, in the tensor core's order on
+ *                  CUDA.
  *   int8 Q, bits D sim(s, t) = scale_Q[s] * sum_k q_k * b_k,  b_k = +1 if bit
  *                  k of the document token is set, else -1 (exact integer).
  *   bits Q, bits D sim(s, t) = d - 2 * popcount(q_bits XOR d_bits)
@@ -244,14 +247,20 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *                  [-d, d], not scaled.
  *
  * and score[i, j] = sum over valid s (ascending, fp32) of the max over valid
- * t of sim (a NaN similarity never wins, as in lik_maxsim).
+ * t of sim (a NaN similarity never wins, as in lik_maxsim; a query token
+ * none of whose similarities exceeds -inf contributes 0).
  *
  * Binary tokens (lik_quantize_binary): U8 [..., ceil(d / 8)]; dimension k is
  * bit (7 - k % 8) of byte k / 8, most significant bit first (the order of
  * numpy.packbits(x > 0, axis=-1)); the bits past d in the last byte are
- * ignored.  Devices: the CPU runs every call (AVX-512 VNNI / AVX2 / portable
- * kernels of the same integer semantics: results are bitwise identical
- * across ISAs and thread counts); CUDA tensors give LIK_ERR_UNSUPPORTED.
+ * ignored.
+ *
+ * Devices: the quantisers run on the CPU (CUDA tensors: LIK_ERR_UNSUPPORTED).
+ * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
+ * and on CUDA (mma.sync tensor cores: int8 and int8 x bits on sm_80+, fp8 on
+ * sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there), on
+ * opts->stream.  int8, int8 x bits and bits x bits results are bitwise
+ * identical across CPU paths, thread counts and the GPU.
  */
 
 /* lik_quantize_int8 — symmetric per-token int8.
@@ -286,7 +295,8 @@ LIK_API lik_status lik_quantize_binary(const lik_tensor *X, const lik_options *o
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, d, scale / mask / scores
  * shapes), LIK_ERR_DTYPE (Q / D not int8 or fp8 or not the same, scales not
  * F32, masks, scores not F32), LIK_ERR_VALUE (normalize set, scores sharing
- * memory), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA).
+ * memory), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (see
+ * Devices), LIK_ERR_CUDA.
  */
 LIK_API lik_status lik_maxsim_scaled(const lik_tensor *Q, const lik_tensor *scale_Q,
                                      const lik_tensor *D, const lik_tensor *scale_D,

@@ -106,14 +106,31 @@ __device__ __forceinline__ void mma(typename Acc<KIND>::T (&c)[4], const uint32_
   }
 }
 
-/* KS > 0: d <= 32 * KS, the query fragments held in registers; 0: any d. */
-template <int KIND, int KS>
+/* Word w (features 4w .. 4w+3) of sign bits in bytes (little-endian: byte b
+ * holds features 8b .. 8b+7, most significant bit first) as 0 / 1 bytes. */
+__device__ __forceinline__ uint32_t bits01(uint64_t bytes, int w) {
+  const uint32_t byte = (uint32_t)(bytes >> (8 * (w / 2))) & 0xffu;
+  const uint32_t nib = w % 2 ? byte & 0xfu : byte >> 4;
+  /* byte i = bit i of nib, then reversed: byte i = bit 3 - i (feature 4w + i) */
+  return __byte_perm((nib * 0x00204081u) & 0x01010101u, 0, 0x0123);
+}
+
+/* KS > 0: d <= 32 * KS, the query fragments held in registers; 0: any d.
+ * VEC (d == 32 * KS, 16-byte aligned rows): the K order is permuted so that
+ * thread tg of a fragment row holds the 8 * KS contiguous features
+ * tg * 8KS .. of that row (word w = features tg * 8KS + 4w ..; step ks uses
+ * words 2ks and 2ks + 1), one or two 16-byte loads per row instead of 2 KS
+ * 4-byte ones (the sum over k does not depend on its order, and A and B use
+ * the same permutation). */
+template <int KIND, int KS, bool VEC>
 __global__ void __launch_bounds__(128) mma_kernel(KQ P) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t pair = (int64_t)blockIdx.x * 4 + warp;
   __shared__ float colmax[4][32];
   if (pair >= P.nq * P.nd) return;
-  const int64_t i = pair / P.nd, j = pair % P.nd;
+  /* the queries of one document run in neighbouring warps: it is read from
+   * DRAM about once and from L1 / L2 by the others */
+  const int64_t j = pair / P.nq, i = pair % P.nq;
   const int g = lane >> 2, tg = lane & 3;
   const uint8_t *qb = P.q + i * P.q_sn, *db = P.d + j * P.d_sn;
   const int64_t ksteps = KS > 0 ? KS : (P.dim + 31) / 32;
@@ -134,7 +151,8 @@ __global__ void __launch_bounds__(128) mma_kernel(KQ P) {
     auto load_b = [&](int64_t ks, int nb, int h) -> uint32_t {
       const int64_t n = s0 + nb * 8 + g;
       if (n >= P.lq) return 0u;
-      uint32_t v = load4(qb + n * P.q_sl, P.q_sk, ks * 32 + tg * 4 + 16 * h, P.dim, P.qvec);
+      const int64_t k = VEC ? tg * 8 * KS + (2 * ks + h) * 4 : ks * 32 + tg * 4 + 16 * h;
+      uint32_t v = load4(qb + n * P.q_sl, P.q_sk, k, P.dim, P.qvec);
       if (KIND == K_INT8 || KIND == K_I8_BITS) v = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
       return v;
     };
@@ -147,17 +165,87 @@ __global__ void __launch_bounds__(128) mma_kernel(KQ P) {
           breg[ks][nb][1] = load_b(ks, nb, 1);
         }
     }
+    /* bits (VEC): the A fragments hold 0 / 1 bytes; sum_k q_k (+-1)_k =
+     * 2 * dot01 - sum_k q_k, the query sums from the B fragments (group g
+     * holds token nb*8 + g; this thread's C columns are 2tg, 2tg + 1) */
+    int qs[4][2] = {};
+    if constexpr (VEC && KIND == K_I8_BITS) {
+#pragma unroll
+      for (int nb = 0; nb < 4; nb++) {
+        int part = 0;
+#pragma unroll
+        for (int ks = 0; ks < BR; ks++) part = __dp4a((int)breg[ks][nb][0], 0x01010101, __dp4a((int)breg[ks][nb][1], 0x01010101, part));
+        part += __shfl_xor_sync(0xffffffffu, part, 1);
+        part += __shfl_xor_sync(0xffffffffu, part, 2);
+        qs[nb][0] = __shfl_sync(0xffffffffu, part, (2 * tg) * 4);
+        qs[nb][1] = __shfl_sync(0xffffffffu, part, (2 * tg + 1) * 4);
+      }
+    }
+    /* the next tile's rows, masks, scales and (VEC) words are loaded while the
+     * current one computes */
+    constexpr int NW = VEC ? 2 * KS : 1;
+    bool nv0, nv1;
+    float nsd0, nsd1;
+    uint32_t nw0[NW], nw1[NW];
+    uint64_t nb0 = 0, nb1 = 0;
+    auto fetch = [&](int64_t t0) {
+      const int64_t r0 = t0 + g, r1 = t0 + g + 8;
+      nv0 = r0 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r0 * P.dm_sl]);
+      nv1 = r1 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r1 * P.dm_sl]);
+      nsd0 = nv0 && P.sd ? P.sd[j * P.sd_sn + r0 * P.sd_sl] : 1.0f;
+      nsd1 = nv1 && P.sd ? P.sd[j * P.sd_sn + r1 * P.sd_sl] : 1.0f;
+      if constexpr (VEC) {
+        const uint8_t *row0 = db + r0 * P.d_sl, *row1 = db + r1 * P.d_sl;
+        if constexpr (KIND == K_I8_BITS) {
+          nb0 = nb1 = 0;
+#pragma unroll
+          for (int b = 0; b < KS; b++) {
+            if (nv0) nb0 |= (uint64_t)__ldg(row0 + (tg * KS + b) * P.d_sk) << (8 * b);
+            if (nv1) nb1 |= (uint64_t)__ldg(row1 + (tg * KS + b) * P.d_sk) << (8 * b);
+          }
+        } else {
+#pragma unroll
+          for (int w = 0; w < NW; w += 4) {
+            const uint4 x0 = nv0 ? __ldg((const uint4 *)(row0 + tg * 8 * KS) + w / 4) : make_uint4(0, 0, 0, 0);
+            const uint4 x1 = nv1 ? __ldg((const uint4 *)(row1 + tg * 8 * KS) + w / 4) : make_uint4(0, 0, 0, 0);
+            nw0[w] = x0.x; nw0[w + 1] = x0.y; nw0[w + 2] = x0.z; nw0[w + 3] = x0.w;
+            nw1[w] = x1.x; nw1[w + 1] = x1.y; nw1[w + 2] = x1.z; nw1[w + 3] = x1.w;
+          }
+        }
+      }
+    };
+    fetch(0);
     for (int64_t t0 = 0; t0 < P.ld; t0 += 16) {
       const int64_t r0 = t0 + g, r1 = t0 + g + 8;
-      const bool v0 = r0 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r0 * P.dm_sl]);
-      const bool v1 = r1 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r1 * P.dm_sl]);
+      const bool v0 = nv0, v1 = nv1;
+      const float sd0 = nsd0, sd1 = nsd1;
+      uint32_t w0[NW], w1[NW]; /* VEC: this thread's words of r0, r1 */
+      if constexpr (VEC && KIND == K_I8_BITS) {
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+          w0[w] = bits01(nb0, w);
+          w1[w] = bits01(nb1, w);
+        }
+      } else if constexpr (VEC) {
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+          w0[w] = nw0[w];
+          w1[w] = nw1[w];
+        }
+      }
+      if (t0 + 16 < P.ld) fetch(t0 + 16);
       const uint8_t *row0 = db + r0 * P.d_sl, *row1 = db + r1 * P.d_sl;
       typename Acc<KIND>::T acc[4][4] = {};
 #pragma unroll(KS > 0 ? KS : 1)
       for (int64_t ks = 0; ks < ksteps; ks++) {
         const int64_t k = ks * 32 + tg * 4;
         uint32_t a[4];
-        if (KIND == K_I8_BITS) {
+        if constexpr (VEC) {
+          a[0] = w0[2 * ks];
+          a[1] = w1[2 * ks];
+          a[2] = w0[2 * ks + 1];
+          a[3] = w1[2 * ks + 1];
+        } else if (KIND == K_I8_BITS) {
           a[0] = v0 ? load_signs(row0, P.d_sk, k, P.dim) : 0u;
           a[1] = v1 ? load_signs(row1, P.d_sk, k, P.dim) : 0u;
           a[2] = v0 ? load_signs(row0, P.d_sk, k + 16, P.dim) : 0u;
@@ -176,14 +264,17 @@ __global__ void __launch_bounds__(128) mma_kernel(KQ P) {
             mma<KIND>(acc[nb], a, load_b(ks, nb, 0), load_b(ks, nb, 1));
         }
       }
-      const float sd0 = v0 && P.sd ? P.sd[j * P.sd_sn + r0 * P.sd_sl] : 1.0f;
-      const float sd1 = v1 && P.sd ? P.sd[j * P.sd_sn + r1 * P.sd_sl] : 1.0f;
 #pragma unroll
       for (int nb = 0; nb < 4; nb++)
 #pragma unroll
         for (int c = 0; c < 2; c++) {
-          const float x0 = (float)acc[nb][c] * (sqv[nb][c] * sd0);
-          const float x1 = (float)acc[nb][2 + c] * (sqv[nb][c] * sd1);
+          typename Acc<KIND>::T d0 = acc[nb][c], d1 = acc[nb][2 + c];
+          if constexpr (VEC && KIND == K_I8_BITS) {
+            d0 = 2 * d0 - qs[nb][c];
+            d1 = 2 * d1 - qs[nb][c];
+          }
+          const float x0 = (float)d0 * (sqv[nb][c] * sd0);
+          const float x1 = (float)d1 * (sqv[nb][c] * sd1);
           if (v0 && x0 > m[nb][c]) m[nb][c] = x0;
           if (v1 && x1 > m[nb][c]) m[nb][c] = x1;
         }
@@ -226,7 +317,7 @@ __global__ void __launch_bounds__(128) bits_kernel(KQ P) {
   const int64_t pair = (int64_t)blockIdx.x * 4 + warp;
   __shared__ float best[4][32];
   if (pair >= P.nq * P.nd) return;
-  const int64_t i = pair / P.nd, j = pair % P.nd, nw = (P.dim + 63) / 64;
+  const int64_t j = pair / P.nq, i = pair % P.nq, nw = (P.dim + 63) / 64;
   float total = 0.0f;
   for (int64_t s0 = 0; s0 < P.lq; s0 += 32) {
     const int64_t s = s0 + lane;
@@ -259,12 +350,30 @@ int vec_ok8(const lik_seqs &s) {
          s.sn % 4 == 0;
 }
 
+/* The 16-byte-load path (VEC) of an int8 / fp8 document: d = 32 KS with
+ * KS = 2 or 4 (each thread's 8 KS bytes are whole uint4s), rows 16-byte
+ * aligned.  Sign bits (one byte load per 8 features) need only d = 32 KS. */
+bool vec16(const lik_quant_problem *p, int ks) {
+  const lik_seqs &s = p->d_seqs;
+  if (p->d != 32 * ks) return false;
+  if (p->kind == LIK_QK_I8_BITS) return true;
+  return ks >= 2 && s.sk == 1 && ((uintptr_t)s.data) % 16 == 0 && s.sl % 16 == 0 && s.sn % 16 == 0;
+}
+
 template <int KIND>
-void launch_mma(const KQ &P, unsigned grid, cudaStream_t st) {
-  if (P.dim <= 32) mma_kernel<KIND, 1><<<grid, 128, 0, st>>>(P);
-  else if (P.dim <= 64) mma_kernel<KIND, 2><<<grid, 128, 0, st>>>(P);
-  else if (P.dim <= 128) mma_kernel<KIND, 4><<<grid, 128, 0, st>>>(P);
-  else mma_kernel<KIND, 0><<<grid, 128, 0, st>>>(P);
+void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, cudaStream_t st) {
+  if (P.dim <= 32) {
+    if (vec16(p, 1)) mma_kernel<KIND, 1, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 1, false><<<grid, 128, 0, st>>>(P);
+  } else if (P.dim <= 64) {
+    if (vec16(p, 2)) mma_kernel<KIND, 2, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
+  } else if (P.dim <= 128) {
+    if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
+  } else {
+    mma_kernel<KIND, 0, false><<<grid, 128, 0, st>>>(P);
+  }
 }
 
 } // namespace
@@ -305,11 +414,11 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
   const unsigned grid = (unsigned)blocks;
   cudaStream_t st = (cudaStream_t)p->stream;
   switch (p->kind) {
-    case LIK_QK_INT8: launch_mma<K_INT8>(P, grid, st); break;
-    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(P, grid, st); break;
+    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, st); break;
+    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, st); break;
     case LIK_QK_FP8:
-      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(P, grid, st);
-      else launch_mma<K_E4M3>(P, grid, st);
+      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, st);
+      else launch_mma<K_E4M3>(p, P, grid, st);
       break;
     case LIK_QK_BITS: bits_kernel<<<grid, 128, 0, st>>>(P); break;
   }
