@@ -204,8 +204,9 @@ def retrieve_binary(Q, D, D_bits, top_k: int, *, candidates: int = 10, q_mask=No
     The queries are quantised to int8 (:func:`quantize_int8`) and scored
     against the binary corpus ``D_bits`` (:func:`maxsim_inference_binary`);
     the ``top_k * candidates`` best documents per query are rescored exactly
-    by :func:`lik.maxsim` on ``D`` (KD layout), and the ``top_k`` best of
-    those returned.  Reads 1 bit per dimension for the whole corpus and full
+    by :func:`lik.maxsim` on ``D`` (KD layout; the candidates are gathered,
+    a copy, in query blocks of at most 2^26 elements), and the ``top_k`` best
+    of those returned.  Reads 1 bit per dimension for the whole corpus and full
     precision only for the candidates.
 
     Args:
@@ -258,11 +259,21 @@ def retrieve_binary(Q, D, D_bits, top_k: int, *, candidates: int = 10, q_mask=No
     if tm:
         import torch
 
+        if c == 0:
+            return coarse[:, :0], torch.zeros((nq, 0), dtype=torch.int64, device=coarse.device)
+
         cand = torch.topk(coarse, c, dim=1).indices.sort(dim=1).values
+    elif c == 0:
+        return coarse[:, :0], np.zeros((nq, 0), np.int64)
     else:
         cand = np.argpartition(-coarse, c - 1, axis=1)[:, :c] if c < nd else np.tile(np.arange(nd), (nq, 1))
         cand = np.sort(cand, axis=1)
-    exact = maxsim(Q, D[cand], q_mask, None if d_mask is None else d_mask[cand], normalize=normalize)
+    # exact rescoring in the KD layout, in query blocks of at most ~2^26 gathered elements
+    qb = max(1, (1 << 26) // max(1, c * D.shape[1] * D.shape[2]))
+    parts = [maxsim(Q[a:a + qb], D[cand[a:a + qb]], None if q_mask is None else q_mask[a:a + qb],
+                    None if d_mask is None else d_mask[cand[a:a + qb]], normalize=normalize)
+             for a in range(0, nq, qb)]
+    exact = (torch.cat(parts) if tm else np.concatenate(parts)) if parts else coarse[:, :0]
     if tm:  # a stable descending sort keeps the lower index (cand ascending) first on ties
         order = torch.sort(exact, dim=1, descending=True, stable=True).indices[:, :k]
         return exact.gather(1, order), cand.gather(1, order)

@@ -201,6 +201,8 @@ def test_retrieve_binary(request):
     assert (np.diff(s, axis=1) <= 0).all()
     s1, i1 = lik.retrieve_binary(Q[0], D, bits, 3, candidates=2, q_mask=qm[0], d_mask=dm)
     np.testing.assert_array_equal(i1, i[0])
+    s0, i0 = lik.retrieve_binary(Q, D[:0], bits[:0], 3, d_mask=dm[:0])
+    assert s0.shape == (3, 0) and i0.shape == (3, 0)
 
 
 def test_errors():
