@@ -20,10 +20,7 @@ static lik_status route_maxsim(const lik_problem *p) {
 static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *argmax,
                                int ndim, const int64_t *grid, int has_i, int has_j) {
   lik_status st;
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
-      (st = lik_check_no_overlap(scores, "scores")))
-    return st;
-  p->scores = (float *)scores->data;
+  if ((st = lik_fill_scores(p, scores, ndim, grid))) return st;
   p->score_si = has_i ? scores->strides[0] : 0;
   p->score_sj = has_j ? scores->strides[ndim - 1] : 0;
   if (!argmax) return LIK_OK;

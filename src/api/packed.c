@@ -28,9 +28,7 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     grid[ndim++] = pd.nq;
     grid[ndim++] = pd.nd;
   }
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
-      (st = lik_check_no_overlap(scores, "scores")))
-    return st;
+  if ((st = lik_fill_scores(&p, scores, ndim, grid))) return st;
   if (argmax && ((st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max)) ||
                  (st = lik_check_no_overlap(argmax, "argmax"))))
     return st;
@@ -40,7 +38,6 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id)) ||
       (st = lik_check_disjoint(ts, names, 10, 2)))
     return st;
-  p.scores = (float *)scores->data;
   p.score_si = list ? 0 : scores->strides[0];
   p.score_sj = scores->strides[ndim - 1];
   if (argmax) {

@@ -220,6 +220,23 @@ lik_status lik_check_output(const lik_tensor *t, const char *name, lik_dtype dty
   return LIK_OK;
 }
 
+lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
+                           const int64_t *shape) {
+  const int f64 = scores && scores->dtype == LIK_F64;
+  if (f64 && p->q.dtype != LIK_F64)
+    return lik_fail(LIK_ERR_DTYPE,
+                    "scores: dtype float64 needs float64 Q and D (got %s, whose scores "
+                    "are fp32 sums: pass float32 scores)",
+                    lik_dtype_name(p->q.dtype));
+  lik_status st = lik_check_output(scores, "scores", f64 ? LIK_F64 : LIK_F32, ndim, shape);
+  if (st || (st = lik_check_no_overlap(scores, "scores"))) return st;
+  if (f64)
+    p->scores_f64 = (double *)scores->data;
+  else
+    p->scores = (float *)scores->data;
+  return LIK_OK;
+}
+
 static lik_device_type device_of(const lik_tensor *t) {
   return t->device == LIK_CUDA ? LIK_CUDA : LIK_CPU;
 }

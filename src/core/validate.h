@@ -52,6 +52,12 @@ lik_status lik_check_disjoint(const lik_tensor *const *ts, const char *const *na
 lik_status lik_check_output(const lik_tensor *t, const char *name,
                             lik_dtype dtype, int ndim, const int64_t *shape);
 
+/* A forward's scores: F32, or F64 when p's inputs are F64 (the sum kept in
+ * double), with the given shape and non-overlapping elements; sets
+ * p->scores or p->scores_f64 (the strides are the caller's to set). */
+lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
+                           const int64_t *shape);
+
 /* All non-NULL tensors of a call are on one device; *device, *device_id get it. */
 lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *names,
                              int n, lik_device_type *device, int32_t *device_id);
