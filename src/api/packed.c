@@ -21,13 +21,7 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     return st;
   const int list = p.pairing == LIK_PAIRING_LIST;
   int64_t grid[2];
-  int ndim = 0;
-  if (list) {
-    grid[ndim++] = pd.npairs;
-  } else {
-    grid[ndim++] = pd.nq;
-    grid[ndim++] = pd.nd;
-  }
+  const int ndim = lik_packed_grid(&p, &pd, grid);
   if ((st = lik_fill_scores(&p, scores, ndim, grid))) return st;
   if (argmax && ((st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max)) ||
                  (st = lik_check_no_overlap(argmax, "argmax"))))
@@ -38,14 +32,8 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id)) ||
       (st = lik_check_disjoint(ts, names, 10, 2)))
     return st;
-  p.score_si = list ? 0 : scores->strides[0];
-  p.score_sj = scores->strides[ndim - 1];
-  if (argmax) {
-    p.argmax = (int32_t *)argmax->data;
-    p.argmax_si = list ? 0 : argmax->strides[0];
-    p.argmax_sj = argmax->strides[ndim - 1];
-    p.argmax_ss = argmax->strides[ndim];
-  }
+  lik_grid_strides(scores, ndim, !list, 1, &p.score_si, &p.score_sj);
+  lik_set_argmax(&p, argmax, ndim, !list, 1);
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
   if (p.device == LIK_CUDA) {
