@@ -78,30 +78,33 @@ double lik_ref_maxsim_pair(const lik_ref_seqs *Q, int64_t qi, const lik_ref_seqs
 
 /* out += g * d<x̂, ŷ> / dx, where sim = <x̂, ŷ> and x̂ = x / max(||x||, eps)
  * (x itself without normalize): the Jacobian (ŷ - x̂ sim) / ||x|| above the
- * clamp, ŷ / eps below it. */
+ * clamp, ŷ / eps below it; scale (NULL: skipped) += the terms' |.|. */
 static void add_grad(const double *x, const double *y, int64_t dim, double sim, int normalize,
-                     double g, double *out) {
-  if (!normalize) {
-    for (int64_t k = 0; k < dim; k++) out[k] += g * y[k];
-    return;
-  }
-  const double n = norm_of(x, dim), yd = divisor(y, dim, 1);
+                     double g, double *out, double *scale) {
+  const double n = normalize ? norm_of(x, dim) : 1.0, yd = divisor(y, dim, normalize);
+  const int clamped = normalize && !(n > LIK_NORM_EPS);
   for (int64_t k = 0; k < dim; k++) {
     const double yh = y[k] / yd;
-    out[k] += n > LIK_NORM_EPS ? g * (yh - (x[k] / n) * sim) / n : g * yh / LIK_NORM_EPS;
+    const double xs = normalize && !clamped ? (x[k] / n) * sim : 0.0;
+    const double div = clamped ? LIK_NORM_EPS : n;
+    if (out) out[k] += g * (yh - xs) / div;
+    if (scale) scale[k] += fabs(g) * (fabs(yh) + fabs(xs)) / div;
   }
 }
 
 void lik_ref_maxsim_pair_backward(const lik_ref_seqs *Q, int64_t qi, const lik_ref_seqs *D,
                                   int64_t dj, int normalize, const int32_t *argmax, double g,
-                                  double *gq, double *gd) {
+                                  const lik_ref_grads *out) {
   const int64_t lq = seq_len(Q, qi), dim = Q->dim;
   for (int64_t s = 0; s < lq; s++) {
     const int64_t t = argmax[s];
     if (t < 0 || !row_valid(Q, qi, s)) continue;
     const double *q = row_of(Q, qi, s), *d = row_of(D, dj, t);
     const double sim = lik_ref_sim(Q, qi, s, D, dj, t, normalize, NULL);
-    if (gq) add_grad(q, d, dim, sim, normalize, g, gq + (Q->offsets[qi] + s) * dim);
-    if (gd) add_grad(d, q, dim, sim, normalize, g, gd + (D->offsets[dj] + t) * dim);
+    const int64_t rq = (Q->offsets[qi] + s) * dim, rd = (D->offsets[dj] + t) * dim;
+    add_grad(q, d, dim, sim, normalize, g, out->gq ? out->gq + rq : NULL,
+             out->gq_scale ? out->gq_scale + rq : NULL);
+    add_grad(d, q, dim, sim, normalize, g, out->gd ? out->gd + rd : NULL,
+             out->gd_scale ? out->gd_scale + rd : NULL);
   }
 }

@@ -41,14 +41,21 @@ double lik_ref_sim(const lik_ref_seqs *Q, int64_t qi, int64_t s, const lik_ref_s
 double lik_ref_maxsim_pair(const lik_ref_seqs *Q, int64_t qi, const lik_ref_seqs *D, int64_t dj,
                            int normalize, int32_t *argmax, double *scale);
 
+/* Gradient accumulators, [rows, dim] each (NULL: skipped): gq / gd of the
+ * query / document side, and their error scales gq_scale / gd_scale (sum of
+ * the terms' absolute values: where a kernel's rounding error scales). */
+typedef struct {
+  double *gq, *gd, *gq_scale, *gd_scale;
+} lik_ref_grads;
+
 /* The backward of one pair given the forward's argmax ([length of qi]; the
  * gradient flows through the winning token only) and grad_score g: adds
- * g * d score / d Q to the rows of qi in gq and g * d score / d D to the rows
- * of dj in gd ([rows, dim] each, NULL: skipped), through the normalisation's
- * Jacobian (I - x̂ x̂ᵀ) / ||x|| (1 / eps below the clamp).  A masked query
- * token, or argmax -1, contributes nothing. */
+ * g * d score / d Q to the rows of qi and g * d score / d D to the rows of
+ * dj, through the normalisation's Jacobian (I - x̂ x̂ᵀ) / ||x|| (1 / eps
+ * below the clamp).  A masked query token, or argmax -1, contributes
+ * nothing. */
 void lik_ref_maxsim_pair_backward(const lik_ref_seqs *Q, int64_t qi, const lik_ref_seqs *D,
                                   int64_t dj, int normalize, const int32_t *argmax, double g,
-                                  double *gq, double *gd);
+                                  const lik_ref_grads *out);
 
 #endif /* LIK_REF_MAXSIM_REF_H */

@@ -63,10 +63,11 @@ static void reference(const float *Q, const float *D, const uint8_t *qm, const u
   const lik_ref_seqs rq = {xq, oq, DIM, qm}, rd = {xd, od, DIM, dm};
   memset(gQ, 0, sizeof(double) * NQ * LQ * DIM);
   memset(gD, 0, sizeof(double) * ND * LD * DIM);
+  const lik_ref_grads out = {gQ, gD, NULL, NULL};
   for (int i = 0; i < NQ; i++)
     for (int j = 0; j < ND; j++)
       lik_ref_maxsim_pair_backward(&rq, i, &rd, j, normalize, am + (i * ND + j) * LQ,
-                                   g[i * ND + j], gQ, gD);
+                                   g[i * ND + j], &out);
 }
 
 static float Q[NQ * LQ * DIM], D[ND * LD * DIM], G[NQ * ND], S[NQ * ND];
