@@ -2,19 +2,7 @@
  * maxsim.c — lik_maxsim and lik_maxsim_pairs: validate once, describe the
  * call as a lik_problem, route it to the CPU or CUDA backend.
  */
-#include "../core/problem.h"
-#include "../core/validate.h"
-
-static lik_status route_maxsim(const lik_problem *p) {
-  if (p->device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_maxsim(p);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_maxsim(p);
-}
+#include "route.h"
 
 /* scores / argmax views: dims of the output grid, then Lq for argmax. */
 static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *argmax,
@@ -58,7 +46,7 @@ lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor
   if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j)) ||
       (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
     return st;
-  return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
+  return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }
 
 lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
@@ -74,5 +62,5 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
   if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0)) ||
       (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
     return st;
-  return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
+  return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "../core/validate.h"
+#include "route.h"
 
 static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const lik_tensor *cu_q,
                                  const lik_tensor *cu_d, const lik_tensor *pair_q,
@@ -37,19 +37,14 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
   if (p.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
     /* lengths stay on the device: Lq is bounded by the argmax extent, else by
      * opts.max_seqlen_q or Q's rows; the kernel skips query blocks past each
      * query's end and writes argmax -1 up to the extent */
     const int64_t mq = opts ? opts->max_seqlen_q : 0;
     p.q.len = argmax ? argmax->shape[ndim] : mq > 0 && mq < Q->shape[0] ? mq : Q->shape[0];
     p.d.len = D->shape[0];
-    return lik_cuda_maxsim(&p);
-#else
-    return lik_no_cuda_backend();
-#endif
   }
-  if ((st = lik_cpu_maxsim(&p))) return st;
+  if ((st = lik_route_maxsim(&p)) || p.device == LIK_CUDA) return st;
   if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)
