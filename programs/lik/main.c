@@ -25,6 +25,7 @@
 #include "index_cmd.h"
 #include "precision.h"
 #include "lik.h"
+#include "report.h"
 
 #ifndef LIK_DEFAULT_DATA_DIR
 #define LIK_DEFAULT_DATA_DIR ""
@@ -165,8 +166,8 @@ static int cmp_i64(const void *a, const void *b) {
 static void sort_i64(int64_t *v, int64_t n) { qsort(v, (size_t)n, sizeof *v, cmp_i64); }
 
 enum {
-  OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK, OPT_PRECISION,
-  OPT_RERANK
+  OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
+  OPT_PRECISION, OPT_RERANK
 };
 
 int main(int argc, char **argv) {
@@ -496,6 +497,9 @@ int main(int argc, char **argv) {
     if (show_progress) progress((double)j0 / (double)D.n, 0);
   }
   double secs = now_s() - t0;
+  const char *scored_as = lb.kind == PRECISION_INT8     ? "int8"
+                          : lb.kind == PRECISION_BINARY ? "binary"
+                                                        : dtype_name(want);
   if (show_progress) progress(1.0, 1);
 
   /* Work: 2 * Lq * Ld * d per (query, document) pair, valid tokens only. */
@@ -530,7 +534,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "num_queries", (double)nq);
     cJSON_AddNumberToObject(o, "num_docs", (double)D.n);
     cJSON_AddNumberToObject(o, "dim", (double)D.d);
-    cJSON_AddStringToObject(o, "dtype", (lb.kind == PRECISION_INT8 ? "int8" : lb.kind == PRECISION_BINARY ? "binary" : dtype_name(want)));
+    cJSON_AddStringToObject(o, "dtype", scored_as);
     cJSON_AddNumberToObject(o, "query_tokens", qtok);
     cJSON_AddNumberToObject(o, "doc_tokens", (double)D.tokens);
     cJSON_AddNumberToObject(o, "top_k", (double)kshow);
@@ -542,40 +546,9 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "docs_scored_per_s", pairs / tdiv);
     cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
     cJSON_AddNumberToObject(o, "gflops_per_s", flop * 1e-9 / tdiv);
-    if (qrels_path) {
-      cJSON_AddNumberToObject(o, "queries_evaluated", (double)nevals);
-      if (nevals) {
-        cJSON_AddNumberToObject(o, "ndcg@10", ndcg_sum / (double)nevals);
-        cJSON_AddNumberToObject(o, "recall@100", rec_sum / (double)nevals);
-      } else {
-        cJSON_AddNullToObject(o, "ndcg@10");
-        cJSON_AddNullToObject(o, "recall@100");
-      }
-    }
-    cJSON *res = cJSON_AddArrayToObject(o, "results");
-    for (int64_t i = 0; i < nq; i++) {
-      cJSON *r = cJSON_CreateObject();
-      cJSON_AddNumberToObject(r, "query_id", (double)Q.ids[i]);
-      cJSON *ids = cJSON_AddArrayToObject(r, "doc_ids");
-      cJSON *idx = cJSON_AddArrayToObject(r, "doc_index");
-      cJSON *sc = cJSON_AddArrayToObject(r, "scores");
-      int64_t m = cnt[i] < kshow ? cnt[i] : kshow;
-      for (int64_t j = 0; j < m; j++) {
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)D.ids[best_i[i * K + j]]));
-        cJSON_AddItemToArray(idx, cJSON_CreateNumber((double)best_i[i * K + j]));
-        cJSON_AddItemToArray(sc, cJSON_CreateNumber((double)best_s[i * K + j]));
-      }
-      cJSON_AddItemToArray(res, r);
-    }
-    char *txt = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!txt) {
-      fprintf(stderr, "%s: error: out of memory writing JSON\n", prog);
-      goto out;
-    }
-    fputs(txt, stdout);
-    fputc('\n', stdout);
-    cJSON_free(txt);
+    if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
+    report_add_results(o, nq, Q.ids, best_i, best_s, K, cnt, kshow, D.ids);
+    if (report_print(o, prog)) goto out;
   } else {
     printf("lik %s, CPU kernels: %s%s\n", lik_version_string(), lik_cpu_isa(),
            using_default ? "  (bundled Cranfield-1400 data)" : "");
@@ -597,12 +570,12 @@ int main(int argc, char **argv) {
     if (rerank_path)
       printf("\nreranked %.0f candidates of %lld queries in %.3f s (top %lld, %s%s): %.1f queries/s, "
              "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-             pairs, (long long)nq, secs, (long long)K, (lb.kind == PRECISION_INT8 ? "int8" : lb.kind == PRECISION_BINARY ? "binary" : dtype_name(want)),
+             pairs, (long long)nq, secs, (long long)K, scored_as,
              normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     else
     printf("\n%lld queries x %lld documents in %.3f s (top %lld, %s%s): %.1f queries/s, "
            "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-           (long long)nq, (long long)D.n, secs, (long long)K, (lb.kind == PRECISION_INT8 ? "int8" : lb.kind == PRECISION_BINARY ? "binary" : dtype_name(want)),
+           (long long)nq, (long long)D.n, secs, (long long)K, scored_as,
            normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     if (qrels_path) {
       if (nevals)
