@@ -64,15 +64,19 @@ static void one_case(int binary) {
     const uint8_t *row = dd + tok * dl;
     dv[x] = binary ? ((row[k / 8] >> (7 - k % 8)) & 1 ? 1.0 : -1.0) : (int8_t)row[k] * (double)sd[tok];
   }
-  const seqs_t RQ = {nq, lq, d, qv, qm}, RD = {nd, ld, d, dv, dm};
+  int64_t *qoff = malloc((size_t)(nq + 1) * 8), *doff = malloc((size_t)(nd + 1) * 8);
+  for (int64_t x = 0; x <= nq; x++) qoff[x] = x * lq;
+  for (int64_t x = 0; x <= nd; x++) doff[x] = x * ld;
+  const seqs_t RQ = {nq, lq, d, qv, qm, qoff, 0}, RD = {nd, ld, d, dv, dm, doff, 0};
   for (int64_t i = 0; st == LIK_OK && i < nq; i++)
     for (int64_t j = 0; j < nd; j++) {
       double sc;
-      const double want = ref_score(&RQ, i, &RD, j, &sc);
+      const double want = ref_score(&RQ, i, &RD, j, NULL, &sc);
       CHECK(fabs(out[i * nd + j] - want) <= 1e-5 * sc + 1e-30, "score (%lld, %lld) = %.9g, want %.9g",
             (long long)i, (long long)j, out[i * nd + j], want);
     }
   free(q); free(dd); free(sq); free(sd); free(out); free(qm); free(dm); free(qv); free(dv);
+  free(qoff); free(doff);
 }
 
 static void quantize_case(void) {
