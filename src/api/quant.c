@@ -1,8 +1,8 @@
 /*
  * quant.c — the low-bit calls of lik_experimental.h: lik_quantize_int8,
  * lik_quantize_binary, lik_maxsim_scaled (int8 / fp8), lik_maxsim_binary.
- * Validate once, describe the call, route it (the CPU backend; CUDA tensors
- * are not served yet).
+ * Validate once, describe the call, route it to the CPU or CUDA backend (the
+ * quantisers run on the CPU only).
  */
 #include "lik_experimental.h"
 
@@ -40,6 +40,10 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
                             lik_tensor *scores) {
   lik_status st;
   if ((st = check_normalize(opts, call))) return st;
+  const int64_t lq = Q->shape[Q->ndim - 2], ld = D->shape[D->ndim - 2];
+  if (lq > INT32_MAX || ld > INT32_MAX)
+    return lik_fail(LIK_ERR_SHAPE, "%s: sequence length %lld exceeds %d", lq > INT32_MAX ? "Q" : "D",
+                    (long long)(lq > INT32_MAX ? lq : ld), INT32_MAX);
   lik_problem lp = {0};
   int64_t grid[2];
   int ndim, has_i, has_j;

@@ -15,10 +15,10 @@ typedef struct {
 } lik_scale;
 
 typedef enum {
-  LIK_QK_INT8 = 0,   /* q, d int8: dot product of integers          */
-  LIK_QK_FP8 = 1,    /* q, d fp8 (e4m3 or e5m2, q.dtype): fp32 sums  */
-  LIK_QK_I8_BITS = 2,  /* q int8, d sign bits                       */
-  LIK_QK_BITS = 3    /* q and d sign bits: d - 2 popcount(xor)      */
+  LIK_QK_INT8 = 0,    /* q, d int8: dot product of integers         */
+  LIK_QK_FP8 = 1,     /* q, d fp8 (e4m3 or e5m2, q.dtype): fp32 sums */
+  LIK_QK_I8_BITS = 2, /* q int8, d sign bits                         */
+  LIK_QK_BITS = 3     /* q and d sign bits: d - 2 popcount(xor)      */
 } lik_quant_kind;
 
 /* One call: q / d over the stored elements (int8 / fp8 bytes, or bit bytes
@@ -40,8 +40,8 @@ typedef struct {
   void *stream; /* CUDA: the caller's stream */
 } lik_quant_problem;
 
-/* scale: NULL is an error (LIK_ERR_NULL) unless allow_null; else F32, 0-d or
- * of shape ndim / shape (the tensor minus its last dimension). */
+/* scale (non-NULL): F32, 0-d (per tensor) or of shape ndim / shape (per
+ * token: the tensor minus its last dimension); *out views it. */
 lik_status lik_check_scale(const lik_tensor *scale, const char *name, int ndim,
                            const int64_t *shape, lik_scale *out);
 
