@@ -123,7 +123,7 @@ __device__ __forceinline__ uint32_t bits01(uint64_t bytes, int w) {
  * 4-byte ones (the sum over k does not depend on its order, and A and B use
  * the same permutation). */
 template <int KIND, int KS, bool VEC>
-__global__ void __launch_bounds__(128) mma_kernel(KQ P) {
+__global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers: 16 warps / SM */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t pair = (int64_t)blockIdx.x * 4 + warp;
   __shared__ float colmax[4][32];
