@@ -12,12 +12,17 @@ late-interaction-kernels):
 * :func:`maxsim` — scores ``[Nq, Nd]`` (cross), ``[Nq, K]`` (KD layout).
 * :func:`maxsim_pairs` — scores ``[B]`` for same-index pairs.
 * :func:`retrieve` — exact top-k documents per query.
+* :func:`maxsim_varlen` / :func:`score_pairs_packed` — packed (``cu_seqlens``)
+  layouts; :func:`maxsim_padded` / :func:`pack_padded` — padded reranking
+  batches (torch).
 * :class:`MaxSimScorer` — stateless scorer (a ``torch.nn.Module`` with torch).
 * :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
   PLAID / ColBERTv2 compressed documents; the codec and the centroid score
   are in :mod:`lik.plaid`.
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
+* :mod:`lik.compat` — the seed's names, signatures and submodules
+  (``import lik.compat as late_interaction_kernels``).
 
 Threads: every call uses ``get_num_threads()`` threads; 0 (the default) means
 the library's default: ``$LIK_NUM_THREADS`` if set, else all cores.  Results
@@ -30,7 +35,7 @@ from __future__ import annotations
 from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
 from ._lib import Context, LikError
-from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
+from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
 
@@ -77,6 +82,8 @@ __all__ = [
     "maxsim_varlen",
     "score_pairs_packed",
     "maxsim_padded",
+    "pack_padded",
+    "PackedBatch",
     "maxsim_residual",
     "maxsim_residual_varlen",
     "plaid",

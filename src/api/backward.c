@@ -144,9 +144,7 @@ lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
   lik_clear_error();
   lik_status st;
   if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1))) return st;
-  if (D->shape[0] != Q->shape[0])
-    return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
-                    (long long)D->shape[0], (long long)Q->shape[0]);
+  if ((st = lik_check_pairs_batch(Q, D))) return st;
   lik_bw bw;
   memset(&bw, 0, sizeof bw);
   bw.p.pairing = LIK_PAIRING_KD; /* K = 1 */

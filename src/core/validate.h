@@ -67,6 +67,9 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
  * match a 3-D Q's Nq): sets p->pairing and p->ncand, and the scores' shape
  * grid[0..*ndim) (the dims of 2-D inputs dropped); *has_i / *has_j say whether
  * the query / candidate dimension is present. */
+/* Pairs (maxsim_pairs and its backward): D [B, Ld, d] has Q's batch B. */
+lik_status lik_check_pairs_batch(const lik_tensor *Q, const lik_tensor *D);
+
 lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *p,
                          int64_t grid[2], int *ndim, int *has_i, int *has_j);
 
