@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import sys
 import warnings
 from typing import Any, Sequence
 
@@ -124,13 +125,16 @@ def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
         median = float(np.median(np.linalg.norm(sample.astype(np.float64), axis=-1)))
     _norms_checked = True
     if not 0.9 <= median <= 1.1:
+        frame, level = sys._getframe(1), 2  # point at the first caller outside lik (lik.compat too)
+        while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "lik":
+            frame, level = frame.f_back, level + 1
         warnings.warn(
             f"lik: normalize=False, but the median L2 norm of Q's first tokens is {median:.3g} "
             "(ColBERT-style scoring expects unit tokens, norm 1): pass normalize=True to "
             "normalise inside the kernel, or normalise the inputs first. This warning is "
             "given once; set LIK_SUPPRESS_NORM_WARN=1 to silence it.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=level,
         )
 
 

@@ -555,6 +555,14 @@ def maxsim_varlen(
         ``[Nq, Nd]`` float32 (float64 for float64 inputs).  Empty or fully
         masked sequences score 0 and take no gradient.  Differentiable in
         ``Q_packed`` and ``D_packed``.
+
+    Raises:
+        TypeError: an argument is not a torch tensor, unsupported or
+            mismatched dtypes, ``max_seqlen_*`` not an int.
+        ValueError: shapes, ``d`` mismatch, malformed ``cu_seqlens``, a
+            ``max_seqlen_q`` shorter than the longest query, an unknown
+            ``backward``.
+        lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, max_seqlen_q,
                           max_seqlen_d, q_mask, d_mask, normalize, backward)
@@ -579,9 +587,23 @@ def score_pairs_packed(
     ``[num_pairs]`` (the seed's ``score_pairs_packed``).
 
     ``scores[p] = MaxSim(query pair_q_idx[p], document pair_d_idx[p])``.
-    ``pair_q_idx`` / ``pair_d_idx``: ``[P]`` int32 or int64, in
-    ``[0, Nq)`` / ``[0, Nd)`` (checked: ValueError naming the entry); pairs
-    may repeat.  Other arguments and the result as :func:`maxsim_varlen`.
+
+    Args:
+        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d: as :func:`maxsim_varlen`.
+        pair_q_idx: ``[P]`` int32 or int64, entries in ``[0, Nq)`` (checked:
+            ValueError naming the entry); pairs may repeat.
+        pair_d_idx: ``[P]`` int32 or int64, entries in ``[0, Nd)``.
+        max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward: as
+            :func:`maxsim_varlen`.
+
+    Returns:
+        ``[P]`` float32 (float64 for float64 inputs), differentiable in
+        ``Q_packed`` and ``D_packed``.
+
+    Raises:
+        TypeError, ValueError, lik.LikError: as :func:`maxsim_varlen`, and
+            ValueError for a pair index out of range or pair lists of
+            different lengths.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
                           max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward)
