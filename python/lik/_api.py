@@ -110,14 +110,12 @@ def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
     if os.environ.get("LIK_SUPPRESS_NORM_WARN", "0") == "1" or Q.ndim < 2 or Q.shape[-1] == 0:
         return
     if torch_mode:
-        import torch
-
-        if torch.compiler.is_compiling() or (Q.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if _torch.compiler.is_compiling() or (Q.is_cuda and _torch.cuda.is_current_stream_capturing()):
             return
         sample = Q.detach().reshape(-1, Q.shape[-1])[:64]
         if sample.shape[0] == 0:
             return
-        median = float(torch.linalg.vector_norm(sample.float(), dim=-1).median())
+        median = float(_torch.linalg.vector_norm(sample.float(), dim=-1).median())
     else:
         sample = np.asarray(Q).reshape(-1, Q.shape[-1])[:64]
         if sample.shape[0] == 0:

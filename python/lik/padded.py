@@ -94,11 +94,10 @@ def _length_range(query_lengths, doc_lengths) -> list:
 
 
 def _check_range(rng: list, Lq: int, Ld: int) -> None:
-    lo_q, hi_q, lo_d, hi_d = rng
-    if lo_q < 0 or hi_q > Lq:
-        raise ValueError(f"query_lengths: every entry must be in [0, Lq={Lq}], got values in [{lo_q}, {hi_q}]")
-    if lo_d < 0 or hi_d > Ld:
-        raise ValueError(f"doc_lengths: every entry must be in [0, Ld={Ld}], got values in [{lo_d}, {hi_d}]")
+    for name, lo, hi, dim, L in (("query_lengths", rng[0], rng[1], "Lq", Lq), ("doc_lengths", rng[2], rng[3], "Ld", Ld)):
+        if lo < 0 or hi > L:
+            why = "a length exceeds the padded extent" if lo >= 0 else "a length is negative"
+            raise ValueError(f"{name}: every entry must be in [0, {dim}={L}], got values in [{lo}, {hi}] ({why})")
 
 
 def _length_masks(queries, query_lengths, doc_lengths, Lq: int, Ld: int):

@@ -131,13 +131,22 @@ def test_padded_validate(rng):
     queries, documents, ql, dl = _padded_batch(rng)
     bad = ql.clone()
     bad[1] = 7
+    dl1 = dl.clamp_min(1)  # the seed's validate=True also rejects empty sequences
     with pytest.raises(ValueError, match=r"query_lengths: every entry must be in \[0, Lq=6\]"):
-        lk.maxsim_padded(queries, documents, bad, dl, validate=True)
+        lk.maxsim_padded(queries, documents, bad, dl1, validate=True)
     with pytest.raises(ValueError, match="query_lengths"):
         lik.maxsim_padded(queries, documents, bad, dl)  # lik's default validates
     clamped = ql.clone()
     clamped[1] = 6
     assert torch.equal(lk.maxsim_padded(queries, documents, bad, dl), lk.maxsim_padded(queries, documents, clamped, dl))
+    with pytest.raises(ValueError, match="a length exceeds the padded extent"):
+        lk.padded.pack_padded(queries, documents, bad, dl1, validate=True)
+    zero = ql.clone()
+    zero[0] = 0
+    with pytest.raises(ValueError, match="query_lengths must all be > 0"):
+        lk.padded.pack_padded(queries, documents, zero, dl1, validate=True)
+    ref, sc = _padded_ref(queries, documents, zero, dl)
+    assert_scores(lik.maxsim_padded(queries, documents, zero, dl), ref, sc)  # lik: an empty query scores 0
     with pytest.raises(ValueError, match="batch size mismatch"):
         lk.padded.pack_padded(queries[:2], documents, ql[:2], dl)
 

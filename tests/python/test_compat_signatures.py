@@ -27,6 +27,8 @@ SEED = {
     "unpatch_pylate": "",
     "patch_colpali_engine": "",
     "unpatch_colpali_engine": "",
+    "autograd.maxsim": "Q, D, q_mask=None, d_mask=None, *, normalize=False, backward=None",
+    "autograd.maxsim_pairs": "Q, D, q_mask=None, d_mask=None, *, normalize=False, backward=None",
     "padded.pack_padded": "queries, documents, query_lengths, doc_lengths, *, validate=False",
     "padded.maxsim_padded": "queries, documents, query_lengths, doc_lengths, *, validate=False",
     "score_pairs.score_pairs_packed": "Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx, "

@@ -6,7 +6,8 @@ defaults, shapes, dtypes and return types, each a thin wrapper over lik's
 native API (no second implementation).  Submodules mirror the seed's:
 :mod:`.padded`, :mod:`.score_pairs`, :mod:`.topk`, :mod:`.forward`,
 :mod:`.backward`, :mod:`.varlen`, :mod:`.retrieve`, :mod:`.plaid`,
-:mod:`.fused_head`, :mod:`.fp8`, :mod:`.mps`, :mod:`.experimental`.
+:mod:`.fused_head`, :mod:`.fp8`, :mod:`.mps`, :mod:`.experimental`,
+:mod:`.reference`, :mod:`.autograd`.
 
 Where the seed and lik differ the compat names keep the seed's behaviour
 (e.g. ``backward=None`` defaults, ``maxsim_padded(validate=False)``, the
@@ -75,6 +76,7 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
 
 
 from . import (  # noqa: E402  (submodules, as the seed's `late_interaction_kernels.<name>`)
+    autograd,
     backward,
     experimental,
     forward,

@@ -14,6 +14,14 @@ __all__ = ["PackedBatch", "pack_padded", "maxsim_padded"]
 PackedBatch = _padded.PackedBatch
 
 
+def _check_positive(query_lengths, doc_lengths) -> None:
+    """The seed's ``validate=True`` also rejects empty sequences (lik
+    scores them 0): one more host read, in validate mode only."""
+    for name, x in (("query_lengths", query_lengths), ("doc_lengths", doc_lengths)):
+        if isinstance(x, torch.Tensor) and x.numel() and bool((x <= 0).any()):
+            raise ValueError(f"{name} must all be > 0 (validate=True)")
+
+
 def pack_padded(queries, documents, query_lengths, doc_lengths, *, validate: bool = False):
     """The seed's ``pack_padded``: :func:`lik.pack_padded` with the seed's
     default ``validate=False`` and int32 offsets / pair indices.
@@ -23,8 +31,9 @@ def pack_padded(queries, documents, query_lengths, doc_lengths, *, validate: boo
         documents: ``[B, C, Ld, d]``, same dtype.
         query_lengths: ``[B]`` int32 / int64, entries in ``[0, Lq]``.
         doc_lengths: ``[B, C]`` int32 / int64, entries in ``[0, Ld]``.
-        validate: check the lengths on the host (ValueError); False clamps
-            them to ``[0, L]`` (the seed asserts asynchronously instead).
+        validate: check on the host that every length is in ``[1, L]``
+            (ValueError); False clamps them to ``[0, L]`` (the seed asserts
+            asynchronously instead).
 
     Returns:
         :class:`PackedBatch` with int32 ``cu_seqlens_q``, ``cu_seqlens_d``,
@@ -33,6 +42,8 @@ def pack_padded(queries, documents, query_lengths, doc_lengths, *, validate: boo
     Raises:
         TypeError, ValueError: as :func:`lik.pack_padded`.
     """
+    if validate:
+        _check_positive(query_lengths, doc_lengths)
     b = _padded.pack_padded(queries, documents, query_lengths, doc_lengths, validate=validate)
     return dataclasses.replace(
         b,
@@ -52,7 +63,8 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
         documents: ``[B, C, Ld, d]``.
         query_lengths: ``[B]`` integer tensor.
         doc_lengths: ``[B, C]`` integer tensor.
-        validate: check the lengths' range on the host (ValueError).
+        validate: check on the host that every length is in ``[1, L]``
+            (ValueError); False clamps them to ``[0, L]``.
 
     Returns:
         ``[B, C]`` float32 scores on ``queries``' device, differentiable.
@@ -60,4 +72,6 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
     Raises:
         TypeError, ValueError: as :func:`lik.maxsim_padded`.
     """
+    if validate:
+        _check_positive(query_lengths, doc_lengths)
     return _padded.maxsim_padded(queries, documents, query_lengths, doc_lengths, validate=validate)
