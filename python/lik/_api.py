@@ -107,7 +107,10 @@ def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
     outputs give scores on another scale.  ``LIK_SUPPRESS_NORM_WARN=1``
     silences it."""
     global _norms_checked
-    if os.environ.get("LIK_SUPPRESS_NORM_WARN", "0") == "1" or Q.ndim < 2 or Q.shape[-1] == 0:
+    if os.environ.get("LIK_SUPPRESS_NORM_WARN", "0") == "1":
+        _norms_checked = True
+        return
+    if Q.ndim < 2 or Q.shape[-1] == 0:
         return
     if torch_mode:
         if _torch.compiler.is_compiling() or (Q.is_cuda and _torch.cuda.is_current_stream_capturing()):
