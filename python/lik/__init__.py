@@ -46,9 +46,18 @@ library_path: str = _lib.library_path
 
 
 def cpu_isa() -> str:
-    """Name of the CPU kernel path chosen at run time: ``"avx512"``,
-    ``"avx2"`` or ``"portable"`` (``lik_cpu_isa``; ``$LIK_CPU_ISA`` can force
-    one the CPU supports)."""
+    """Name of the CPU kernel path chosen at run time (``lik_cpu_isa``;
+    ``$LIK_CPU_ISA`` can force one the CPU supports).
+
+    Args:
+        None.
+
+    Returns:
+        ``"avx512"``, ``"avx2"`` or ``"portable"``.
+
+    Raises:
+        Nothing.
+    """
     return _lib.cpu_isa()
 
 
@@ -60,6 +69,9 @@ def set_num_threads(n: int) -> None:
         n: int >= 0.  0 restores the default: ``$LIK_NUM_THREADS`` if set,
             else all cores (read by the C library at call time).
 
+    Returns:
+        None.
+
     Raises:
         TypeError: ``n`` is not an int.
         ValueError: ``n < 0``.
@@ -70,7 +82,18 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The value last given to :func:`set_num_threads` (0 = library default)."""
+    """The CPU thread setting of :func:`set_num_threads`.
+
+    Args:
+        None.
+
+    Returns:
+        The value last given to :func:`set_num_threads` (0 = the library
+        default).
+
+    Raises:
+        Nothing.
+    """
     return _lib.get_num_threads()
 
 

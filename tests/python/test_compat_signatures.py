@@ -121,22 +121,25 @@ def test_every_compat_function_documented(name):
         assert section in doc, f"{name}: no {section}"
 
 
-@pytest.mark.parametrize("name", ["maxsim", "maxsim_pairs", "retrieve", "maxsim_varlen", "score_pairs_packed",
-                                  "maxsim_padded", "pack_padded"])
-def test_native_public_functions_have_real_signatures_and_docs(name):
-    import lik
-
-    fn = getattr(lik, name)
-    kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
-    assert inspect.Parameter.VAR_POSITIONAL not in kinds and inspect.Parameter.VAR_KEYWORD not in kinds
-    doc = inspect.getdoc(fn)
-    for section in ("Args:", "Returns:", "Raises:"):
-        assert section in doc, f"lik.{name}: no {section}"
-
-
 def test_import_as_the_seed():
     import lik.compat as late_interaction_kernels
     from lik.compat.padded import PackedBatch, pack_padded  # noqa: F401
     from lik.compat.score_pairs import score_pairs_packed  # noqa: F401
 
     assert late_interaction_kernels.__version__
+
+
+def test_every_native_public_function_documented():
+    import lik
+    import lik.plaid
+
+    for mod in (lik, lik.plaid):
+        for name in mod.__all__:
+            fn = getattr(mod, name)
+            if inspect.isclass(fn) or not callable(fn):
+                continue
+            kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+            assert inspect.Parameter.VAR_POSITIONAL not in kinds and inspect.Parameter.VAR_KEYWORD not in kinds, name
+            doc = inspect.getdoc(fn) or ""
+            for section in ("Args:", "Returns:", "Raises:"):
+                assert section in doc, f"{mod.__name__}.{name}: no {section}"
