@@ -5,6 +5,7 @@ without a sync per call.  Marked ``gpu``: skipped without torch + CUDA."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -20,9 +21,10 @@ from lik import _api  # noqa: E402
 
 
 @pytest.fixture
-def g():
-    gen = torch.Generator().manual_seed(int(torch.seed() % 2**31))
-    return gen
+def g(request):
+    seed = int(os.environ.get("LIK_TEST_SEED") or torch.seed() % 2**31)
+    print(f"{request.node.nodeid}: LIK_TEST_SEED={seed}")
+    return torch.Generator().manual_seed(seed)
 
 
 @pytest.fixture(autouse=True)
