@@ -59,7 +59,7 @@ def test_dense_wrappers_match_cpu(g, dtype):
 def test_padded_and_packed_match_cpu(g):
     B, C, Lq, Ld, d = 2, 3, 5, 9, 48
     queries, documents = rand((B, Lq, d), g), rand((B, C, Ld, d), g)
-    ql, dl = torch.tensor([5, 2]), torch.tensor([[9, 0, 4], [1, 9, 9]])
+    ql, dl = torch.tensor([5, 2]), torch.tensor([[9, 1, 4], [1, 9, 9]])  # validate=True: lengths >= 1
     want = lk.maxsim_padded(queries, documents, ql, dl)
     got = lk.maxsim_padded(queries.cuda(), documents.cuda(), ql.cuda(), dl.cuda())
     close(got, want)
