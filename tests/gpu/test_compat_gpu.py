@@ -64,7 +64,8 @@ def test_padded_and_packed_match_cpu(g):
     got = lk.maxsim_padded(queries.cuda(), documents.cuda(), ql.cuda(), dl.cuda())
     close(got, want)
     b = lk.padded.pack_padded(queries.cuda(), documents.cuda(), ql.cuda(), dl.cuda(), validate=True)
-    flat = lk.score_pairs.score_pairs_packed(*list(b)[:6], max_seqlen_q=b.max_seqlen_q, max_seqlen_d=b.max_seqlen_d)
+    flat = lk.score_pairs.score_pairs_packed(b.Q_packed, b.D_packed, b.cu_seqlens_q, b.cu_seqlens_d, b.pair_q_idx,
+                                             b.pair_d_idx, max_seqlen_q=b.max_seqlen_q, max_seqlen_d=b.max_seqlen_d)
     close(flat.view(B, C), want)
     close(lk.maxsim_varlen(b.Q_packed, b.D_packed, b.cu_seqlens_q, b.cu_seqlens_d)[[0, 0, 0, 1, 1, 1],
                                                                                   [0, 1, 2, 3, 4, 5]], want.view(-1))
