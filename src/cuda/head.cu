@@ -65,6 +65,8 @@ HParams hparams(const lik_head *h) {
   P.asi = p->argmax_si;
   P.asj = p->argmax_sj;
   P.ass = p->argmax_ss;
+  P.vec_h = vec_ok(p->d, 8);
+  P.vec_w = h->w_sk == 1 && p->d.dim % 8 == 0 && h->w_so % 8 == 0 && (uintptr_t)h->w % 16 == 0;
   return P;
 }
 

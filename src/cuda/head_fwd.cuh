@@ -35,6 +35,7 @@ struct HParams {
   int32_t *argmax;
   int64_t asi, asj, ass;
   int qpc;             /* queries per CTA (cross), 1 for KD */
+  int vec_h, vec_w;    /* 16-byte loads of H_d rows / W rows are legal */
 };
 
 constexpr int BT = 64;   /* document tokens per tile (4 warps x 16 rows) */
@@ -93,16 +94,37 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
     for (int f = 0; f < NF; ++f) wm::fill_fragment(acc[f], 0.f);
     for (int64_t k0 = 0; k0 < d_model; k0 += KC) {
       __syncthreads();
-      for (int u = tid; u < BT * KC; u += NTH) {
-        const int r = u / KC, kk = u % KC;
-        const int64_t k = k0 + kk;
-        Hs[r * HLD + kk] = tv[r] && k < d_model ? H[hbase + (t0 + r) * P.h.sl + k * P.h.sk]
-                                                 : from_f<T>(0.f);
+      if (P.vec_h) {
+        for (int u = tid; u < BT * KC / 8; u += NTH) {
+          const int r = u / (KC / 8), kk = u % (KC / 8) * 8;
+          const int64_t k = k0 + kk;
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (tv[r] && k < d_model)
+            v = __ldg(reinterpret_cast<const uint4 *>(H + hbase + (t0 + r) * P.h.sl + k));
+          *reinterpret_cast<uint4 *>(Hs + r * HLD + kk) = v;
+        }
+      } else {
+        for (int u = tid; u < BT * KC; u += NTH) {
+          const int r = u / KC, kk = u % KC;
+          const int64_t k = k0 + kk;
+          Hs[r * HLD + kk] = tv[r] && k < d_model ? H[hbase + (t0 + r) * P.h.sl + k * P.h.sk]
+                                                   : from_f<T>(0.f);
+        }
       }
-      for (int u = tid; u < DO * KC; u += NTH) {
-        const int o = u / KC, kk = u % KC;
-        const int64_t k = k0 + kk;
-        Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.w_so + k * P.w_sk] : from_f<T>(0.f);
+      if (P.vec_w) {
+        for (int u = tid; u < DO * KC / 8; u += NTH) {
+          const int o = u / (KC / 8), kk = u % (KC / 8) * 8;
+          const int64_t k = k0 + kk;
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (o < d_out && k < d_model) v = __ldg(reinterpret_cast<const uint4 *>(W + o * P.w_so + k));
+          *reinterpret_cast<uint4 *>(Ws + o * HLD + kk) = v;
+        }
+      } else {
+        for (int u = tid; u < DO * KC; u += NTH) {
+          const int o = u / KC, kk = u % KC;
+          const int64_t k = k0 + kk;
+          Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.w_so + k * P.w_sk] : from_f<T>(0.f);
+        }
       }
       __syncthreads();
 #pragma unroll
