@@ -83,9 +83,9 @@ def methods(device):
     }
     if device == "cuda":
         try:
-            import late_interaction_kernels as lik045
+            from late_interaction_kernels.fused_head import maxsim_from_hidden as lik045_head
 
-            out["lik045"] = lambda Q, H, W, b: lik045.maxsim_from_hidden(Q, H, W, b)
+            out["lik045"] = lambda Q, H, W, b: lik045_head(Q, H, W, b)
         except ImportError as exc:
             print(f"late-interaction-kernels not importable ({exc}); lik045 column skipped")
     return out

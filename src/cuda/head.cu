@@ -121,7 +121,7 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
   const int64_t d_out = B.f.q.dim, d_model = B.f.h.dim;
   cudaError_t e;
   if (B.nslot > 0) {
-    slot_kernel<T, NF><<<blocks(B.nslot, SB), NTH, 0, st>>>(B);
+    slot_kernel<T, NF><<<blocks(B.nslot, SB), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
   if (bw->gq.data && B.f.q.count * B.f.q.len * d_out > 0) {
@@ -130,7 +130,7 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
   }
   if (bw->gw || bw->gb) {
     if (B.nslot > 0) {
-      w_kernel<T><<<dim3(blocks(d_model + 1, NTH), blocks(d_out, 16), (unsigned)B.nsplit), NTH, 0, st>>>(B);
+      w_kernel<T><<<dim3(blocks(d_model + 1, BTH), blocks(d_out, 16), (unsigned)B.nsplit), BTH, 0, st>>>(B);
       if ((e = cudaGetLastError())) return e;
     } else if ((e = cudaMemsetAsync(B.wpart, 0, (size_t)(d_out * (d_model + 1)) * 4, st))) {
       return e;
@@ -139,7 +139,7 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
     if ((e = cudaGetLastError())) return e;
   }
   if (bw->gh.data && B.f.h.count * B.f.h.len > 0) {
-    h_kernel<T, NF><<<blocks(B.f.h.count * B.f.h.len, 4), NTH, 0, st>>>(B);
+    h_kernel<T, NF><<<blocks(B.f.h.count * B.f.h.len, 4), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
   return cudaSuccess;
@@ -201,6 +201,7 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   B.gw_so = bw->gw_so;
   B.gw_sk = bw->gw_sk;
   B.gb_s = bw->gb_s;
+  B.vec_gh = bw->gh.data ? vec_ok(bw->gh, 8) : 0;
   const int64_t d_out = p->q.dim, d_model = p->d.dim;
   B.nslot = p->q.count * p->ncand * p->q.len;
   /* fixed by the shape only, so results do not depend on the device */

@@ -36,10 +36,12 @@ struct BParams {
   float *yhat, *gy;     /* [nslot][d_out] */
   int64_t *tok;         /* [nslot]: document n * Ld + token, or -1 */
   float *wpart;         /* [nsplit][d_out][d_model + 1]: grad_W | grad_b partials */
+  int vec_gh;           /* 16-byte stores into grad_H_d rows are legal */
   int64_t nslot, nsplit, split_len;
 };
 
-constexpr int SB = 32; /* slots per slot_kernel CTA */
+constexpr int SB = 32;   /* slots per slot_kernel CTA */
+constexpr int BTH = 128; /* threads of the backward kernels' CTAs (4 warps) */
 
 __device__ __forceinline__ float gs_at(const BParams &B, int64_t i, int64_t c) {
   const int64_t at = i * B.gsi + c * B.gsj;
@@ -53,7 +55,7 @@ template <typename T> __device__ __forceinline__ void store_t(void *base, int64_
 
 /* 128 threads: thread u owns slot u % 32 and outputs o = u / 32 + 4 m. */
 template <typename T, int NF>
-__global__ void __launch_bounds__(NTH) slot_kernel(const BParams B) {
+__global__ void __launch_bounds__(BTH) slot_kernel(const BParams B) {
   constexpr int DO = NF * 16, OPT = DO / 4;
   const HParams &P = B.f;
   __shared__ float hs[KC][SB + 1];
@@ -89,12 +91,12 @@ __global__ void __launch_bounds__(NTH) slot_kernel(const BParams B) {
   for (int m = 0; m < OPT; ++m) y[m] = 0.f;
   for (int64_t k0 = 0; k0 < d_model; k0 += KC) {
     __syncthreads();
-    for (int u = tid; u < SB * KC; u += NTH) {
+    for (int u = tid; u < SB * KC; u += BTH) {
       const int r = u / KC, kk = u % KC;
       const int64_t k = k0 + kk;
       hs[kk][r] = srow[r] >= 0 && k < d_model ? to_f<T>(H[srow[r] + k * P.h.sk]) : 0.f;
     }
-    for (int u = tid; u < DO * KC; u += NTH) {
+    for (int u = tid; u < DO * KC; u += BTH) {
       const int o = u / KC, kk = u % KC;
       const int64_t k = k0 + kk;
       ws[o][kk] = o < d_out && k < d_model ? to_f<T>(W[o * P.w_so + k * P.w_sk]) : 0.f;
@@ -161,10 +163,10 @@ __global__ void q_kernel(const BParams B) {
 /* grad_W / grad_b partials of slot range blockIdx.z: thread per column k
  * (k = d_model stands for b), 16 outputs o per thread. */
 template <typename T>
-__global__ void __launch_bounds__(NTH) w_kernel(const BParams B) {
+__global__ void __launch_bounds__(BTH) w_kernel(const BParams B) {
   const HParams &P = B.f;
   const int64_t d_out = P.q.dim, d_model = P.h.dim;
-  const int64_t k = (int64_t)blockIdx.x * NTH + threadIdx.x, o0 = (int64_t)blockIdx.y * 16;
+  const int64_t k = (int64_t)blockIdx.x * BTH + threadIdx.x, o0 = (int64_t)blockIdx.y * 16;
   const int64_t x0 = (int64_t)blockIdx.z * B.split_len;
   const int64_t x1 = x0 + B.split_len < B.nslot ? x0 + B.split_len : B.nslot;
   if (k > d_model) return;
@@ -209,7 +211,7 @@ __global__ void w_sum_kernel(const BParams B) {
 
 /* A warp per document token (n, t); 4 warps per CTA. */
 template <typename T, int NF>
-__global__ void __launch_bounds__(NTH) h_kernel(const BParams B) {
+__global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
   constexpr int DO = NF * 16;
   const HParams &P = B.f;
   __shared__ float vs[4][DO];
@@ -240,8 +242,13 @@ __global__ void __launch_bounds__(NTH) h_kernel(const BParams B) {
       }
     }
   const int64_t off = seq_base(B.gh, n) + t * B.gh.sl;
-  if (!any) {
-    for (int64_t k = lane; k < d_model; k += 32) store_t<T>((void *)B.gh.data, off + k * B.gh.sk, 0.f);
+  if (!any) { /* most tokens: a row of zeros */
+    T *gh = reinterpret_cast<T *>(const_cast<void *>(B.gh.data));
+    if (B.vec_gh)
+      for (int64_t k = lane * 8; k < d_model; k += 256)
+        *reinterpret_cast<uint4 *>(gh + off + k) = make_uint4(0, 0, 0, 0);
+    else
+      for (int64_t k = lane; k < d_model; k += 32) gh[off + k * B.gh.sk] = from_f<T>(0.f);
     return;
   }
 #pragma unroll

@@ -1,12 +1,13 @@
 /*
  * head_fwd.cuh — the fused D-side head forward on CUDA (half / bf16 inputs):
- * one CTA per (document, block of queries) walks the document in tiles of
- * BT tokens.  Per tile: the projection P = H_tile @ W^T on tensor cores
- * (WMMA m16n16k16, fp32 accumulate, K chunks of KC features staged in shared
- * memory), + b and the L2 normalisation in fp32 in shared memory, then every
- * query token of the block takes its max over the tile in fp32 (CUDA cores;
- * 4 lanes per query token, tokens interleaved so shared reads do not
- * conflict).  The running max / argmax per query token lives in shared
+ * one CTA (8 warps) per (document, block of queries) walks the document in
+ * tiles of BT = 128 tokens.  Per tile: the projection P = H_tile @ W^T on
+ * tensor cores (WMMA m16n16k16, fp32 accumulate; K chunks of KC features in
+ * two shared buffers, the next chunk's 16-byte global loads in flight during
+ * the current chunk's MMAs), + b and the L2 normalisation in fp32 in shared
+ * memory, then every query token of the block takes its max over the tile in
+ * fp32 (CUDA cores; 8 lanes per query token, tokens interleaved so shared
+ * reads do not conflict).  The running max / argmax per query token lives in shared
  * memory; the projection never leaves the SM.
  */
 #ifndef LIK_CUDA_HEAD_FWD_CUH
@@ -38,10 +39,11 @@ struct HParams {
   int vec_h, vec_w;    /* 16-byte loads of H_d rows / W rows are legal */
 };
 
-constexpr int BT = 64;   /* document tokens per tile (4 warps x 16 rows) */
+constexpr int BT = 128;  /* document tokens per tile (8 warps x 16 rows) */
 constexpr int KC = 32;   /* d_model features per staged chunk */
 constexpr int HLD = KC + 8;
-constexpr int NTH = 128;
+constexpr int NTH = 256;
+constexpr int LPQ = BT / 16; /* lanes per query token in the MaxSim step */
 
 template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
@@ -56,9 +58,72 @@ __device__ __forceinline__ bool tok_valid(const KMask &m, const KSeq &s, int64_t
 
 /* Bytes of dynamic shared memory of head_fwd_kernel<T, NF> for nqt query tokens. */
 __host__ __device__ constexpr size_t fwd_smem(int nf, int64_t nqt) {
-  return (size_t)BT * HLD * 2 + (size_t)nf * 16 * HLD * 2 + (size_t)BT * (nf * 16 + 4) * 4 +
+  return 2 * ((size_t)BT * HLD * 2 + (size_t)nf * 16 * HLD * 2) + (size_t)BT * (nf * 16 + 4) * 4 +
          (size_t)nqt * 8 + BT;
 }
+
+/* One K chunk of the H_d tile and of W: fetch() issues the global loads of
+ * the next chunk into registers (16-byte vectors) before the current chunk's
+ * MMAs, put() stores them into the other shared buffer after them.  Views
+ * that forbid vector loads take the scalar path inside put(). */
+template <typename T, int DO> struct ChunkLoader {
+  static constexpr int HV = BT * KC / 8 / NTH, WV = (DO * KC / 8 + NTH - 1) / NTH;
+  uint4 hr[HV], wr[WV];
+  __device__ __forceinline__ void fetch(const HParams &P, const T *H, const T *W, int64_t hbase,
+                                        int64_t t0, int64_t k0, const unsigned char *tv, int tid) {
+    const int64_t d_model = P.h.dim, d_out = P.q.dim;
+    if (P.vec_h)
+#pragma unroll
+      for (int v = 0; v < HV; ++v) {
+        const int u = tid + v * NTH, r = u / (KC / 8);
+        const int64_t k = k0 + u % (KC / 8) * 8;
+        hr[v] = tv[r] && k < d_model
+                    ? __ldg(reinterpret_cast<const uint4 *>(H + hbase + (t0 + r) * P.h.sl + k))
+                    : make_uint4(0, 0, 0, 0);
+      }
+    if (P.vec_w)
+#pragma unroll
+      for (int v = 0; v < WV; ++v) {
+        const int u = tid + v * NTH, o = u / (KC / 8);
+        const int64_t k = k0 + u % (KC / 8) * 8;
+        wr[v] = u < DO * KC / 8 && o < d_out && k < d_model
+                    ? __ldg(reinterpret_cast<const uint4 *>(W + o * P.w_so + k))
+                    : make_uint4(0, 0, 0, 0);
+      }
+  }
+  __device__ __forceinline__ void put(const HParams &P, const T *H, const T *W, int64_t hbase,
+                                      int64_t t0, int64_t k0, const unsigned char *tv, int tid,
+                                      T *Hs, T *Ws) {
+    const int64_t d_model = P.h.dim, d_out = P.q.dim;
+    if (P.vec_h) {
+#pragma unroll
+      for (int v = 0; v < HV; ++v) {
+        const int u = tid + v * NTH;
+        *reinterpret_cast<uint4 *>(Hs + u / (KC / 8) * HLD + u % (KC / 8) * 8) = hr[v];
+      }
+    } else {
+      for (int u = tid; u < BT * KC; u += NTH) {
+        const int r = u / KC, kk = u % KC;
+        const int64_t k = k0 + kk;
+        Hs[r * HLD + kk] = tv[r] && k < d_model ? H[hbase + (t0 + r) * P.h.sl + k * P.h.sk]
+                                                 : from_f<T>(0.f);
+      }
+    }
+    if (P.vec_w) {
+#pragma unroll
+      for (int v = 0; v < WV; ++v) {
+        const int u = tid + v * NTH;
+        if (u < DO * KC / 8) *reinterpret_cast<uint4 *>(Ws + u / (KC / 8) * HLD + u % (KC / 8) * 8) = wr[v];
+      }
+    } else {
+      for (int u = tid; u < DO * KC; u += NTH) {
+        const int o = u / KC, kk = u % KC;
+        const int64_t k = k0 + kk;
+        Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.w_so + k * P.w_sk] : from_f<T>(0.f);
+      }
+    }
+  }
+};
 
 template <typename T, int NF>
 __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
@@ -72,9 +137,9 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
   if (nqry > P.qpc) nqry = P.qpc;
   const int64_t nqt = nqry * lq, c = P.kd ? n % P.ncand : n;
 
-  T *Hs = reinterpret_cast<T *>(smem);
-  T *Ws = Hs + BT * HLD;
-  float *Ps = reinterpret_cast<float *>(Ws + DO * HLD);
+  T *Hs = reinterpret_cast<T *>(smem); /* [2][BT][HLD] */
+  T *Ws = Hs + 2 * BT * HLD;            /* [2][DO][HLD] */
+  float *Ps = reinterpret_cast<float *>(Ws + 2 * DO * HLD);
   float *rm = Ps + BT * PLD;
   int *ri = reinterpret_cast<int *>(rm + nqt);
   unsigned char *tv = reinterpret_cast<unsigned char *>(ri + nqt);
@@ -84,60 +149,40 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
   const T *W = reinterpret_cast<const T *>(P.w);
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
   const int64_t hbase = seq_base(P.h, n);
+  const int64_t nchunk = (d_model + KC - 1) / KC;
+  ChunkLoader<T, DO> ld_;
   for (int64_t x = tid; x < nqt; x += NTH) { rm[x] = CUDART_NAN_F; ri[x] = -1; }
 
   for (int64_t t0 = 0; t0 < ld; t0 += BT) {
     __syncthreads();
     if (tid < BT) tv[tid] = t0 + tid < ld && tok_valid(P.hm, P.h, n, t0 + tid);
+    __syncthreads();
     wm::fragment<wm::accumulator, 16, 16, 16, float> acc[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) wm::fill_fragment(acc[f], 0.f);
-    for (int64_t k0 = 0; k0 < d_model; k0 += KC) {
-      __syncthreads();
-      if (P.vec_h) {
-        for (int u = tid; u < BT * KC / 8; u += NTH) {
-          const int r = u / (KC / 8), kk = u % (KC / 8) * 8;
-          const int64_t k = k0 + kk;
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (tv[r] && k < d_model)
-            v = __ldg(reinterpret_cast<const uint4 *>(H + hbase + (t0 + r) * P.h.sl + k));
-          *reinterpret_cast<uint4 *>(Hs + r * HLD + kk) = v;
-        }
-      } else {
-        for (int u = tid; u < BT * KC; u += NTH) {
-          const int r = u / KC, kk = u % KC;
-          const int64_t k = k0 + kk;
-          Hs[r * HLD + kk] = tv[r] && k < d_model ? H[hbase + (t0 + r) * P.h.sl + k * P.h.sk]
-                                                   : from_f<T>(0.f);
-        }
-      }
-      if (P.vec_w) {
-        for (int u = tid; u < DO * KC / 8; u += NTH) {
-          const int o = u / (KC / 8), kk = u % (KC / 8) * 8;
-          const int64_t k = k0 + kk;
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (o < d_out && k < d_model) v = __ldg(reinterpret_cast<const uint4 *>(W + o * P.w_so + k));
-          *reinterpret_cast<uint4 *>(Ws + o * HLD + kk) = v;
-        }
-      } else {
-        for (int u = tid; u < DO * KC; u += NTH) {
-          const int o = u / KC, kk = u % KC;
-          const int64_t k = k0 + kk;
-          Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.w_so + k * P.w_sk] : from_f<T>(0.f);
-        }
-      }
-      __syncthreads();
+    ld_.fetch(P, H, W, hbase, t0, 0, tv, tid);
+    ld_.put(P, H, W, hbase, t0, 0, tv, tid, Hs, Ws);
+    __syncthreads();
+    for (int64_t c = 0; c < nchunk; ++c) {
+      const int cur = (int)(c & 1);
+      if (c + 1 < nchunk) ld_.fetch(P, H, W, hbase, t0, (c + 1) * KC, tv, tid);
+      const T *hs = Hs + cur * BT * HLD, *ws = Ws + cur * DO * HLD;
 #pragma unroll
       for (int kk = 0; kk < KC; kk += 16) {
         wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> a;
-        wm::load_matrix_sync(a, Hs + warp * 16 * HLD + kk, HLD);
+        wm::load_matrix_sync(a, hs + warp * 16 * HLD + kk, HLD);
 #pragma unroll
         for (int f = 0; f < NF; ++f) {
           wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> bf;
-          wm::load_matrix_sync(bf, Ws + f * 16 * HLD + kk, HLD);
+          wm::load_matrix_sync(bf, ws + f * 16 * HLD + kk, HLD);
           wm::mma_sync(acc[f], a, bf, acc[f]);
         }
       }
+      /* the other buffer was last read before the previous barrier */
+      if (c + 1 < nchunk)
+        ld_.put(P, H, W, hbase, t0, (c + 1) * KC, tv, tid, Hs + (1 - cur) * BT * HLD,
+                Ws + (1 - cur) * DO * HLD);
+      __syncthreads();
     }
 #pragma unroll
     for (int f = 0; f < NF; ++f)
@@ -160,32 +205,33 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
       }
     }
     __syncthreads();
-    /* MaxSim of the block's query tokens over this tile: lane group of 4
-     * per query token, lane g takes tokens g, g+4, ..., g+60. */
-    const int g = tid & 3;
-    for (int64_t x0 = 0; x0 < nqt; x0 += NTH / 4) {
-      const int64_t x = x0 + (tid >> 2);
+    /* MaxSim of the block's query tokens over this tile: LPQ lanes per query
+     * token, lane g takes tokens g, g + LPQ, ... (16 each; rows LPQ apart
+     * land in distinct banks). */
+    const int g = tid & (LPQ - 1);
+    for (int64_t x0 = 0; x0 < nqt; x0 += NTH / LPQ) {
+      const int64_t x = x0 + tid / LPQ;
       float bv = CUDART_NAN_F;
       int bi = -1;
       if (x < nqt) {
         const int64_t qi = q0 + x / lq, s = x % lq;
         if (tok_valid(P.qm, P.q, qi, s)) {
-          float a[BT / 4];
+          float a[16];
 #pragma unroll
-          for (int tt = 0; tt < BT / 4; ++tt) a[tt] = 0.f;
+          for (int tt = 0; tt < 16; ++tt) a[tt] = 0.f;
           const T *qrow = Qp + seq_base(P.q, qi) + s * P.q.sl;
           for (int64_t o = 0; o < d_out; ++o) {
             const float qv = to_f<T>(qrow[o * P.q.sk]);
 #pragma unroll
-            for (int tt = 0; tt < BT / 4; ++tt) a[tt] = fmaf(qv, Ps[(g + 4 * tt) * PLD + o], a[tt]);
+            for (int tt = 0; tt < 16; ++tt) a[tt] = fmaf(qv, Ps[(g + LPQ * tt) * PLD + o], a[tt]);
           }
 #pragma unroll
-          for (int tt = 0; tt < BT / 4; ++tt)
-            if (tv[g + 4 * tt] && takes_max(a[tt], bv)) { bv = a[tt]; bi = (int)(t0 + g + 4 * tt); }
+          for (int tt = 0; tt < 16; ++tt)
+            if (tv[g + LPQ * tt] && takes_max(a[tt], bv)) { bv = a[tt]; bi = (int)(t0 + g + LPQ * tt); }
         }
       }
 #pragma unroll
-      for (int m = 1; m < 4; m <<= 1) {
+      for (int m = 1; m < LPQ; m <<= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
         const int oi = __shfl_xor_sync(0xffffffffu, bi, m);
         if (better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
