@@ -163,18 +163,20 @@ def main():
     names = args.shapes.split(",") if args.shapes else list(table)
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     fns, time_fn = methods(args.device), timer(args.device)
-    rows = [bench_shape(n, table[n], args.device, dtype, fns, time_fn) for n in names]
-    hdr = f"{'shape':24} {'method':8} {'fwd ms':>8} {'train ms':>9} {'peak MB':>8} {'vs fused':>9}  rel err (s, gQ, gH, gW, gb)"
-    print(hdr)
-    for r in rows:
+    print(f"{'shape':24} {'method':8} {'fwd ms':>8} {'train ms':>9} {'peak MB':>8} {'fused x':>8}  "
+          "rel err vs fused (s, gQ, gH, gW, gb)", flush=True)
+    rows = []
+    for n in names:
+        r = bench_shape(n, table[n], args.device, dtype, fns, time_fn)
+        rows.append(r)
         for m in fns:
             if f"{m}_error" in r:
-                print(f"{r['shape']:24} {m:8} {r[m + '_error']}")
+                print(f"{r['shape']:24} {m:8} {r[m + '_error']}", flush=True)
                 continue
             sp = r[f"{m}_train_ms"] / r["fused_train_ms"] if "fused_train_ms" in r else float("nan")
             errs = " ".join(f"{e:.1e}" for e in r.get(f"{m}_rel_err_vs_fused", []))
             print(f"{r['shape']:24} {m:8} {r[m + '_fwd_ms']:8.3f} {r[m + '_train_ms']:9.3f} "
-                  f"{r.get(m + '_peak_mb', float('nan')):8.0f} {sp:8.2f}x  {errs}")
+                  f"{r.get(m + '_peak_mb', float('nan')):8.0f} {sp:7.2f}x  {errs}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"device": args.device, "rows": rows}, indent=1))
 

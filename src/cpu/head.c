@@ -15,6 +15,7 @@
 
 #define HEAD_BLOCK_BYTES (1 << 20) /* projected rows per forward task */
 #define HEAD_WCOLS 64              /* grad_W columns per task */
+#define HEAD_ROWS 4                /* tokens projected together */
 #define HEAD_MAX_THREADS 256
 
 typedef struct {
@@ -152,7 +153,8 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
   if (T > ntasks) T = ntasks;
   int64_t vals;
   size_t bytes;
-  if (lik_mul_i64(g.nb, ld * d_out, &vals) || lik_add_i64(vals, d_model, &vals) ||
+  if (lik_mul_i64(g.nb, ld * d_out, &vals) ||
+      lik_add_i64(vals, HEAD_ROWS * (d_model + d_out), &vals) ||
       lik_bytes(vals, real, &bytes))
     return lik_fail(LIK_ERR_ALLOC, "fused head: a block of %lld documents x Ld=%lld x "
                     "d_out=%lld values exceeds the address space",
