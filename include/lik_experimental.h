@@ -242,14 +242,14 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *   q_mask  NULL or [Nq, Lq];  d_mask  NULL or H_d's shape without d_model
  *           (BOOL or U8).
  *   opts    normalize, num_threads, stream.
- *   scores  F32 [Nq, Nd] (cross) or [Nq, K] (KD).
+ *   scores  F32 (or F64 for F64 inputs) [Nq, Nd] (cross) or [Nq, K] (KD).
  *   argmax  NULL or I32 scores.shape + [Lq] (for the backward).
  * Accumulation is fp32 (fp64 for F64); the projection of a token is one
  * chain over d_model ascending, so results do not depend on threads.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
  * [d_out], batch / mask / output shapes, d_out or d_model outside
- * [1, INT32_MAX]), LIK_ERR_DTYPE, LIK_ERR_VALUE (outputs sharing memory with
- * an input), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA
+ * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),
+ * LIK_ERR_VALUE (outputs sharing memory with an input), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA
  * tensors without the CUDA backend), LIK_ERR_CUDA.
  */
 LIK_API lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,

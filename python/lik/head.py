@@ -52,7 +52,8 @@ class _MaxSimFromHidden(torch.autograd.Function):
 
 def _forward(Q, H_d, W, b, q_mask, d_mask, normalize, with_argmax):
     n_cand = H_d.shape[1] if H_d.ndim == 4 else H_d.shape[0]
-    scores = torch.empty(Q.shape[0], n_cand, dtype=torch.float32, device=Q.device)
+    sdt = torch.float64 if Q.dtype == torch.float64 else torch.float32  # F64: the double sum
+    scores = torch.empty(Q.shape[0], n_cand, dtype=sdt, device=Q.device)
     argmax = None
     if with_argmax:
         argmax = torch.empty(Q.shape[0], n_cand, Q.shape[1], dtype=torch.int32, device=Q.device)
@@ -84,8 +85,10 @@ def maxsim_from_hidden(Q, H_d, W, b=None, d_mask=None, normalize: bool = True, *
         q_mask: ``None`` or bool / uint8 ``[Nq, Lq]`` (``[Lq]`` for 2-D Q).
 
     Returns:
-        float32 scores ``[Nq, Nd]`` (cross), ``[Nq, K]`` (KD), ``[Nd]`` for
-        2-D ``Q``.  A query token with no valid document token adds 0.
+        scores ``[Nq, Nd]`` (cross), ``[Nq, K]`` (KD), ``[Nd]`` for 2-D
+        ``Q``: float32, float64 for float64 inputs (so
+        ``torch.autograd.gradcheck`` works).  A query token with no valid
+        document token adds 0.
 
     Raises:
         TypeError: an argument is not a torch tensor, or a dtype is

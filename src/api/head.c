@@ -123,9 +123,9 @@ lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
   lik_problem *p = &h.p;
   int64_t grid[2];
   lik_status st;
+  if (!scores) return lik_fail(LIK_ERR_NULL, "scores: is NULL");
   if ((st = describe(&h, Q, H_d, W, b, q_mask, d_mask, grid)) ||
-      (st = lik_check_output(scores, "scores", LIK_F32, 2, grid)) ||
-      (st = lik_check_no_overlap(scores, "scores")) ||
+      (st = lik_fill_scores(p, scores, 2, grid)) ||
       (argmax && (st = check_argmax(p, argmax, grid, 1))))
     return st;
   const lik_tensor *ts[] = {Q, H_d, W, b, q_mask, d_mask, scores, argmax};
@@ -134,7 +134,6 @@ lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
       (st = lik_check_disjoint(ts, names, 8, 2)))
     return st;
   lik_fill_options(p, opts);
-  p->scores = (float *)scores->data;
   p->score_si = scores->strides[0];
   p->score_sj = scores->strides[1];
   return grid[0] * grid[1] == 0 ? LIK_OK : route_forward(&h);

@@ -82,7 +82,9 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
   }
   o->cbeg = 0;
   o->cend = cnt;
-  o->scores = p->scores + i0 * p->score_si + c0 * p->score_sj;
+  const int64_t at = i0 * p->score_si + c0 * p->score_sj;
+  o->scores = p->scores ? p->scores + at : NULL;
+  o->scores_f64 = p->scores_f64 ? p->scores_f64 + at : NULL;
   o->si = p->score_si;
   o->sj = p->score_sj;
   o->argmax = p->argmax ? p->argmax + i0 * p->argmax_si + c0 * p->argmax_sj : NULL;
