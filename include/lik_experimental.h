@@ -249,8 +249,10 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
  * [d_out], batch / mask / output shapes, d_out or d_model outside
  * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),
- * LIK_ERR_VALUE (outputs sharing memory with an input), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA
- * tensors without the CUDA backend), LIK_ERR_CUDA.
+ * LIK_ERR_VALUE (outputs sharing memory with an input), LIK_ERR_DEVICE,
+ * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors without the CUDA backend;
+ * on CUDA, inputs other than F16 / BF16 or d_out > 256), LIK_ERR_CUDA.
+ * CUDA: on opts->stream, no host synchronisation (docs/fused_head.md).
  */
 LIK_API lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
                                           const lik_tensor *W, const lik_tensor *b,
@@ -275,12 +277,16 @@ LIK_API lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor 
  *   grad_Q, grad_H_d, grad_W, grad_b  NULL (skipped) or their input's shape
  *                and dtype; every element is written.
  * Deterministic: each gradient element has one owner summing in a fixed
- * order (documents, then tokens, then queries ascending), for any thread
- * count.  Scratch: O(winning tokens * d_out) plus an index per token of H_d.
+ * order (CPU: documents, then tokens, then queries ascending, for any thread
+ * count; CUDA: argmax slots ascending, the same run to run).  Scratch: CPU
+ * O(winning tokens * d_out) plus an index per token of H_d; CUDA 2 * Nq *
+ * ncand * Lq * d_out fp32 (stream-ordered allocations).  On CUDA argmax
+ * entries are not checked (no host synchronisation): an entry outside
+ * [0, Ld) or on a masked token counts as -1.
  * Errors as the forward, plus LIK_ERR_DTYPE (grad_scores not F32 / F64, a
  * gradient's dtype differs from its input), LIK_ERR_SHAPE (argmax,
- * grad_scores or gradient shapes), LIK_ERR_VALUE (an argmax entry outside
- * [-1, Ld) or on a masked document token, CPU).
+ * grad_scores or gradient shapes), LIK_ERR_VALUE (grad_b without b; an
+ * argmax entry outside [-1, Ld) or on a masked document token, CPU).
  */
 LIK_API lik_status lik_maxsim_from_hidden_backward(
     const lik_tensor *Q, const lik_tensor *H_d, const lik_tensor *W, const lik_tensor *b,
