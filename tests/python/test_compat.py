@@ -239,6 +239,17 @@ def test_plaid(rng, nbits):
     np.testing.assert_allclose(approx.numpy(), want, rtol=1e-6)
 
 
+@pytest.mark.skipif(not hasattr(lik, "maxsim_from_hidden"), reason="no lik.maxsim_from_hidden in this lik")
+def test_fused_head(rng):
+    Q = torch.nn.functional.normalize(rand(rng, (2, 5, 16)), dim=-1)
+    H, W, b = rand(rng, (3, 7, 24)), rand(rng, (16, 24)), rand(rng, (16,))
+    dm = mask(rng, (3, 7))
+    D = torch.nn.functional.normalize(torch.nn.functional.linear(H.double(), W.double(), b.double()), dim=-1)
+    ref, sc = maxsim_ref(Q, D, None, dm)
+    assert_scores(lk.fused_head.maxsim_from_hidden(Q, H, W, b, dm), ref, sc, normalize=True)
+    assert_scores(lk.reference.maxsim_from_hidden_reference(Q, H, W, b, dm), ref, sc, normalize=True)
+
+
 def test_not_in_lik_raise_naming_the_alternative(rng):
     Q = rand(rng, (1, 2, 3))
     with pytest.raises(NotImplementedError, match="lik.maxsim"):

@@ -58,6 +58,7 @@ SEED = {
     "reference.maxsim_reference_varlen": "Q, D, cu_seqlens_q, cu_seqlens_d",
     "reference.maxsim_reference_scatter": "Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx",
     "reference.maxsim_padded_reference": "queries, documents, query_lengths, doc_lengths",
+    "reference.maxsim_from_hidden_reference": "Q, H_d, W, b=None, d_mask=None, *, normalize=True",
 }
 
 #: The seed's ``__all__`` of the package and of each submodule.

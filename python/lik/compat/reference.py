@@ -9,8 +9,10 @@ import torch
 import lik as _lik
 
 from . import padded as _padded
+from ._native import native
 
-__all__ = ["maxsim_reference", "maxsim_reference_varlen", "maxsim_reference_scatter", "maxsim_padded_reference"]
+__all__ = ["maxsim_reference", "maxsim_reference_varlen", "maxsim_reference_scatter", "maxsim_padded_reference",
+           "maxsim_from_hidden_reference"]
 
 
 def _f64(x):
@@ -83,3 +85,23 @@ def maxsim_padded_reference(queries, documents, query_lengths, doc_lengths):
         TypeError, ValueError: as :func:`lik.maxsim_padded`.
     """
     return _padded.maxsim_padded(_f64(queries), _f64(documents), query_lengths, doc_lengths).float()
+
+
+def maxsim_from_hidden_reference(Q, H_d, W, b=None, d_mask=None, *, normalize: bool = True):
+    """``lik.maxsim_from_hidden`` (the fused head) in float64.
+
+    Args:
+        Q: ``[Nq, Lq, d_out]``; H_d: ``[Nd, Ld, d_model]``; W: ``[d_out, d_model]``;
+            b: optional ``[d_out]``.
+        d_mask: optional ``[Nd, Ld]`` bool mask.
+        normalize: L2-normalise the projected tokens.
+
+    Returns:
+        ``[Nq, Nd]`` float32.
+
+    Raises:
+        NotImplementedError: this build of lik has no fused head.
+        TypeError, ValueError: as ``lik.maxsim_from_hidden``.
+    """
+    fn = native("maxsim_from_hidden", "maxsim_reference(Q, F.normalize(F.linear(H_d, W, b), dim=-1), d_mask=d_mask)")
+    return fn(_f64(Q), _f64(H_d), _f64(W), None if b is None else _f64(b), d_mask, normalize=normalize).float()
