@@ -14,7 +14,8 @@ Where the seed and lik differ the compat names keep the seed's behaviour
 residual bit order ``layout="lik"``); the README section "Coming from
 late-interaction-kernels" lists every difference.  What lik deliberately
 lacks (Apple ``mps``, the seed's ``experimental`` soft / smooth MaxSim)
-raises NotImplementedError naming the alternative.
+raises NotImplementedError naming the alternative.  Needs torch, as the
+seed does.
 """
 
 from __future__ import annotations
