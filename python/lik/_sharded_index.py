@@ -227,8 +227,9 @@ class ShardedIndex:
         (``n_full_scores``) apply per shard, so each shard scores exactly at
         least the documents of its own that one index over all shards would:
         the result equals that index's whenever its cuts do not bind (e.g.
-        ``n_full_scores >= 4 N``), and otherwise holds, position by position,
-        scores at least as high.
+        ``n_full_scores >= 4 N``), and otherwise (without
+        ``centroid_score_threshold``) holds, position by position, scores at
+        least as high (docs/distributed.md).
 
         Args:
             Q, top_k, n_ivf_probe, n_full_scores, centroid_score_threshold,
