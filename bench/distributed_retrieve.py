@@ -31,13 +31,12 @@ the codec on the documents drawn by fast-plaid's rule from all ranks, --nbits,
 --num-centroids) and the time of search(top --k, --n-ivf-probe,
 --n-full-scores) is measured as above ("local": this rank's Index.search
 alone); the corpus's tokens are --clusters random unit directions plus noise
-(normalised); the queries are tokens of other documents over the same
-directions plus noise.  --check:
-rank 0 builds one lik.plaid.Index over the whole corpus on the same sample
+(normalised; float32, --dtype is not read); the queries are tokens of other
+documents over the same directions plus noise.  --check: rank 0 builds one lik.plaid.Index over the whole corpus on the same sample
 and compares: "equal" (ids and score bits), or ">=" (binding candidate cuts:
 every position's score at least the single index's), else False.
 
-    torchrun --nproc_per_node=N bench/distributed_retrieve.py --plaid --tokens 1e7 --dtype float32
+    torchrun --nproc_per_node=N bench/distributed_retrieve.py --plaid --tokens 1e7
 
 LIK_LIBRARY=path/to/liblik.so selects a build (else the installed package).
 """
@@ -188,7 +187,7 @@ def run(args) -> None:
             date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             ranks=world, backend=backend,
             device=torch.cuda.get_device_name(device) if use_cuda else f"cpu, {args.threads or 'default'} thread(s)/rank",
-            tokens=Nd * args.Ld, Nd=Nd, Ld=args.Ld, d=args.d, dtype=args.dtype, Nq=args.Nq, Lq=args.Lq,
+            tokens=Nd * args.Ld, Nd=Nd, Ld=args.Ld, d=args.d, dtype="float32" if args.plaid else args.dtype, Nq=args.Nq, Lq=args.Lq,
             batch=args.batch, k=args.k, reps=args.reps, total_s=med, local_s=loc, build_s=build_s,
             plaid=(f"nbits {args.nbits}, K {index.num_centroids}, n_ivf_probe {args.n_ivf_probe}, "
                    f"n_full_scores {args.n_full_scores}" if args.plaid else None),
