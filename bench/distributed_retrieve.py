@@ -32,8 +32,8 @@ the codec on the documents drawn by fast-plaid's rule from all ranks, --nbits,
 --n-full-scores) is measured as above ("local": this rank's Index.search
 alone); the corpus's tokens are --clusters random unit directions plus noise
 (normalised; float32, --dtype is not read); the queries are tokens of other
-documents over the same directions plus noise.  --check: rank 0 builds one lik.plaid.Index over the whole corpus on the same sample
-and compares: "equal" (ids and score bits), or ">=" (binding candidate cuts:
+documents over the same directions plus noise.  --check: rank 0 builds one
+lik.plaid.Index over the whole corpus on the same sample and compares: "equal" (ids and score bits), or ">=" (binding candidate cuts:
 every position's score at least the single index's), else False.
 
     torchrun --nproc_per_node=N bench/distributed_retrieve.py --plaid --tokens 1e7
