@@ -62,6 +62,14 @@ class ShardedIndex:
     :meth:`search` is collective and returns global ids.  ``local`` is this
     rank's index; add documents with :meth:`add` (local: ids continue after
     this shard's last document, so the global ids of later shards move).
+
+    Args (constructor):
+        local: this rank's :class:`lik.plaid.Index` (the shards must share one
+            codec for results comparable across ranks; not checked here).
+        group: the process group (None: the default group).
+
+    Attributes (read-only): ``local``, ``group``, ``dim``, ``nbits``,
+    ``num_centroids`` (this rank's shard; equal on every rank).
     """
 
     def __init__(self, local: Index, *, group=None):
@@ -192,15 +200,34 @@ class ShardedIndex:
         return cls(local, group=group)
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None) -> range:
-        """Add documents to this rank's shard (local, not collective; as
-        :meth:`lik.plaid.Index.add`).  Returns their local ids."""
+        """Add documents to this rank's shard (local, not collective).
+
+        Args:
+            documents, cu_seqlens, doc_lengths: as :meth:`lik.plaid.Index.add`.
+
+        Returns:
+            ``range`` of the new documents' local ids (global id = this
+            shard's offset + local id, offsets as :meth:`search` computes them).
+
+        Raises:
+            ValueError, TypeError: as :meth:`lik.plaid.Index.add`.
+        """
         return self.local.add(documents, cu_seqlens=cu_seqlens, doc_lengths=doc_lengths)
 
     def save(self, path) -> None:
         """Save rank r's shard into ``path/shard-r`` (fast-plaid's files: each
         shard is an index fast-plaid or :class:`lik.plaid.Index` loads) and,
         from rank 0, ``path/shards.json`` (``world_size``, ``num_docs`` per
-        shard).  Collective (one exchange of the document counts)."""
+        shard).  Collective (one exchange of the document counts).
+
+        Args:
+            path: a folder (created if missing), seen by each rank (a shared
+                file system is not needed: rank r writes only ``shard-r``).
+
+        Raises:
+            ValueError: the folder or a file cannot be written (raised on the
+                failing rank; the others raise RuntimeError naming it).
+        """
         _require("ShardedIndex.save")
         err = None
         try:
