@@ -137,6 +137,8 @@ class ShardedIndex:
             raise ValueError(f"lik.distributed.{fn}: ranks disagree on d: {meta[:, 3].tolist()} (rank 0, 1, ...)")
         sizes = meta[:, 1].astype(np.int64)
         N, total_tokens = int(sizes.sum()), int(meta[:, 2].sum())
+        if not meta[0, 4] and N == 0:
+            raise ValueError(f"lik.distributed.{fn}: no documents on any rank and no sample (on rank 0) to train on")
         if not meta[0, 4]:  # rank 0 decides: its sample, or one drawn from every rank
             S = min(N, sample_docs or 1 + int(16 * np.sqrt(120 * N)))
             picks = np.sort(np.random.default_rng(seed).choice(N, S, replace=False)) if N else np.zeros(0, int)

@@ -5,7 +5,9 @@ do not bind (probing that leaves documents out included), ties across shards to 
 and empty shards, top_k above N (ids -1), nbits 2 and 4, odd d and lengths;
 with binding cuts every returned score is the document's exact score and the
 list is at least as good as the single index's; the drawn sample; save /
-load; errors raised on every rank.
+load; errors raised on every rank (search and build arguments, ranks
+disagreeing on d, no documents anywhere, rank 0's training failing, a
+world-size mismatch, shards with different codecs).
 
 One process group per world size runs every case (a module fixture).
 """
@@ -127,6 +129,11 @@ def _worker(rank: int, world: int, names, tmp):
     out["err_codec"] = error(lambda: ld.ShardedIndex.load(own))
     out["err_k"] = error(lambda: ix.search(Q, 3 + rank))
     out["err_d"] = error(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
+    mine = docs[off:off + sizes[rank]] or docs[:1]
+    out["err_build_d"] = error(lambda: ld.ShardedIndex.build([x[:, :-4] for x in mine] if rank == world - 1 else mine,
+                                                             sample=sample if rank == 0 else None, num_centroids=K))
+    out["err_no_docs"] = error(lambda: ld.ShardedIndex.build([], num_centroids=K))
+    out["err_nbits"] = error(lambda: ld.ShardedIndex.build(mine, nbits=3, num_centroids=K))
     out["ok_after_errors"] = ix.search(Q, 3)
     return out
 
@@ -190,5 +197,14 @@ def test_save_load_and_errors(ranks):
             assert kind == "ValueError", msg
         else:
             assert kind == "RuntimeError" and f"rank(s) [{world - 1}]" in msg
+        kind, msg = res["err_build_d"]
+        assert kind == "ValueError" and "ranks disagree on d" in msg
+        kind, msg = res["err_no_docs"]
+        assert kind == "ValueError" and "no documents on any rank and no sample" in msg
+        kind, msg = res["err_nbits"]  # rank 0's training fails: its error there, named on the others
+        if rank == 0:
+            assert kind == "ValueError" and "nbits" in msg, msg
+        else:
+            assert kind == "RuntimeError" and "rank 0 failed to train the codec" in msg
         np.testing.assert_array_equal(res["ok_after_errors"][1], want_i[:, :3])
     assert results[0]["shards_json"] == {"world_size": world, "num_docs": spec["sizes"][world]}
