@@ -56,6 +56,15 @@ LIK_CUDA = 2
 
 BACKWARD_CODES = {"auto": 0, "unified": 1, "lowmem": 2}
 
+
+def check_backward(backward) -> str:
+    """A ``backward=`` argument: one of BACKWARD_CODES, None meaning "auto"."""
+    if backward is None:
+        return "auto"
+    if backward not in BACKWARD_CODES:
+        raise ValueError(f"backward= must be one of {tuple(BACKWARD_CODES)} or None, got {backward!r}")
+    return backward
+
 _NP_DTYPES = {
     np.dtype(np.float32): LIK_F32,
     np.dtype(np.float16): LIK_F16,
@@ -745,33 +754,57 @@ lib.lik_maxsim_binary.argtypes = [_PT, _PT, _PT, ctypes.c_int64, _PT, _PT, _PO, 
 
 def call_quantize_int8(X, X_int8, scale, *, normalize: bool = False) -> None:
     """lik_quantize_int8 into caller-allocated ``X_int8`` (I8) and ``scale`` (F32)."""
-    (kx, tx), (ko, to), (ks, ts) = view(X), view(X_int8), view(scale)
+    keep = []
     opts = make_options(normalize=normalize)
-    check(lib.lik_quantize_int8(_ptr(tx), ctypes.byref(opts), _ptr(to), _ptr(ts)))
-    del kx, ko, ks
+    x, q, sc = _views(keep, X, X_int8, scale)
+    check(lib.lik_quantize_int8(x, ctypes.byref(opts), q, sc))
 
 
 def call_quantize_binary(X, bits) -> None:
     """lik_quantize_binary into caller-allocated ``bits`` (U8)."""
-    (kx, tx), (ko, to) = view(X), view(bits)
+    keep = []
     opts = make_options()
-    check(lib.lik_quantize_binary(_ptr(tx), ctypes.byref(opts), _ptr(to)))
-    del kx, ko
+    x, b = _views(keep, X, bits)
+    check(lib.lik_quantize_binary(x, ctypes.byref(opts), b))
 
 
 def call_maxsim_scaled(Q, scale_Q, D, scale_D, q_mask, d_mask, scores) -> None:
     """lik_maxsim_scaled (int8 / fp8) into caller-allocated ``scores`` (F32)."""
-    v = [view(x) for x in (Q, scale_Q, D, scale_D, q_mask, d_mask, scores)]
+    keep = []
     opts = make_options(stream=cuda_stream_of(Q))
-    t = [_ptr(tv) for _, tv in v]
-    check(lib.lik_maxsim_scaled(*t[:6], ctypes.byref(opts), t[6]))
-    del v
+    *ins, out = _views(keep, Q, scale_Q, D, scale_D, q_mask, d_mask, scores)
+    check(lib.lik_maxsim_scaled(*ins, ctypes.byref(opts), out))
 
 
 def call_maxsim_binary(Q, scale_Q, D_bits, d: int, q_mask, d_mask, scores) -> None:
     """lik_maxsim_binary into caller-allocated ``scores`` (F32)."""
-    v = [view(x) for x in (Q, scale_Q, D_bits, q_mask, d_mask, scores)]
+    keep = []
     opts = make_options(stream=cuda_stream_of(Q))
-    t = [_ptr(tv) for _, tv in v]
-    check(lib.lik_maxsim_binary(t[0], t[1], t[2], ctypes.c_int64(d), t[3], t[4], ctypes.byref(opts), t[5]))
-    del v
+    q, sq, db, qm, dm, out = _views(keep, Q, scale_Q, D_bits, q_mask, d_mask, scores)
+    check(lib.lik_maxsim_binary(q, sq, db, ctypes.c_int64(d), qm, dm, ctypes.byref(opts), out))
+
+
+# ---- fused D-side head (include/lik_experimental.h) ----------------------------
+
+lib.lik_maxsim_from_hidden.restype = ctypes.c_int
+lib.lik_maxsim_from_hidden.argtypes = [_PT] * 6 + [_PO, _PT, _PT]
+lib.lik_maxsim_from_hidden_backward.restype = ctypes.c_int
+lib.lik_maxsim_from_hidden_backward.argtypes = [_PT] * 8 + [_PO] + [_PT] * 4
+
+
+def call_maxsim_from_hidden(Q, H_d, W, b, q_mask, d_mask, scores, argmax=None, *, normalize=True) -> None:
+    """lik_maxsim_from_hidden into caller-allocated ``scores`` (F32) and optional ``argmax`` (I32)."""
+    keep = []
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    ins = _views(keep, Q, H_d, W, b, q_mask, d_mask)
+    check(lib.lik_maxsim_from_hidden(*ins, ctypes.byref(opts), *_views(keep, scores, argmax)))
+
+
+def call_maxsim_from_hidden_backward(Q, H_d, W, b, q_mask, d_mask, argmax, grad_scores, grad_Q, grad_H_d,
+                                     grad_W, grad_b, *, normalize=True) -> None:
+    """lik_maxsim_from_hidden_backward into caller-allocated gradients (None: skipped)."""
+    keep = []
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    ins = _views(keep, Q, H_d, W, b, q_mask, d_mask, argmax, grad_scores)
+    outs = _views(keep, grad_Q, grad_H_d, grad_W, grad_b)
+    check(lib.lik_maxsim_from_hidden_backward(*ins, ctypes.byref(opts), *outs))
