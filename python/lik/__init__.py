@@ -21,7 +21,8 @@ late-interaction-kernels):
   are in :mod:`lik.plaid`.
 * :func:`quantize_int8` / :func:`quantize_binary`,
   :func:`maxsim_inference_int8` / :func:`maxsim_inference_fp8` /
-  :func:`maxsim_inference_binary`, :func:`retrieve_binary` — low-bit MaxSim
+  :func:`maxsim_inference_binary`, :func:`retrieve_binary`, the fp8
+  quantisers (:func:`quantize_fp8_per_token`, ...) — low-bit MaxSim
   (:mod:`lik.quant`).
 * :func:`maxsim_from_hidden` — MaxSim against hidden states projected on the
   fly (fused D-side head, :mod:`lik.head`).
@@ -44,7 +45,9 @@ from ._lib import Context, LikError
 from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
-from .quant import maxsim_inference_binary, maxsim_inference_fp8, maxsim_inference_int8, quantize_binary, quantize_int8, retrieve_binary  # noqa: E501
+from .quant import (dequantize_fp8_per_tensor, dequantize_fp8_per_token, maxsim_inference_binary,
+                    maxsim_inference_fp8, maxsim_inference_int8, quantize_binary, quantize_fp8_per_tensor,
+                    quantize_fp8_per_token, quantize_int8, retrieve_binary)
 from .head import maxsim_from_hidden
 
 __version__: str = _lib.version_string()
@@ -123,6 +126,10 @@ __all__ = [
     "maxsim_inference_fp8",
     "maxsim_inference_binary",
     "retrieve_binary",
+    "quantize_fp8_per_tensor",
+    "quantize_fp8_per_token",
+    "dequantize_fp8_per_tensor",
+    "dequantize_fp8_per_token",
     "maxsim_from_hidden",
     "plaid",
     "MaxSimScorer",

@@ -29,6 +29,10 @@ from . import _lib
 from ._api import _empty, _prepare, _scores_shape, maxsim
 
 __all__ = [
+    "quantize_fp8_per_tensor",
+    "quantize_fp8_per_token",
+    "dequantize_fp8_per_tensor",
+    "dequantize_fp8_per_token",
     "quantize_int8",
     "quantize_binary",
     "maxsim_inference_int8",
@@ -62,6 +66,98 @@ def quantize_int8(X, *, normalize: bool = False):
     scale = _empty(tuple(X.shape[:-1]), "float32", tm, X)
     _lib.call_quantize_int8(X, X_int8, scale, normalize=normalize)
     return X_int8, scale
+
+
+def _fp8_max(dtype) -> float:
+    import torch
+
+    if dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+        raise TypeError(f"dtype: expected torch.float8_e4m3fn or torch.float8_e5m2, got {dtype}")
+    return float(torch.finfo(dtype).max)
+
+
+def quantize_fp8_per_tensor(X, dtype=None):
+    """FP8 with one scale for the tensor (the seed's formula).
+
+    Args:
+        X: float torch tensor ``[..., d]``.
+        dtype: ``torch.float8_e4m3fn`` (default) or ``torch.float8_e5m2``.
+
+    Returns:
+        ``(X_fp8, scale)``: ``X / scale`` clamped to the format's range and
+        rounded to fp8, and a 0-d float32 ``scale = max(max|X|, 1e-6) /
+        fp8_max`` (``X_fp8 * scale`` reads ``X`` back); an empty ``X`` gets
+        scale 1.
+
+    Raises:
+        TypeError: ``X`` not a torch tensor, ``dtype`` not an fp8 dtype.
+    """
+    import torch
+
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X: expected a torch tensor (numpy has no fp8), got {type(X).__name__}")
+    dtype = torch.float8_e4m3fn if dtype is None else dtype
+    fmax = _fp8_max(dtype)
+    if X.numel() == 0:
+        return X.to(dtype), torch.ones((), device=X.device, dtype=torch.float32)
+    scale = X.abs().amax().float().clamp_min(1e-6) / fmax
+    return (X.float() / scale).clamp(-fmax, fmax).to(dtype).contiguous(), scale
+
+
+def quantize_fp8_per_token(X, dtype=None):
+    """FP8 with one scale per token (the seed's formula).
+
+    Args:
+        X: float torch tensor ``[..., d]``.
+        dtype: ``torch.float8_e4m3fn`` (default) or ``torch.float8_e5m2``.
+
+    Returns:
+        ``(X_fp8, scale)``: float32 ``scale [...] = max(max_k |x_k|, 1e-6) /
+        fp8_max`` per token and ``X / scale`` clamped and rounded to fp8.
+
+    Raises:
+        TypeError: as :func:`quantize_fp8_per_tensor`.
+    """
+    import torch
+
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X: expected a torch tensor (numpy has no fp8), got {type(X).__name__}")
+    dtype = torch.float8_e4m3fn if dtype is None else dtype
+    fmax = _fp8_max(dtype)
+    scale = X.abs().amax(dim=-1).float().clamp_min(1e-6) / fmax
+    return (X.float() / scale[..., None]).clamp(-fmax, fmax).to(dtype).contiguous(), scale
+
+
+def dequantize_fp8_per_tensor(X_fp8, scale):
+    """Reads per-tensor FP8 back.
+
+    Args:
+        X_fp8: float8 torch tensor ``[..., d]``.
+        scale: 0-d float32 tensor (from :func:`quantize_fp8_per_tensor`).
+
+    Returns:
+        float32 tensor ``X_fp8 * scale``.
+
+    Raises:
+        AttributeError: ``X_fp8`` is not a torch tensor.
+    """
+    return X_fp8.float() * scale
+
+
+def dequantize_fp8_per_token(X_fp8, scale):
+    """Reads per-token FP8 back.
+
+    Args:
+        X_fp8: float8 torch tensor ``[..., d]``.
+        scale: float32 ``[...]`` (from :func:`quantize_fp8_per_token`).
+
+    Returns:
+        float32 tensor ``X_fp8 * scale[..., None]``.
+
+    Raises:
+        AttributeError: ``X_fp8`` is not a torch tensor.
+    """
+    return X_fp8.float() * scale[..., None]
 
 
 def quantize_binary(X):

@@ -246,3 +246,25 @@ def test_retrieve_binary_torch_matches_numpy(request):
                                  q_mask=torch.from_numpy(qm), d_mask=torch.from_numpy(dm))
     np.testing.assert_array_equal(it.numpy(), i)
     np.testing.assert_array_equal(st.numpy(), s)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_quantisers_and_compat(request, dtype):
+    rng = _rng(request)
+    Q, D, qm, dm = (torch.from_numpy(x) for x in _case(rng, 2, 3, 5, 9, 48))
+    q8, sq = lik.quantize_fp8_per_token(Q, dtype)
+    d8, sd = lik.quantize_fp8_per_tensor(D, dtype)
+    assert q8.dtype == dtype and sq.shape == (2, 5) and sd.shape == ()
+    fmax = torch.finfo(dtype).max
+    np.testing.assert_array_equal(sq.numpy(), (Q.abs().amax(-1).clamp_min(1e-6) / fmax).numpy())
+    np.testing.assert_array_equal(q8.float().numpy(), (Q / sq[..., None]).clamp(-fmax, fmax).to(dtype).float().numpy())
+    got = lik.maxsim_inference_fp8(q8, d8, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
+    ref, scale = maxsim_ref(lik.dequantize_fp8_per_token(q8, sq).double(),
+                            lik.dequantize_fp8_per_tensor(d8, sd).double(), qm, dm)
+    assert_scores(got, ref, scale, what="fp8 quantisers")
+    import lik.compat.fp8 as seed_fp8
+
+    np.testing.assert_array_equal(seed_fp8.maxsim_inference_fp8(q8, d8, scale_Q=sq, scale_D=sd, q_mask=qm,
+                                                                d_mask=dm).numpy(), got.numpy())
+    with pytest.raises(TypeError, match="fp8 dtype|float8"):
+        lik.quantize_fp8_per_token(Q, torch.float16)
