@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # h200_check.sh — the lead's one-shot check on the lent H200, run from the
 # repository root there with a liblik.so built here (90a-real) in .gpubin/:
-#   GPU pytest (forward parity over every kernel family through lik.Context,
-#   training, compressed scoring), compute-sanitizer memcheck of the small
-#   forward and training cases, the host cost per call, and
-#   the forward table's lik column (CUDA-graph timing, no peers).
+#   the C harness against src/ref on the CUDA backend (.gpubin/test_harness,
+#   built here with -DLIK_BUILD_TESTS=ON, when present), GPU pytest (forward
+#   parity over every kernel family through lik.Context, training, compressed
+#   scoring, low-bit, fused head, lik.compat), compute-sanitizer memcheck of
+#   every tests/gpu/sanitize_*.py, and (unless CHECK_ONLY=1) the host cost per
+#   call and the forward table's lik column (CUDA-graph timing, no peers).
 # Peer wheels (late-interaction-kernels, flash-maxsim) come from .whl/.
 set -uo pipefail
 export LIK_LIBRARY=$PWD/.gpubin/liblik.so PYTHONUNBUFFERED=1
@@ -16,12 +18,17 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
+if [ -x .gpubin/test_harness ]; then
+  step "C harness (CUDA + CPU paths vs src/ref)"
+  .gpubin/test_harness 2>&1 | tail -n 12
+fi
 step "GPU pytest"
-python3 -m pytest -q -x tests/gpu -p no:cacheprovider 2>&1 | tail -n 40
-for script in sanitize_small sanitize_train; do
+python3 -m pytest -q tests/gpu -p no:cacheprovider 2>&1 | tail -n 40
+for script in tests/gpu/sanitize_*.py; do
   step "memcheck ($script)"
-  compute-sanitizer --tool memcheck --error-exitcode 9 python3 tests/gpu/$script.py 2>&1 | tail -n 4
+  compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$script" 2>&1 | tail -n 4
 done
+[ "${CHECK_ONLY:-0}" = 1 ] && { step "done"; exit 0; }
 step "host cost per call"
 python3 bench/host_cost.py --out "$OUT/host_cost.json"
 step "forward table, lik column"
