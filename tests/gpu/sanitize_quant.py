@@ -1,8 +1,12 @@
 """Small low-bit MaxSim calls for compute-sanitizer memcheck (int8, fp8, int8 x
 bits, bits x bits; odd d, tails, masks, strided documents)."""
-import torch
+import sys
+from pathlib import Path
 
-import lik
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+import torch  # noqa: E402
+
+import lik  # noqa: E402
 
 g = torch.Generator().manual_seed(0)
 for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1)]:

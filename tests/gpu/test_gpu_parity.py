@@ -67,8 +67,9 @@ def ref_scores(S, qm, dm_b):
     return torch.where(live, mx, torch.zeros_like(mx)).sum(-1), mx, live, S
 
 
-def check_scores(out, ref, lq):
-    assert out.dtype == torch.float32
+def check_scores(out, ref, lq, in_dtype=torch.float32):
+    # float64 inputs give float64 scores (include/lik.h); every other dtype float32
+    assert out.dtype == (torch.float64 if in_dtype == torch.float64 else torch.float32)
     assert torch.isfinite(out).all(), "non-finite score (unwritten or NaN leaked)"
     err = (out.double() - ref).abs()
     tol = 2e-5 * (ref.abs() + lq * 4.0) + 1e-6
@@ -160,11 +161,11 @@ def _check_cross(case, masks, normalize, gen):
     qmb = (qm if qm is not None else torch.ones(Nq, Lq, dtype=torch.bool, device="cuda"))[:, None, :]
     dmb = (dm if dm is not None else torch.ones(Nd, Ld, dtype=torch.bool, device="cuda"))[None, :, None, :]
     ref, mx, live, Sm = ref_scores(S, qmb, dmb)
-    check_scores(scores, ref, Lq)
+    check_scores(scores, ref, Lq, Q.dtype)
     check_argmax(am, Sm, mx, live)
     # the score-only kernel (no argmax) agrees too
     s2 = api.maxsim(Q, D, qm, dm, normalize=normalize)
-    check_scores(s2, ref, Lq)
+    check_scores(s2, ref, Lq, Q.dtype)
 
 
 def test_strides_2d_and_broadcast(gen):
