@@ -83,7 +83,7 @@ def _scores_shape(Q, D) -> tuple:
 
 
 def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: bool = False,
-             with_argmax: bool = False):
+             with_argmax: bool = False, q_lengths=None, d_lengths=None):
     """Forward of :func:`maxsim` (``pairs=False``) or :func:`maxsim_pairs`
     (``pairs=True``), optionally with the argmax lik.h describes.
 
@@ -93,8 +93,12 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
     masked or no document token is valid.  Same output kind as the inputs.
     Private: the hook an autograd layer saves for its backward.
     """
-    (Q, D, q_mask, d_mask), tm = _prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
+    q_lengths = _lib.lengths_arg(q_lengths, "q_lengths")
+    d_lengths = _lib.lengths_arg(d_lengths, "d_lengths")
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare(
+        ("Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths"),
+        (Q, D, q_mask, d_mask, q_lengths, d_lengths),
+        (False, False, True, True, True, True),
     )
     if pairs:
         shape = (Q.shape[0] if Q.ndim >= 1 else 0,)
@@ -106,14 +110,15 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
         Lq = Q.shape[-2] if Q.ndim >= 2 else 0
         argmax = _empty(shape + (Lq,), "int32", tm, Q)
     call = _lib.call_maxsim_pairs if pairs else _lib.call_maxsim
-    call(Q, D, q_mask, d_mask, scores, argmax, normalize=bool(normalize))
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=bool(normalize), q_lengths=q_lengths,
+         d_lengths=d_lengths)
     return scores, argmax
 
 
 # ---- maxsim ------------------------------------------------------------------------
 
 
-def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
+def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, q_lengths=None, d_lengths=None):
     """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout.
 
     Semantics of the seed's ``maxsim`` (drop-in for PyLate's ``colbert_scores``
@@ -135,6 +140,12 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
             for KD), bool or uint8, True / nonzero = valid document token.
         normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on
             both sides inside the kernel (ColBERT's cosine MaxSim).
+        q_lengths: optional integer ``[Nq]`` (0-d for 2-D ``Q``): query ``i``
+            is its first ``q_lengths[i]`` tokens (each in ``[0, Lq]``), the
+            same as a prefix ``q_mask`` (combined with ``q_mask`` if both).
+        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``; ``[Nq, K]``
+            for KD): document ``j`` is its first ``d_lengths[j]`` tokens
+            (each in ``[0, Ld]``); the fastest form of padding on CUDA.
 
     Returns:
         float32 scores: ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]``
@@ -145,16 +156,19 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
 
     Raises:
         TypeError: an argument is not a numpy array / torch tensor, a dtype is
-            unsupported, Q and D dtypes differ, or a mask is not bool/uint8.
+            unsupported, Q and D dtypes differ, a mask is not bool/uint8, or
+            lengths are not integers.
         ValueError: wrong ndim, embedding sizes differ (the message names
-            both), batch or mask shape mismatch, tensors on different devices.
+            both), batch, mask or lengths shape mismatch, a length outside
+            ``[0, L]`` (CPU; CUDA clamps), tensors on different devices.
         lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
             CPU-only build, CUDA runtime errors.
     """
-    return _forward(Q, D, q_mask, d_mask, normalize=normalize)[0]
+    return _forward(Q, D, q_mask, d_mask, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)[0]
 
 
-def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
+def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, q_lengths=None,
+                 d_lengths=None):
     """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``.
 
     Semantics of the seed's ``maxsim_pairs`` and PyLate's
@@ -168,18 +182,21 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False):
         q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token).
         d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
         normalize: per-token L2 normalisation of both sides in the kernel.
+        q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
+        d_lengths: optional integer ``[B]``, each in ``[0, Ld]`` (a prefix mask).
 
     Returns:
         float32 ``[B]`` scores (numpy, or torch if any input is torch).
 
     Raises:
         TypeError: non-array argument, unsupported / mismatched dtype, mask
-            not bool/uint8.
-        ValueError: Q or D not 3-D, B or d mismatch, mask shape mismatch,
-            different devices.
+            not bool/uint8, lengths not integers.
+        ValueError: Q or D not 3-D, B or d mismatch, mask or lengths shape
+            mismatch, a length outside ``[0, L]`` (CPU), different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    return _forward(Q, D, q_mask, d_mask, normalize=normalize, pairs=True)[0]
+    return _forward(Q, D, q_mask, d_mask, normalize=normalize, pairs=True, q_lengths=q_lengths,
+                    d_lengths=d_lengths)[0]
 
 
 # ---- retrieve ------------------------------------------------------------------------

@@ -72,11 +72,12 @@ def _call(fn, tensors, opts, outs):
     del keep
 
 
-def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None):
+def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None, q_lengths=None,
+          d_lengths=None):
     """lik_options; for CUDA tensors (``like``) the current torch stream, so the
     C calls are ordered with torch's work (and captured in a CUDA graph)."""
     return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q,
-                             stream=_lib.cuda_stream_of(like))
+                             stream=_lib.cuda_stream_of(like), q_lengths=q_lengths, d_lengths=d_lengths)
 
 
 def _score_dtype(x: torch.Tensor) -> torch.dtype:
@@ -139,6 +140,8 @@ def _maxsim_fwd_impl(
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
     d_mask: Optional[torch.Tensor],
+    q_lengths: Optional[torch.Tensor],
+    d_lengths: Optional[torch.Tensor],
     normalize: bool,
     layout: int,
     backward: str,
@@ -149,7 +152,7 @@ def _maxsim_fwd_impl(
     scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
     argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
     call = _lib.call_maxsim_pairs if layout == 1 else _lib.call_maxsim
-    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize)
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
     if f64:
         scores = _rescore_padded(Q, D, argmax, layout, normalize)
     if not save_argmax:
@@ -161,7 +164,7 @@ _maxsim_fwd = torch.library.custom_op("lik::maxsim_fwd", mutates_args=())(_maxsi
 
 
 @_maxsim_fwd.register_fake
-def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
+def _(Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax):
     grid = _grid(Q, D, layout)
     scores = Q.new_empty(grid, dtype=_score_dtype(Q))
     argmax = Q.new_empty(grid + [Q.shape[-2]] if save_argmax else [0], dtype=torch.int32)
@@ -187,6 +190,8 @@ def _maxsim_bwd(
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
     d_mask: Optional[torch.Tensor],
+    q_lengths: Optional[torch.Tensor],
+    d_lengths: Optional[torch.Tensor],
     argmax: torch.Tensor,
     normalize: bool,
     layout: int,
@@ -196,32 +201,34 @@ def _maxsim_bwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
-    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward, like=Q), (gQ, gD))
+    opts = _opts(normalize, backward, like=Q, q_lengths=q_lengths, d_lengths=d_lengths)
+    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
     return _grads_or_empty(Q, D, gQ, gD)
 
 
 @_maxsim_bwd.register_fake
-def _(grad, Q, D, q_mask, d_mask, argmax, normalize, layout, backward, need_q, need_d):
+def _(grad, Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax, normalize, layout, backward, need_q, need_d):
     gQ = Q.new_empty(Q.shape) if need_q else Q.new_empty(0)
     gD = D.new_empty(D.shape) if need_d else D.new_empty(0)
     return gQ, gD
 
 
 def _maxsim_setup(ctx, inputs, output):
-    Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax = inputs
-    ctx.save_for_backward(Q, D, q_mask, d_mask, output[1])
+    Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax = inputs
+    ctx.save_for_backward(Q, D, q_mask, d_mask, q_lengths, d_lengths, output[1])
     ctx.normalize, ctx.layout, ctx.strategy, ctx.saved_argmax = normalize, layout, backward, save_argmax
 
 
 def _maxsim_backward(ctx, grad_scores, grad_argmax):
-    Q, D, q_mask, d_mask, argmax = ctx.saved_tensors
+    Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax = ctx.saved_tensors
     if not ctx.saved_argmax:
         raise RuntimeError("lik: this forward ran without saving the argmax (no input required grad)")
     need_q, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     gQ, gD = torch.ops.lik.maxsim_bwd(
-        grad_scores, Q, D, q_mask, d_mask, argmax, ctx.normalize, ctx.layout, ctx.strategy, need_q, need_d
+        grad_scores, Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax, ctx.normalize, ctx.layout, ctx.strategy,
+        need_q, need_d,
     )
-    return (gQ if need_q else None), (gD if need_d else None), None, None, None, None, None, None
+    return (gQ if need_q else None), (gD if need_d else None), *([None] * 8)
 
 
 _maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
@@ -234,10 +241,11 @@ class _MaxSimEager(torch.autograd.Function):
     torch.compile the custom op runs (:func:`_maxsim_scores`)."""
 
     @staticmethod
-    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
-        out = _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax)
+    def forward(ctx, Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax):
+        args = (Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax)
+        out = _maxsim_fwd_impl(*args)
         ctx.mark_non_differentiable(out[1])
-        _maxsim_setup(ctx, (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax), out)
+        _maxsim_setup(ctx, args, out)
         return out
 
     @staticmethod
@@ -245,15 +253,17 @@ class _MaxSimEager(torch.autograd.Function):
         return _maxsim_backward(ctx, grad_scores, grad_argmax)
 
 
-def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str) -> torch.Tensor:
+def _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize: bool, layout: int,
+                   backward: str) -> torch.Tensor:
     """Scores of the padded layouts: the custom op under torch.compile, else
     the autograd.Function when a gradient is needed, else the C call alone."""
     grad = _needs_grad(Q, D)
+    args = (Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward)
     if torch.compiler.is_compiling():
-        return torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, normalize, layout, backward, grad)[0]
+        return torch.ops.lik.maxsim_fwd(*args, grad)[0]
     if grad:
-        return _MaxSimEager.apply(Q, D, q_mask, d_mask, normalize, layout, backward, True)[0]
-    return _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, False)[0]
+        return _MaxSimEager.apply(*args, True)[0]
+    return _maxsim_fwd_impl(*args, False)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------
@@ -410,7 +420,8 @@ def _check_torch(name, x, *, optional=False):
         raise TypeError(f"{name}: expected a torch tensor, got {type(x).__name__}")
 
 
-def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
+def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto", q_lengths=None,
+           d_lengths=None):
     """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout;
     differentiable for torch inputs.
 
@@ -442,6 +453,17 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
             (lik.h ``lik_backward``).  All three are deterministic and give
             bitwise identical gradients; on the CPU they differ in memory and
             speed only, on CUDA they run the same kernels.
+        q_lengths: optional integer ``[Nq]`` (0-d for 2-D ``Q``): query ``i``
+            is its first ``q_lengths[i]`` tokens, each in ``[0, Lq]`` -- a
+            prefix ``q_mask`` (both given: both apply).
+        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``, ``[Nq, K]``
+            for KD): document ``j`` is its first ``d_lengths[j]`` tokens, each
+            in ``[0, Ld]``.  Padding given as lengths costs nothing on CUDA (a
+            prefix ``d_mask`` is detected on the GPU and costs one small
+            kernel).  fp32 CUDA inputs follow
+            ``torch.get_float32_matmul_precision()``: ``"highest"`` keeps fp32
+            accuracy (3xTF32), ``"high"`` / ``"medium"`` use TF32 (the
+            backward keeps fp32 accuracy).
 
     Returns:
         Scores ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]`` for 2-D
@@ -451,25 +473,39 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
 
     Raises:
         TypeError: an argument is not a numpy array / torch tensor, a dtype is
-            unsupported, Q and D dtypes differ, a mask is not bool / uint8.
-        ValueError: wrong ndim, ``d`` or batch mismatch, mask shape mismatch,
-            ``d`` or a sequence length beyond 2**31 - 1, tensors on different
-            devices, an unknown ``backward``.
+            unsupported, Q and D dtypes differ, a mask is not bool / uint8,
+            lengths are not integers.
+        ValueError: wrong ndim, ``d`` or batch mismatch, mask or lengths shape
+            mismatch, a length outside ``[0, L]`` (CPU; CUDA clamps), ``d`` or
+            a sequence length beyond 2**31 - 1, tensors on different devices,
+            an unknown ``backward``.
         lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
             CPU-only build, CUDA runtime errors.
     """
     backward = _check_backward(backward)
-    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
-        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)
-    (Q, D, q_mask, d_mask), _ = _api._prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
-    )
+    lengths = {"q_lengths": q_lengths, "d_lengths": d_lengths}
+    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask, q_lengths, d_lengths)):
+        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize, **lengths)
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths) = _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths)
     if not (Q.dim() in (2, 3) and D.dim() in (2, 3, 4) and (D.dim() != 4 or Q.dim() == 3)):
-        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 0, backward)
+        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize, **lengths)  # raises the C library's error
+    return _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, bool(normalize), 0, backward)
 
 
-def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto"):
+def _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths):
+    """Torch views of the padded arguments, lengths as int32."""
+    q_lengths = _lib.lengths_arg(q_lengths, "q_lengths")
+    d_lengths = _lib.lengths_arg(d_lengths, "d_lengths")
+    args, _ = _api._prepare(
+        ("Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths"),
+        (Q, D, q_mask, d_mask, q_lengths, d_lengths),
+        (False, False, True, True, True, True),
+    )
+    return args
+
+
+def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto",
+                 q_lengths=None, d_lengths=None):
     """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``;
     differentiable for torch inputs.
 
@@ -488,6 +524,8 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
         d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
         normalize: per-token L2 normalisation of both sides in the kernel.
         backward: ``"auto" | "unified" | "lowmem"`` (see :func:`maxsim`).
+        q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
+        d_lengths: optional integer ``[B]``, each in ``[0, Ld]`` (a prefix mask).
 
     Returns:
         ``[B]`` scores, float32 (float64 for float64 torch inputs); zeros for
@@ -495,21 +533,21 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
 
     Raises:
         TypeError: non-array argument, unsupported or mismatched dtype, mask
-            not bool / uint8.
-        ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch, mask shape
-            mismatch, a sequence length beyond 2**31 - 1, different devices,
-            an unknown ``backward``.
+            not bool / uint8, lengths not integers.
+        ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch, mask or lengths
+            shape mismatch, a length outside ``[0, L]`` (CPU), a sequence
+            length beyond 2**31 - 1, different devices, an unknown
+            ``backward``.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     backward = _check_backward(backward)
-    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask)):
-        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)
-    (Q, D, q_mask, d_mask), _ = _api._prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
-    )
+    lengths = {"q_lengths": q_lengths, "d_lengths": d_lengths}
+    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask, q_lengths, d_lengths)):
+        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize, **lengths)
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths) = _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths)
     if not (Q.dim() == 3 and D.dim() == 3):
-        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize)  # raises the C library's error
-    return _maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), 1, backward)
+        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize, **lengths)  # raises the C library's error
+    return _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, bool(normalize), 1, backward)
 
 
 def _max_len(cu: torch.Tensor) -> int:
@@ -710,8 +748,8 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: 
         query_lengths: ``[B]`` integer tensor, each in ``[0, Lq]``.
         doc_lengths: ``[B, C]`` integer tensor, each in ``[0, Ld]``.
 
-    Runs the KD layout directly on the padded tensors with length masks (no
-    packing copy).  Empty sequences score 0.  Differentiable.
+    Runs the KD layout directly on the padded tensors with the lengths (no
+    mask, no packing copy).  Empty sequences score 0.  Differentiable.
 
     Raises:
         TypeError: an argument is not a torch tensor, lengths not integers.
@@ -740,6 +778,5 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: 
             raise ValueError(f"query_lengths: every entry must be in [0, Lq={Lq}]")
         if doc_lengths.numel() and (int(doc_lengths.min()) < 0 or int(doc_lengths.max()) > Ld):
             raise ValueError(f"doc_lengths: every entry must be in [0, Ld={Ld}]")
-    q_mask = torch.arange(Lq, device=queries.device)[None, :] < query_lengths[:, None]
-    d_mask = torch.arange(Ld, device=queries.device)[None, None, :] < doc_lengths[:, :, None]
-    return maxsim(queries, documents, q_mask, d_mask, normalize=normalize, backward=backward)
+    return maxsim(queries, documents, normalize=normalize, backward=backward, q_lengths=query_lengths,
+                  d_lengths=doc_lengths)

@@ -108,6 +108,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
+  if ((st = lik_fill_lengths(p, Q, D, opts))) return st;
   p->argmax = (int32_t *)argmax->data;
   p->argmax_si = has_i ? argmax->strides[0] : 0;
   p->argmax_sj = has_j ? argmax->strides[ndim - 1] : 0;

@@ -74,6 +74,15 @@ lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *
  * defaults). */
 void lik_fill_options(lik_problem *p, const lik_options *opts);
 
+/* opts->q_lengths / d_lengths of a padded call over Q / D (after p's
+ * sequences and device are set): I32, Q's / D's shape without [L, d], on
+ * the call's device; on the CPU every entry in [0, L] (LIK_ERR_VALUE). */
+lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
+                            const lik_options *opts);
+
+/* Packed calls: opts carries no lengths (LIK_ERR_VALUE). */
+lik_status lik_check_no_lengths(const lik_options *opts);
+
 /* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
 lik_seqs lik_seqs_from(const lik_tensor *t);
 
