@@ -314,10 +314,10 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   if (e != cudaSuccess) return cuda_fail(e, "allocating the d_mask prefix lengths");
   e = launch_prefix(P, dpre, stream);
   P.dpre = dpre;
-  const lik_status st = e == cudaSuccess ? run_forward(P, p->q.dtype, stream, dev)
+  const lik_status rs = e == cudaSuccess ? run_forward(P, p->q.dtype, stream, dev)
                                          : cuda_fail(e, "the d_mask prefix kernel launch");
   cudaFreeAsync(dpre, stream);
-  return st;
+  return rs;
 }
 
 /* ---- retrieve ------------------------------------------------------------ */
