@@ -69,6 +69,10 @@ struct KParams {
    * d_mask is the prefix [0, v) of its tokens (the tiles then run as
    * unmasked, v tokens long), -1 an arbitrary mask */
   const int32_t *dpre;
+  /* with dpre (padded D): each document's valid tokens as bits, dwords
+   * 32-bit words per document (token t: bit t % 32 of word t / 32) */
+  const uint32_t *dbits;
+  int64_t dwords;
   /* D's tokens as a (feature, token, document) tensor for TMA tile loads
    * (the wgmma kernels' TMA variant; launch.cu: make_tmap_d) */
   CUtensorMap tmap_d;

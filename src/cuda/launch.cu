@@ -306,14 +306,20 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   P.fast_q = vec16_ok(p->q);
   P.fast_d = vec16_ok(p->d);
   const cudaStream_t stream = (cudaStream_t)p->stream;
-  if (!P.dm.data || p->q.dtype == LIK_F64) return run_forward(P, p->q.dtype, stream, dev);
-  /* a d_mask: which documents' masks are prefixes (padding), on the device;
-   * the tensor-core kernel runs those as unmasked documents of that length */
+  if (!P.dm.data || p->q.dtype == LIK_F64 || P.d.off.data)
+    return run_forward(P, p->q.dtype, stream, dev);
+  /* a padded D's d_mask, read once on the device: prefix documents
+   * (padding) run as unmasked documents of that length, the others' tiles
+   * read the mask as bits (prefix.cu) */
+  P.dwords = (P.d.len + 31) / 32;
   int32_t *dpre = nullptr;
-  cudaError_t e = cudaMallocAsync((void **)&dpre, (size_t)p->d.count * sizeof(int32_t), stream);
+  const size_t bytes = (size_t)p->d.count * (size_t)(1 + P.dwords) * 4;
+  cudaError_t e = cudaMallocAsync((void **)&dpre, bytes, stream);
   if (e != cudaSuccess) return cuda_fail(e, "allocating the d_mask prefix lengths");
-  e = launch_prefix(P, dpre, stream);
+  uint32_t *bits = reinterpret_cast<uint32_t *>(dpre + p->d.count);
+  e = launch_prefix(P, dpre, bits, stream);
   P.dpre = dpre;
+  P.dbits = bits;
   const lik_status rs = e == cudaSuccess ? run_forward(P, p->q.dtype, stream, dev)
                                          : cuda_fail(e, "the d_mask prefix kernel launch");
   cudaFreeAsync(dpre, stream);

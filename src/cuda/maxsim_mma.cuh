@@ -734,7 +734,26 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) vbits |= (uint32_t)(ni * 8 + e < lim) << (ni * 2 + e);
-        if (cc.masked) {
+        if (cc.masked && P.dbits) {
+          /* the mask as bits (prefix.cu): this thread's 8 NI columns from
+           * t0 + c0 are bits s .. of words w0 .., one funnel shift per 32 */
+          constexpr int NG = (8 * NI + 31) / 32;
+          const uint32_t *mw = P.dbits + cc.doc * P.dwords;
+          const int64_t at = t0 + c0, w0 = at >> 5;
+          const int s = (int)(at & 31);
+          uint32_t w[NG + 1], x[NG];
+#pragma unroll
+          for (int k = 0; k <= NG; ++k) w[k] = w0 + k < P.dwords ? __ldg(mw + w0 + k) : 0u;
+#pragma unroll
+          for (int k = 0; k < NG; ++k) x[k] = __funnelshift_r(w[k], w[k + 1], s);
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int o = ni * 8 + e;
+              if (!((x[o >> 5] >> (o & 31)) & 1u)) vbits &= ~(1u << (ni * 2 + e));
+            }
+        } else if (cc.masked) {
           const uint8_t *mrow = P.dm.data + mask_base(P.dm, P.d, cc.doc) + (t0 + c0) * P.dm.sl;
 #pragma unroll
           for (int ni = 0; ni < NI; ++ni)
