@@ -309,19 +309,19 @@ def user_methods(spec, names):
             out["lik"] = lambda x: lik.maxsim_varlen(x["Qp"], x["Dp"], x["cu_q"], x["cu_d"], max_seqlen_q=Lq,
                                                      max_seqlen_d=Ld)
         elif lengths_only:
-            f = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
-            out["lik"] = lambda x: f(x["Q"], x["D"], d_lengths=x["d_lengths"])
+            lf = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
+            out["lik"] = lambda x: lf(x["Q"], x["D"], d_lengths=x["d_lengths"])
         else:
-            f = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
-            out["lik"] = lambda x: f(x["Q"], x["D"], None, dm(x))
+            lf = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
+            out["lik"] = lambda x: lf(x["Q"], x["D"], None, dm(x))
     if "lik045" in names:
         import late_interaction_kernels as lk
 
         if kind == "varlen":
             out["lik045"] = lambda x: lk.maxsim_varlen(x["Qp"], x["Dp"], x["cu_q"], x["cu_d"], Lq, Ld)
         else:
-            f = lk.maxsim_pairs if kind == "pairs" else lk.maxsim
-            out["lik045"] = lambda x: f(x["Q"], x["D"], None, dm(x))
+            pf = lk.maxsim_pairs if kind == "pairs" else lk.maxsim
+            out["lik045"] = lambda x: pf(x["Q"], x["D"], None, dm(x))
     if "flash" in names and kind in ("cross", "kd") and pad != "random":
         import flash_maxsim
 
@@ -330,7 +330,7 @@ def user_methods(spec, names):
                 x["Q"], x["D"], doc_lengths=x["d_lengths"].reshape(-1), shared_docs=kind == "cross")
         else:
             out["flash"] = lambda x: flash_maxsim.flash_maxsim_batched(x["Q"], x["D"], shared_docs=kind == "cross")
-    small = A * B * Lq * Ld * (1 if kind == "pairs" else 1) < 3e9
+    small = A * B * Lq * Ld < 3e9
     if "eager" in names and kind != "varlen" and small:
         out["eager"] = lambda x: torch_ref(x, torch.float32)
     if "bf16mm" in names and kind != "varlen" and small and dt != "f32":

@@ -140,12 +140,12 @@ def _maxsim_fwd_impl(
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
     d_mask: Optional[torch.Tensor],
-    q_lengths: Optional[torch.Tensor],
-    d_lengths: Optional[torch.Tensor],
     normalize: bool,
     layout: int,
     backward: str,
     save_argmax: bool,
+    q_lengths: Optional[torch.Tensor] = None,
+    d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     grid = _grid(Q, D, layout)
     f64 = Q.dtype == torch.float64
@@ -164,7 +164,7 @@ _maxsim_fwd = torch.library.custom_op("lik::maxsim_fwd", mutates_args=())(_maxsi
 
 
 @_maxsim_fwd.register_fake
-def _(Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax):
+def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths=None, d_lengths=None):
     grid = _grid(Q, D, layout)
     scores = Q.new_empty(grid, dtype=_score_dtype(Q))
     argmax = Q.new_empty(grid + [Q.shape[-2]] if save_argmax else [0], dtype=torch.int32)
@@ -190,14 +190,14 @@ def _maxsim_bwd(
     D: torch.Tensor,
     q_mask: Optional[torch.Tensor],
     d_mask: Optional[torch.Tensor],
-    q_lengths: Optional[torch.Tensor],
-    d_lengths: Optional[torch.Tensor],
     argmax: torch.Tensor,
     normalize: bool,
     layout: int,
     backward: str,
     need_q: bool,
     need_d: bool,
+    q_lengths: Optional[torch.Tensor] = None,
+    d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
@@ -207,26 +207,27 @@ def _maxsim_bwd(
 
 
 @_maxsim_bwd.register_fake
-def _(grad, Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax, normalize, layout, backward, need_q, need_d):
+def _(grad, Q, D, q_mask, d_mask, argmax, normalize, layout, backward, need_q, need_d, q_lengths=None,
+      d_lengths=None):
     gQ = Q.new_empty(Q.shape) if need_q else Q.new_empty(0)
     gD = D.new_empty(D.shape) if need_d else D.new_empty(0)
     return gQ, gD
 
 
 def _maxsim_setup(ctx, inputs, output):
-    Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax = inputs
+    Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths = inputs
     ctx.save_for_backward(Q, D, q_mask, d_mask, q_lengths, d_lengths, output[1])
     ctx.normalize, ctx.layout, ctx.strategy, ctx.saved_argmax = normalize, layout, backward, save_argmax
 
 
 def _maxsim_backward(ctx, grad_scores, grad_argmax):
-    Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax = ctx.saved_tensors
     if not ctx.saved_argmax:
         raise RuntimeError("lik: this forward ran without saving the argmax (no input required grad)")
+    Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax = ctx.saved_tensors
     need_q, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     gQ, gD = torch.ops.lik.maxsim_bwd(
-        grad_scores, Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax, ctx.normalize, ctx.layout, ctx.strategy,
-        need_q, need_d,
+        grad_scores, Q, D, q_mask, d_mask, argmax, ctx.normalize, ctx.layout, ctx.strategy, need_q, need_d,
+        q_lengths, d_lengths,
     )
     return (gQ if need_q else None), (gD if need_d else None), *([None] * 8)
 
@@ -241,8 +242,8 @@ class _MaxSimEager(torch.autograd.Function):
     torch.compile the custom op runs (:func:`_maxsim_scores`)."""
 
     @staticmethod
-    def forward(ctx, Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax):
-        args = (Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward, save_argmax)
+    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths):
+        args = (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths)
         out = _maxsim_fwd_impl(*args)
         ctx.mark_non_differentiable(out[1])
         _maxsim_setup(ctx, args, out)
@@ -258,12 +259,12 @@ def _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize: bool, 
     """Scores of the padded layouts: the custom op under torch.compile, else
     the autograd.Function when a gradient is needed, else the C call alone."""
     grad = _needs_grad(Q, D)
-    args = (Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize, layout, backward)
+    args = (Q, D, q_mask, d_mask, normalize, layout, backward)
     if torch.compiler.is_compiling():
-        return torch.ops.lik.maxsim_fwd(*args, grad)[0]
+        return torch.ops.lik.maxsim_fwd(*args, grad, q_lengths, d_lengths)[0]
     if grad:
-        return _MaxSimEager.apply(*args, True)[0]
-    return _maxsim_fwd_impl(*args, False)[0]
+        return _MaxSimEager.apply(*args, True, q_lengths, d_lengths)[0]
+    return _maxsim_fwd_impl(*args, False, q_lengths, d_lengths)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------
