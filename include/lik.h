@@ -26,7 +26,9 @@
  *   to both sides, the norm computed in fp32 (fp64 for fp64 inputs), fused
  *   into the kernel.  As with torch.nn.functional.normalize, a token whose
  *   squared norm overflows fp32 (||x|| > ~1.8e19) normalises to 0.
- * - Accumulation is fp32 (fp64 for fp64 inputs); scores are fp32.  fp32 inputs
+ * - Accumulation is fp32 (fp64 for fp64 inputs); scores are F32, or F64 for
+ *   fp64 inputs (the fp64 sum itself; F32 scores round it once; F64 scores
+ *   for other inputs are LIK_ERR_DTYPE: their sums are fp32).  fp32 inputs
  *   keep fp32 accuracy (never computed in fp16).
  * - The [Nq, Nd, Lq, Ld] similarity tensor is never materialised.
  *
@@ -208,7 +210,8 @@ typedef struct lik_options {
  *           same dtype as Q.
  *   q_mask  NULL or [Nq, Lq] (or [Lq] for 2-D Q), BOOL or U8.
  *   d_mask  NULL or [Nd, Ld] / [Ld] (cross), [Nq, K, Ld] (KD), BOOL or U8.
- *   scores  F32, cross [Nq, Nd] with the dims of 2-D inputs dropped
+ *   scores  F32 (or F64 for F64 inputs), cross [Nq, Nd] with the dims of 2-D
+ *           inputs dropped
  *           (2-D Q: [Nd]; 2-D D: [Nq]; both: 0-d), KD [Nq, K].
  *   argmax  NULL or I32 with shape scores.shape + [Lq]: the winning document
  *           token per query token, -1 where the query token is masked or
@@ -220,7 +223,7 @@ typedef struct lik_options {
  * Errors: LIK_ERR_NULL (Q, D or scores NULL), LIK_ERR_SHAPE (ndim, d, batch,
  * mask or output shapes, lengths, overlapping output elements),
  * LIK_ERR_DTYPE (Q/D dtype differ or unsupported, mask not BOOL/U8, scores
- * not F32, argmax not I32), LIK_ERR_VALUE (an output sharing memory with
+ * not F32 / F64, or F64 for non-F64 inputs, argmax not I32), LIK_ERR_VALUE (an output sharing memory with
  * another tensor of the call), LIK_ERR_DEVICE,
  * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors in a build without CUDA),
  * LIK_ERR_CUDA.
@@ -236,7 +239,7 @@ LIK_API lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D,
  *
  *   Q [B, Lq, d], D [B, Ld, d] (same dtype, F32/F16/BF16/F64)
  *   q_mask NULL or [B, Lq]; d_mask NULL or [B, Ld] (BOOL or U8)
- *   scores F32 [B]; argmax NULL or I32 [B, Lq] (as in lik_maxsim)
+ *   scores F32 [B] (or F64 for F64 inputs); argmax NULL or I32 [B, Lq] (as in lik_maxsim)
  * Errors as lik_maxsim; B of Q and D must match.
  */
 LIK_API lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
@@ -380,7 +383,8 @@ LIK_API lik_status lik_maxsim_pairs_backward(const lik_tensor *Q,
  *   cu_seqlens_d  [Nd + 1] likewise for D.
  *   q_mask        NULL or [total_q] BOOL/U8 (beyond the seed: masks and
  *   d_mask        NULL or [total_d]  normalize work on packed paths too).
- *   scores        F32 [Nq, Nd].  An empty (or fully masked) sequence scores 0.
+ *   scores        F32 [Nq, Nd] (or F64 for F64 inputs).  An empty (or
+ *                 fully masked) sequence scores 0.
  *   argmax        NULL or I32 [Nq, Nd, Lmax], Lmax >= the longest query:
  *                 argmax[i,j,s] = winning token of document j, counted from
  *                 the document's first row (0 .. Ld_j-1); -1 for s beyond
@@ -419,7 +423,7 @@ LIK_API lik_status lik_maxsim_varlen_backward(
  *   pair_q, pair_d  [P] I32 or I64, any stride; 0 <= pair_q[p] < Nq and
  *                   0 <= pair_d[p] < Nd (else LIK_ERR_VALUE naming p).
  *                   Pairs may repeat and come in any order.
- *   scores          F32 [P].
+ *   scores          F32 [P] (or F64 for F64 inputs).
  *   argmax          NULL or I32 [P, Lmax], Lmax >= the longest query, entries
  *                   as in lik_maxsim_varlen.
  */

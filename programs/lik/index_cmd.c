@@ -22,6 +22,7 @@
 #include "emb_io.h"
 #include "eval.h"
 #include "lik_experimental.h"
+#include "report.h"
 
 #define NDCG_K 10
 #define RECALL_K 100
@@ -244,12 +245,7 @@ int cmd_index(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "build_seconds", t_build);
     cJSON_AddNumberToObject(j, "seconds", t_all);
     cJSON_AddNumberToObject(j, "index_bytes", (double)bytes);
-    char *txt = cJSON_Print(j);
-    cJSON_Delete(j);
-    if (txt) {
-      puts(txt);
-      cJSON_free(txt);
-    }
+    if (report_print(j, prog)) goto out;
   } else {
     printf("lik index: %s -> %s\n", D.path, out_dir);
     printf("  %lld documents, %lld tokens, d=%lld, %s\n", (long long)info.num_docs,
@@ -512,39 +508,9 @@ int cmd_search(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "load_seconds", t_load);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
-    if (qrels_path) {
-      cJSON_AddNumberToObject(o, "queries_evaluated", (double)nevals);
-      if (nevals) {
-        cJSON_AddNumberToObject(o, "ndcg@10", ndcg_sum / (double)nevals);
-        cJSON_AddNumberToObject(o, "recall@100", rec_sum / (double)nevals);
-      } else {
-        cJSON_AddNullToObject(o, "ndcg@10");
-        cJSON_AddNullToObject(o, "recall@100");
-      }
-    }
-    cJSON *res = cJSON_AddArrayToObject(o, "results");
-    for (int64_t i = 0; i < nq; i++) {
-      cJSON *r = cJSON_CreateObject();
-      cJSON_AddNumberToObject(r, "query_id", (double)Q.ids[i]);
-      cJSON *ids = cJSON_AddArrayToObject(r, "doc_ids");
-      cJSON *idx = cJSON_AddArrayToObject(r, "doc_index");
-      cJSON *sc = cJSON_AddArrayToObject(r, "scores");
-      for (int64_t j = 0; j < kshow && I[i * K + j] >= 0; j++) {
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)DOC_ID(I[i * K + j])));
-        cJSON_AddItemToArray(idx, cJSON_CreateNumber((double)I[i * K + j]));
-        cJSON_AddItemToArray(sc, cJSON_CreateNumber((double)S[i * K + j]));
-      }
-      cJSON_AddItemToArray(res, r);
-    }
-    char *txt = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!txt) {
-      fprintf(stderr, "%s: error: out of memory writing JSON\n", prog);
-      goto out;
-    }
-    fputs(txt, stdout);
-    fputc('\n', stdout);
-    cJSON_free(txt);
+    if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
+    report_add_results(o, nq, Q.ids, I, S, K, NULL, kshow, dids);
+    if (report_print(o, prog)) goto out;
   } else {
     printf("lik %s, PLAID search%s\n", lik_version_string(), using_default ? "  (bundled Cranfield-1400 queries)" : "");
     printf("index:   %s: %lld documents, %lld tokens, K=%lld, nbits=%d (loaded in %.3f s)\n", index_dir,

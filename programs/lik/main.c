@@ -24,6 +24,7 @@
 #include "eval.h"
 #include "index_cmd.h"
 #include "lik.h"
+#include "report.h"
 
 #ifndef LIK_DEFAULT_DATA_DIR
 #define LIK_DEFAULT_DATA_DIR ""
@@ -513,40 +514,9 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "docs_scored_per_s", pairs / tdiv);
     cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
     cJSON_AddNumberToObject(o, "gflops_per_s", flop * 1e-9 / tdiv);
-    if (qrels_path) {
-      cJSON_AddNumberToObject(o, "queries_evaluated", (double)nevals);
-      if (nevals) {
-        cJSON_AddNumberToObject(o, "ndcg@10", ndcg_sum / (double)nevals);
-        cJSON_AddNumberToObject(o, "recall@100", rec_sum / (double)nevals);
-      } else {
-        cJSON_AddNullToObject(o, "ndcg@10");
-        cJSON_AddNullToObject(o, "recall@100");
-      }
-    }
-    cJSON *res = cJSON_AddArrayToObject(o, "results");
-    for (int64_t i = 0; i < nq; i++) {
-      cJSON *r = cJSON_CreateObject();
-      cJSON_AddNumberToObject(r, "query_id", (double)Q.ids[i]);
-      cJSON *ids = cJSON_AddArrayToObject(r, "doc_ids");
-      cJSON *idx = cJSON_AddArrayToObject(r, "doc_index");
-      cJSON *sc = cJSON_AddArrayToObject(r, "scores");
-      int64_t m = cnt[i] < kshow ? cnt[i] : kshow;
-      for (int64_t j = 0; j < m; j++) {
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)D.ids[best_i[i * K + j]]));
-        cJSON_AddItemToArray(idx, cJSON_CreateNumber((double)best_i[i * K + j]));
-        cJSON_AddItemToArray(sc, cJSON_CreateNumber((double)best_s[i * K + j]));
-      }
-      cJSON_AddItemToArray(res, r);
-    }
-    char *txt = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!txt) {
-      fprintf(stderr, "%s: error: out of memory writing JSON\n", prog);
-      goto out;
-    }
-    fputs(txt, stdout);
-    fputc('\n', stdout);
-    cJSON_free(txt);
+    if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
+    report_add_results(o, nq, Q.ids, best_i, best_s, K, cnt, kshow, D.ids);
+    if (report_print(o, prog)) goto out;
   } else {
     printf("lik %s, CPU kernels: %s%s\n", lik_version_string(), lik_cpu_isa(),
            using_default ? "  (bundled Cranfield-1400 data)" : "");

@@ -17,9 +17,8 @@ Rules (see docs/training.md):
 * The forward saves the int32 argmax only when a gradient will be needed
   (grad mode on and an input requires grad); ``no_grad`` / ``inference_mode``
   skip it.
-* Scores are float32; for float64 inputs they are float64 (the kernel runs in
-  double and the scores are re-summed in double from its argmax), so
-  ``torch.autograd.gradcheck`` works.
+* Scores are float32; for float64 inputs they are float64 (the C call runs in
+  double and returns F64 scores), so ``torch.autograd.gradcheck`` works.
 * Gradients come back in the input dtype, masked tokens get exactly zero,
   and every ``backward=`` strategy is deterministic: bitwise independent of
   the thread count on the CPU, bitwise equal run to run on CUDA (the C calls
@@ -97,41 +96,6 @@ def _grid(Q: torch.Tensor, D: torch.Tensor, layout: int) -> list:
     return g
 
 
-def _normalized(x: torch.Tensor, normalize: bool) -> torch.Tensor:
-    if not normalize:
-        return x
-    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-12)
-
-
-def _rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
-    """float64 scores from the kernel's argmax: sum_s <Qn[i,s], Dn[j, argmax]>."""
-    if Q.numel() == 0 or D.numel() == 0:  # Nq, Lq, Nd, K or Ld = 0: zeros (or empty)
-        return torch.zeros(_grid(Q, D, layout), dtype=Q.dtype, device=Q.device)
-    Qn, Dn = _normalized(Q, normalize), _normalized(D, normalize)
-    Q3 = Qn if Qn.dim() == 3 else Qn.unsqueeze(0)
-    if layout == 1:  # pairs: D [B, Ld, d], argmax [B, Lq]
-        am = argmax.long()
-        rows = torch.gather(Dn, 1, am.clamp_min(0).unsqueeze(-1).expand(-1, -1, Dn.shape[-1]))
-        dots = (rows * Q3).sum(-1)
-        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
-    if Dn.dim() == 4:  # KD: [Nq, K, Ld, d], argmax [Nq, K, Lq]
-        Nq, K, Ld, d = Dn.shape
-        am = argmax.long()
-        rows = torch.gather(
-            Dn.reshape(Nq * K, Ld, d), 1, am.reshape(Nq * K, -1).clamp_min(0).unsqueeze(-1).expand(-1, -1, d)
-        ).reshape(Nq, K, -1, d)
-        dots = (rows * Q3[:, None]).sum(-1)
-        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
-    D3 = Dn if Dn.dim() == 3 else Dn.unsqueeze(0)
-    Nq, Nd, Lq = Q3.shape[0], D3.shape[0], Q3.shape[1]
-    am = argmax.long().reshape(Nq, Nd, Lq)
-    j = torch.arange(Nd, device=am.device)[None, :, None]
-    rows = D3[j, am.clamp_min(0)]
-    dots = (rows * Q3[:, None]).sum(-1)
-    out = torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
-    return out.reshape(_grid(Q, D, layout))
-
-
 # ---- padded layouts: ops ------------------------------------------------------------
 
 
@@ -148,13 +112,10 @@ def _maxsim_fwd_impl(
     d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     grid = _grid(Q, D, layout)
-    f64 = Q.dtype == torch.float64
-    scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
-    argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
+    scores = torch.empty(grid, dtype=_score_dtype(Q), device=Q.device)
+    argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if save_argmax else None
     call = _lib.call_maxsim_pairs if layout == 1 else _lib.call_maxsim
     call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
-    if f64:
-        scores = _rescore_padded(Q, D, argmax, layout, normalize)
     if not save_argmax:
         argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax
@@ -277,30 +238,6 @@ def _packed_grid(cu_q, cu_d, pair_q) -> list:
     return [max(cu_q.shape[0] - 1, 0) if cu_q.dim() else 0, max(cu_d.shape[0] - 1, 0) if cu_d.dim() else 0]
 
 
-def _rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize) -> torch.Tensor:
-    """float64 scores of a packed call from the kernel's argmax."""
-    Qn, Dn = _normalized(Q, normalize), _normalized(D, normalize)
-    grid = _packed_grid(cu_q, cu_d, pair_q)
-    Lmax = argmax.shape[-1]
-    if Qn.shape[0] == 0 or Dn.shape[0] == 0 or Lmax == 0 or 0 in grid:
-        return torch.zeros(grid, dtype=Q.dtype, device=Q.device)
-    cq, cd = cu_q.long(), cu_d.long()
-    if pair_q is not None:
-        qi, dj = pair_q.long(), pair_d.long()
-        am = argmax.long()  # [P, L]
-        s = torch.arange(Lmax, device=Q.device)
-        qrow = (cq[qi][:, None] + s[None, :]).clamp_max(Qn.shape[0] - 1)
-        drow = (cd[dj][:, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
-        dots = (Qn[qrow] * Dn[drow]).sum(-1)
-    else:
-        am = argmax.long()  # [Nq, Nd, L]
-        s = torch.arange(Lmax, device=Q.device)
-        qrow = (cq[:-1][:, None, None] + s[None, None, :]).clamp_max(Qn.shape[0] - 1)
-        drow = (cd[:-1][None, :, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
-        dots = (Qn[qrow.expand_as(am)] * Dn[drow]).sum(-1)
-    return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
-
-
 @torch.library.custom_op("lik::packed_fwd", mutates_args=())
 def _packed_fwd(
     Q: torch.Tensor,
@@ -317,16 +254,13 @@ def _packed_fwd(
     save_argmax: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     grid = _packed_grid(cu_q, cu_d, pair_q)
-    f64 = Q.dtype == torch.float64
-    scores = torch.empty(grid, dtype=torch.float32, device=Q.device)
-    argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if (save_argmax or f64) else None
+    scores = torch.empty(grid, dtype=_score_dtype(Q), device=Q.device)
+    argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if save_argmax else None
     opts = _opts(normalize, max_seqlen_q=max_lq, like=Q)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen, (Q, D, cu_q, cu_d, q_mask, d_mask), opts, (scores, argmax))
     else:
         _call(_L.lik_score_pairs_packed, (Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask), opts, (scores, argmax))
-    if f64:
-        scores = _rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize)
     if not save_argmax:
         argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax

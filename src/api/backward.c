@@ -58,21 +58,27 @@ static lik_status check_grad_scores(const lik_tensor *gs, int ndim, const int64_
   return lik_check_output(gs, "grad_scores", gs->dtype, ndim, grid);
 }
 
-static void fill_grads(lik_bw *bw, const lik_tensor *grad_Q, const lik_tensor *grad_D) {
-  if (grad_Q) {
-    bw->gq = lik_seqs_from(grad_Q);
-    bw->gq.offsets = bw->p.q.offsets;
-    bw->gq.count = bw->p.q.count;
-    bw->gq.len = bw->p.q.len;
-    if (bw->p.q.offsets.data) bw->gq.sn = 0;
-  }
-  if (grad_D) {
-    bw->gd = lik_seqs_from(grad_D);
-    bw->gd.offsets = bw->p.d.offsets;
-    bw->gd.count = bw->p.d.count;
-    bw->gd.len = bw->p.d.len;
-    if (bw->p.d.offsets.data) bw->gd.sn = 0;
-  }
+/* A gradient output as a lik_seqs with its input's geometry (count, len,
+ * offsets) over its own strides. */
+static lik_seqs grad_seqs(const lik_tensor *g, const lik_seqs *like) {
+  lik_seqs s = lik_seqs_from(g);
+  s.offsets = like->offsets;
+  s.count = like->count;
+  s.len = like->len;
+  if (like->offsets.data) s.sn = 0;
+  return s;
+}
+
+/* argmax, grad_scores and the gradient outputs of a validated call. */
+static void fill_outputs(lik_bw *bw, const lik_tensor *argmax, const lik_tensor *grad_scores,
+                         const lik_tensor *grad_Q, const lik_tensor *grad_D, int ndim,
+                         int has_i, int has_j) {
+  lik_set_argmax(&bw->p, argmax, ndim, has_i, has_j);
+  bw->gs = grad_scores->data;
+  bw->gs_dtype = grad_scores->dtype;
+  lik_grid_strides(grad_scores, ndim, has_i, has_j, &bw->gs_si, &bw->gs_sj);
+  if (grad_Q) bw->gq = grad_seqs(grad_Q, &bw->p.q);
+  if (grad_D) bw->gd = grad_seqs(grad_D, &bw->p.d);
 }
 
 /* ---- padded layouts: backward ---------------------------------------------- */
@@ -109,15 +115,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
   if ((st = lik_fill_lengths(p, Q, D, opts))) return st;
-  p->argmax = (int32_t *)argmax->data;
-  p->argmax_si = has_i ? argmax->strides[0] : 0;
-  p->argmax_sj = has_j ? argmax->strides[ndim - 1] : 0;
-  p->argmax_ss = argmax->strides[ndim];
-  bw->gs = grad_scores->data;
-  bw->gs_dtype = grad_scores->dtype;
-  bw->gs_si = has_i ? grad_scores->strides[0] : 0;
-  bw->gs_sj = has_j ? grad_scores->strides[ndim - 1] : 0;
-  fill_grads(bw, grad_Q, grad_D);
+  fill_outputs(bw, argmax, grad_scores, grad_Q, grad_D, ndim, has_i, has_j);
   return route(bw, opts);
 }
 
@@ -144,14 +142,9 @@ lik_status lik_maxsim_pairs_backward(const lik_tensor *Q, const lik_tensor *D,
                                      lik_tensor *grad_D) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1))) return st;
-  if (D->shape[0] != Q->shape[0])
-    return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
-                    (long long)D->shape[0], (long long)Q->shape[0]);
   lik_bw bw;
   memset(&bw, 0, sizeof bw);
-  bw.p.pairing = LIK_PAIRING_KD; /* K = 1 */
-  bw.p.ncand = 1;
+  if ((st = lik_pairs_layout(Q, D, &bw.p))) return st;
   const int64_t grid[1] = {Q->shape[0]};
   return padded_backward(&bw, Q, D, q_mask, d_mask, argmax, grad_scores, opts, grad_Q, grad_D,
                          1, grid, 1, 0);
@@ -175,13 +168,7 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
     return st;
   const int list = p->pairing == LIK_PAIRING_LIST;
   int64_t grid[2];
-  int ndim = 0;
-  if (list) {
-    grid[ndim++] = pd.npairs;
-  } else {
-    grid[ndim++] = pd.nq;
-    grid[ndim++] = pd.nd;
-  }
+  const int ndim = lik_packed_grid(p, &pd, grid);
   if (!argmax) return lik_fail(LIK_ERR_NULL, "argmax: is NULL (pass the forward's argmax)");
   if ((st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max))) return st;
   if ((st = check_grad_scores(grad_scores, ndim, grid))) return st;
@@ -202,15 +189,7 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
   }
   bw.q_total = Q->shape[0];
   bw.d_total = D->shape[0];
-  p->argmax = (int32_t *)argmax->data;
-  p->argmax_si = list ? 0 : argmax->strides[0];
-  p->argmax_sj = argmax->strides[ndim - 1];
-  p->argmax_ss = argmax->strides[ndim];
-  bw.gs = grad_scores->data;
-  bw.gs_dtype = grad_scores->dtype;
-  bw.gs_si = list ? 0 : grad_scores->strides[0];
-  bw.gs_sj = grad_scores->strides[ndim - 1];
-  fill_grads(&bw, grad_Q, grad_D);
+  fill_outputs(&bw, argmax, grad_scores, grad_Q, grad_D, ndim, !list, 1);
   return route(&bw, opts);
 }
 

@@ -2,30 +2,14 @@
  * maxsim.c — lik_maxsim and lik_maxsim_pairs: validate once, describe the
  * call as a lik_problem, route it to the CPU or CUDA backend.
  */
-#include "../core/problem.h"
-#include "../core/validate.h"
-
-static lik_status route_maxsim(const lik_problem *p) {
-  if (p->device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_maxsim(p);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_maxsim(p);
-}
+#include "route.h"
 
 /* scores / argmax views: dims of the output grid, then Lq for argmax. */
 static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *argmax,
                                int ndim, const int64_t *grid, int has_i, int has_j) {
   lik_status st;
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
-      (st = lik_check_no_overlap(scores, "scores")))
-    return st;
-  p->scores = (float *)scores->data;
-  p->score_si = has_i ? scores->strides[0] : 0;
-  p->score_sj = has_j ? scores->strides[ndim - 1] : 0;
+  if ((st = lik_fill_scores(p, scores, ndim, grid))) return st;
+  lik_grid_strides(scores, ndim, has_i, has_j, &p->score_si, &p->score_sj);
   if (!argmax) return LIK_OK;
   int64_t shape[LIK_MAX_DIMS];
   for (int i = 0; i < ndim; i++) shape[i] = grid[i];
@@ -33,10 +17,7 @@ static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *a
   if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, shape)) ||
       (st = lik_check_no_overlap(argmax, "argmax")))
     return st;
-  p->argmax = (int32_t *)argmax->data;
-  p->argmax_si = has_i ? argmax->strides[0] : 0;
-  p->argmax_sj = has_j ? argmax->strides[ndim - 1] : 0;
-  p->argmax_ss = argmax->strides[ndim];
+  lik_set_argmax(p, argmax, ndim, has_i, has_j);
   return LIK_OK;
 }
 
@@ -68,7 +49,7 @@ lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor
   if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j)) ||
       (st = check_aliasing(Q, D, q_mask, d_mask, opts, scores, argmax)))
     return st;
-  return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
+  return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }
 
 lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
@@ -77,17 +58,12 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
                             lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
-  if ((st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1))) return st;
-  if (D->shape[0] != Q->shape[0])
-    return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
-                    (long long)D->shape[0], (long long)Q->shape[0]);
   lik_problem p = {0};
-  p.pairing = LIK_PAIRING_KD; /* K = 1: pair b scores (Q[b], D[b]) */
-  p.ncand = 1;
+  if ((st = lik_pairs_layout(Q, D, &p))) return st;
   if ((st = lik_fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   const int64_t grid[1] = {Q->shape[0]};
   if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0)) ||
       (st = check_aliasing(Q, D, q_mask, d_mask, opts, scores, argmax)))
     return st;
-  return grid_size(&p) == 0 ? LIK_OK : route_maxsim(&p);
+  return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }

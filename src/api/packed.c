@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "../core/validate.h"
+#include "route.h"
 
 static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const lik_tensor *cu_q,
                                  const lik_tensor *cu_d, const lik_tensor *pair_q,
@@ -21,16 +21,8 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     return st;
   const int list = p.pairing == LIK_PAIRING_LIST;
   int64_t grid[2];
-  int ndim = 0;
-  if (list) {
-    grid[ndim++] = pd.npairs;
-  } else {
-    grid[ndim++] = pd.nq;
-    grid[ndim++] = pd.nd;
-  }
-  if ((st = lik_check_output(scores, "scores", LIK_F32, ndim, grid)) ||
-      (st = lik_check_no_overlap(scores, "scores")))
-    return st;
+  const int ndim = lik_packed_grid(&p, &pd, grid);
+  if ((st = lik_fill_scores(&p, scores, ndim, grid))) return st;
   if (argmax && ((st = lik_check_packed_argmax(argmax, ndim, grid, pd.lq_max)) ||
                  (st = lik_check_no_overlap(argmax, "argmax"))))
     return st;
@@ -40,31 +32,19 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id)) ||
       (st = lik_check_disjoint(ts, names, 10, 2)))
     return st;
-  p.scores = (float *)scores->data;
-  p.score_si = list ? 0 : scores->strides[0];
-  p.score_sj = scores->strides[ndim - 1];
-  if (argmax) {
-    p.argmax = (int32_t *)argmax->data;
-    p.argmax_si = list ? 0 : argmax->strides[0];
-    p.argmax_sj = argmax->strides[ndim - 1];
-    p.argmax_ss = argmax->strides[ndim];
-  }
+  lik_grid_strides(scores, ndim, !list, 1, &p.score_si, &p.score_sj);
+  lik_set_argmax(&p, argmax, ndim, !list, 1);
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
   if (p.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
     /* lengths stay on the device: Lq is bounded by the argmax extent, else by
      * opts.max_seqlen_q or Q's rows; the kernel skips query blocks past each
      * query's end and writes argmax -1 up to the extent */
     const int64_t mq = opts ? opts->max_seqlen_q : 0;
     p.q.len = argmax ? argmax->shape[ndim] : mq > 0 && mq < Q->shape[0] ? mq : Q->shape[0];
     p.d.len = D->shape[0];
-    return lik_cuda_maxsim(&p);
-#else
-    return lik_no_cuda_backend();
-#endif
   }
-  if ((st = lik_cpu_maxsim(&p))) return st;
+  if ((st = lik_route_maxsim(&p)) || p.device == LIK_CUDA) return st;
   if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)

@@ -147,3 +147,13 @@ lik_status lik_check_packed_argmax(const lik_tensor *a, int ndim, const int64_t 
                     (long long)a->shape[ndim], (long long)lq_max);
   return LIK_OK;
 }
+
+int lik_packed_grid(const lik_problem *p, const lik_packed_dims *pd, int64_t grid[2]) {
+  if (p->pairing == LIK_PAIRING_LIST) {
+    grid[0] = pd->npairs;
+    return 1;
+  }
+  grid[0] = pd->nq;
+  grid[1] = pd->nd;
+  return 2;
+}

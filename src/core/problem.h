@@ -66,8 +66,10 @@ typedef struct {
   int64_t ncand;         /* cross: d.count; KD: K; list: number of pairs */
   lik_index pair_q, pair_d; /* LIK_PAIRING_LIST only */
 
-  /* Output (i, j) of the pairing above: scores[i*score_si + j*score_sj]. */
+  /* Output (i, j) of the pairing above: scores[i*score_si + j*score_sj],
+   * F32 (scores) or, for F64 inputs only, F64 (scores_f64); one is set. */
   float *scores;
+  double *scores_f64;
   int64_t score_si, score_sj;
   /* NULL or argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] for query token s. */
   int32_t *argmax;

@@ -220,6 +220,47 @@ lik_status lik_check_output(const lik_tensor *t, const char *name, lik_dtype dty
   return LIK_OK;
 }
 
+lik_status lik_pairs_layout(const lik_tensor *Q, const lik_tensor *D, lik_problem *p) {
+  lik_status st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1);
+  if (st) return st;
+  if (D->shape[0] != Q->shape[0])
+    return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
+                    (long long)D->shape[0], (long long)Q->shape[0]);
+  p->pairing = LIK_PAIRING_KD; /* K = 1: pair b scores (Q[b], D[b]) */
+  p->ncand = 1;
+  return LIK_OK;
+}
+
+void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64_t *si,
+                      int64_t *sj) {
+  *si = has_i ? t->strides[0] : 0;
+  *sj = has_j ? t->strides[ndim - 1] : 0;
+}
+
+void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j) {
+  if (!argmax) return;
+  p->argmax = (int32_t *)argmax->data;
+  lik_grid_strides(argmax, ndim, has_i, has_j, &p->argmax_si, &p->argmax_sj);
+  p->argmax_ss = argmax->strides[ndim];
+}
+
+lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
+                           const int64_t *shape) {
+  const int f64 = scores && scores->dtype == LIK_F64;
+  if (f64 && p->q.dtype != LIK_F64)
+    return lik_fail(LIK_ERR_DTYPE,
+                    "scores: dtype float64 needs float64 Q and D (got %s, whose scores "
+                    "are fp32 sums: pass float32 scores)",
+                    lik_dtype_name(p->q.dtype));
+  lik_status st = lik_check_output(scores, "scores", f64 ? LIK_F64 : LIK_F32, ndim, shape);
+  if (st || (st = lik_check_no_overlap(scores, "scores"))) return st;
+  if (f64)
+    p->scores_f64 = (double *)scores->data;
+  else
+    p->scores = (float *)scores->data;
+  return LIK_OK;
+}
+
 static lik_device_type device_of(const lik_tensor *t) {
   return t->device == LIK_CUDA ? LIK_CUDA : LIK_CPU;
 }

@@ -52,6 +52,12 @@ lik_status lik_check_disjoint(const lik_tensor *const *ts, const char *const *na
 lik_status lik_check_output(const lik_tensor *t, const char *name,
                             lik_dtype dtype, int ndim, const int64_t *shape);
 
+/* A forward's scores: F32, or F64 when p's inputs are F64 (the sum kept in
+ * double), with the given shape and non-overlapping elements; sets
+ * p->scores or p->scores_f64 (the strides are the caller's to set). */
+lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
+                           const int64_t *shape);
+
 /* All non-NULL tensors of a call are on one device; *device, *device_id get it. */
 lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *names,
                              int n, lik_device_type *device, int32_t *device_id);
@@ -69,6 +75,21 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
  * the query / candidate dimension is present. */
 lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *p,
                          int64_t grid[2], int *ndim, int *has_i, int *has_j);
+
+/* The pairs layout (lik_maxsim_pairs and its backward): Q [B, Lq, d] and
+ * D [B, Ld, d] with the same B; sets p->pairing (KD with K = 1) and
+ * p->ncand. */
+lik_status lik_pairs_layout(const lik_tensor *Q, const lik_tensor *D, lik_problem *p);
+
+/* Strides of an output-grid tensor t (scores, argmax, grad_scores) whose
+ * first ndim dims are the grid: *si over queries (0 without that dim),
+ * *sj over candidates (0 without). */
+void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64_t *si,
+                      int64_t *sj);
+
+/* p->argmax and its strides from an argmax view (NULL: none) over the grid
+ * plus the query tokens. */
+void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j);
 
 /* normalize, context, num_threads (resolved) and stream from opts (NULL:
  * defaults). */
@@ -120,6 +141,10 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
                               const lik_tensor *cu_d, const lik_tensor *pair_q,
                               const lik_tensor *pair_d, const lik_tensor *q_mask,
                               const lik_tensor *d_mask, const lik_options *opts);
+
+/* The output grid of a packed call: [npairs] (pair list) or [Nq, Nd];
+ * returns its ndim. */
+int lik_packed_grid(const lik_problem *p, const lik_packed_dims *pd, int64_t grid[2]);
 
 /* argmax of a packed call: I32, grid + [Lmax] with Lmax >= lq_max. */
 lik_status lik_check_packed_argmax(const lik_tensor *a, int ndim, const int64_t *grid,

@@ -135,10 +135,12 @@ void lik_parallel_run(int nthreads, int64_t ntasks, lik_task_fn fn, void *ctx);
 /* ---- drivers --------------------------------------------------------------- */
 
 /* Output view of one driver run: candidates [cbeg, cend) of p's pairing,
- * score of (i, c) at scores[i*si + (c-cbeg)*sj]; argmax likewise (or NULL). */
+ * score of (i, c) at scores[i*si + (c-cbeg)*sj] (F64 path: scores_f64 when
+ * set); argmax likewise (or NULL). */
 typedef struct {
   int64_t cbeg, cend;
   float *scores;
+  double *scores_f64;
   int64_t si, sj;
   int32_t *argmax;
   int64_t asi, asj, ass;

@@ -13,6 +13,7 @@ lik_status lik_cpu_maxsim(const lik_problem *p) {
   o.cbeg = 0;
   o.cend = p->ncand;
   o.scores = p->scores;
+  o.scores_f64 = p->scores_f64;
   o.si = p->score_si;
   o.sj = p->score_sj;
   o.argmax = p->argmax;

@@ -3,7 +3,7 @@
  * gradient checking, not speed).  Same semantics and work split as the fp32
  * driver: one task owns whole outputs, per-token strict-> max over doc tokens
  * ascending, score summed over valid query tokens ascending (in double,
- * stored as fp32).  Normalisation in fp64: q / max(||q||, 1e-12) applied to
+ * stored as fp64 scores, or rounded once to fp32 scores).  Normalisation in fp64: q / max(||q||, 1e-12) applied to
  * the query token, the dot divided by max(||d||, 1e-12).  A valid token whose
  * similarity is -inf wins a max nothing else won (lik.h).
  */
@@ -65,7 +65,11 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
     if (arg >= 0) score += best;
     if (a) a[s * g->o.ass] = arg;
   }
-  g->o.scores[i * g->o.si + (c - g->o.cbeg) * g->o.sj] = (float)score;
+  const int64_t at = i * g->o.si + (c - g->o.cbeg) * g->o.sj;
+  if (g->o.scores_f64)
+    g->o.scores_f64[at] = score;
+  else
+    g->o.scores[at] = (float)score;
 }
 
 static void task_f64(void *ctx, int tid, int64_t t) {

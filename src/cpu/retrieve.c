@@ -48,6 +48,7 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
     o.cbeg = j0;
     o.cend = j0 + B < nd ? j0 + B : nd;
     o.scores = blk;
+    o.scores_f64 = NULL;
     o.si = B;
     o.sj = 1;
     o.argmax = NULL;

@@ -812,6 +812,16 @@ static cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
   return cudaSuccess;
 }
 
+/* kern<<<grid, NT, smem, st>>>(args...) after allowing it smem bytes. */
+template <typename... KArgs, typename... Args>
+static cudaError_t launch_smem(const Device &dev, void (*kern)(KArgs...), int64_t grid,
+                               size_t smem, cudaStream_t st, Args... args) {
+  const cudaError_t e = allow_smem(dev, (const void *)kern, smem);
+  if (e != cudaSuccess) return e;
+  kern<<<(unsigned)grid, NT, smem, st>>>(args...);
+  return cudaGetLastError();
+}
+
 /* grad_Q: a warp per Q row, 8 rows per CTA.  cudaErrorInvalidConfiguration:
  * d too large for the per-warp shared-memory row. */
 template <typename T, typename R, int CPL>
@@ -823,16 +833,13 @@ static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st) {
   const int64_t blocks = (total + NW - 1) / NW;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
   P.nch = (int)nch;
-  cudaError_t e;
   if (nch == 1) {
     gradq_kernel<T, R, CPL, true><<<(unsigned)blocks, NT, 0, st>>>(P);
     return cudaGetLastError();
   }
   const size_t smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
   if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
-  if ((e = allow_smem(dev, (const void *)gradq_kernel<T, R, CPL, false>, smem))) return e;
-  gradq_kernel<T, R, CPL, false><<<(unsigned)blocks, NT, smem, st>>>(P);
-  return cudaGetLastError();
+  return launch_smem(dev, gradq_kernel<T, R, CPL, false>, blocks, smem, st, P);
 }
 
 /* grad_D: tiles of tt rows; the sparse mode where a document's candidates
@@ -845,7 +852,6 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
   const int64_t nch = (TS.dim + cw - 1) / cw;
   const size_t row_bytes = (size_t)(nch * cw) * sizeof(R);
   const size_t fixed = (sizeof(Smem<R>) + 15) / 16 * 16;
-  cudaError_t e;
   const int64_t smem_max = dev.info->smem_max;
   const int sms = dev.info->sms;
   const bool packed = TS.off.data != nullptr;
@@ -865,9 +871,7 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
     P.nch = (int)nch;
     const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)NW * (((len + NW - 1) / NW + 31) / 32) * 4;
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
-    if ((e = allow_smem(dev, (const void *)gradd_sparse_kernel<T, R, CPL>, smem))) return e;
-    gradd_sparse_kernel<T, R, CPL><<<(unsigned)TS.count, NT, smem, st>>>(P, fixed);
-    return cudaGetLastError();
+    return launch_smem(dev, gradd_sparse_kernel<T, R, CPL>, TS.count, smem, st, P, fixed);
   }
   /* dense: tiles of up to 128 rows while two CTAs fit an SM, fewer while
    * the grid would leave SMs idle */
@@ -889,10 +893,7 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
   if (items > INT_MAX) return cudaErrorInvalidConfiguration;
   P.tt = tt;
   P.nch = (int)nch;
-  const size_t smem = fixed + (size_t)tt * row_bytes;
-  if ((e = allow_smem(dev, (const void *)gradd_kernel<T, R, CPL>, smem))) return e;
-  gradd_kernel<T, R, CPL><<<(unsigned)items, NT, smem, st>>>(P);
-  return cudaGetLastError();
+  return launch_smem(dev, gradd_kernel<T, R, CPL>, items, fixed + (size_t)tt * row_bytes, st, P);
 }
 
 template <typename T, typename R>
@@ -930,6 +931,26 @@ static cudaError_t build_csr(Scratch &sc, const KIndex &key, int64_t np, int64_t
   }
   csr_start_kernel<<<(unsigned)((nkeys + 1 + 255) / 256), 256, 0, st>>>(k_out, np, nkeys, *start);
   return cudaGetLastError();
+}
+
+/* One gradient's launch (grad_Q, else grad_D) with its vector flags: it
+ * reads the other side's rows (sources) and its own (normalize) and writes
+ * its output.  A d too large for the kernel is LIK_ERR_UNSUPPORTED. */
+template <typename T, typename R, int CPL>
+static lik_status launch_side(const lik_bw *bw, Params P, bool grad_q, const Device &dev,
+                              cudaStream_t st) {
+  const int vq = vec_ok(bw->p.q, CPL), vd = vec_ok(bw->p.d, CPL);
+  P.vec_src = grad_q ? vd : vq;
+  P.vec_tgt = grad_q ? vq : vd;
+  P.vec_out = vec_ok(grad_q ? bw->gq : bw->gd, CPL);
+  const cudaError_t e =
+      grad_q ? launch_gradq<T, R, CPL>(P, dev, st) : launch_gradd<T, R, CPL>(P, dev, st);
+  if (e == cudaErrorInvalidConfiguration)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "%s: d=%lld is too large for the CUDA backward",
+                    grad_q ? "Q" : "D", (long long)bw->p.q.dim);
+  return e == cudaSuccess ? LIK_OK
+                          : cuda_fail(e, grad_q ? "the grad_Q kernel launch"
+                                                : "the grad_D kernel launch");
 }
 
 template <typename T, typename R, int CPL>
@@ -974,30 +995,9 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
       P.d_pairs = l;
     }
   }
-  /* vector flags per launch: grad_Q reads D rows (sources) and Q rows
-   * (normalize), writes grad_Q; grad_D the other way round */
-  const int vq = vec_ok(p->q, CPL), vd = vec_ok(p->d, CPL);
-  if (want_q) {
-    P.vec_src = vd;
-    P.vec_tgt = vq;
-    P.vec_out = vec_ok(bw->gq, CPL);
-    if ((e = launch_gradq<T, R, CPL>(P, dev, st)))
-      return e == cudaErrorInvalidConfiguration
-                 ? lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld is too large for the CUDA backward",
-                            (long long)p->q.dim)
-                 : cuda_fail(e, "the grad_Q kernel launch");
-  }
-  if (want_d) {
-    P.vec_src = vq;
-    P.vec_tgt = vd;
-    P.vec_out = vec_ok(bw->gd, CPL);
-    if ((e = launch_gradd<T, R, CPL>(P, dev, st)))
-      return e == cudaErrorInvalidConfiguration
-                 ? lik_fail(LIK_ERR_UNSUPPORTED, "D: d=%lld is too large for the CUDA backward",
-                            (long long)p->d.dim)
-                 : cuda_fail(e, "the grad_D kernel launch");
-  }
-  return LIK_OK;
+  lik_status s;
+  if (want_q && (s = launch_side<T, R, CPL>(bw, P, true, dev, st))) return s;
+  return want_d ? launch_side<T, R, CPL>(bw, P, false, dev, st) : LIK_OK;
 }
 
 } // namespace bw

@@ -49,6 +49,7 @@ struct KParams {
   int64_t ncand;  /* output columns */
   KIndex pq, pd;  /* list pairing */
   float *scores;
+  double *scores64; /* F64 scores (F64 inputs, the simt kernel): set instead of scores */
   int64_t ssi, ssj;
   int32_t *argmax;
   int64_t asi, asj, ass;
@@ -137,9 +138,15 @@ template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
 __device__ __forceinline__ bool takes_max(float v, float m) {
   return v > m || (m != m && v == v);
 }
+__device__ __forceinline__ bool takes_max(double v, double m) {
+  return v > m || (m != m && v == v);
+}
 
 /* Lexicographic (value desc, index asc) merge for the argmax; -1 loses ties. */
 __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+  return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
+}
+__device__ __forceinline__ bool better(double v, int i, double bv, int bi) {
   return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
 }
 

@@ -69,6 +69,12 @@ static inline lik_status cuda_fail(cudaError_t e, const char *what) {
                   cudaGetErrorString(e));
 }
 
+/* The last launch's outcome as a lik status (what: "the ... kernel launch"). */
+static inline lik_status launched(const char *what) {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LIK_OK : cuda_fail(e, what);
+}
+
 /* Makes the call's device current; restores the caller's on exit. */
 struct DeviceGuard {
   int prev = -1;

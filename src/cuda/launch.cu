@@ -236,6 +236,7 @@ static KParams make_params(const lik_problem *p) {
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
   P.scores = p->scores;
+  P.scores64 = p->scores_f64;
   P.ssi = p->score_si;
   P.ssj = p->score_sj;
   P.argmax = p->argmax;

@@ -1,8 +1,10 @@
 /*
- * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp64 inputs in fp64 DFMA,
- * and the fallback for half / fp32 inputs whose query block does not fit in
- * shared memory (fp32 then in FFMA, full fp32 accuracy).  Same work
- * decomposition and semantics as the tensor-core kernel; plain, not tuned.
+ * maxsim_simt.cuh — the CUDA-core MaxSim forward: fp64 inputs in fp64 DFMA
+ * (norms, maxima and the score sum in fp64 too; F64 or F32 scores), and the
+ * fallback for half / fp32 inputs whose query block does not fit in shared
+ * memory (fp32 then in FFMA, full fp32 accuracy).  Same work decomposition
+ * and semantics as the tensor-core kernel; plain, not tuned.  A is the
+ * compute type: double for fp64 inputs, else float.
  *
  * CTA: 256 threads = 32 query rows x 8 column groups; D tiles of 64 tokens,
  * K chunks of 32 features through shared memory.
@@ -21,8 +23,8 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
   constexpr int BQ = 32, BD = 64, KC = 32;
   __shared__ A qs[BQ][KC + 1];
   __shared__ A ds[BD][KC + 1];
-  __shared__ float qinv[BQ], dinv[BD];
-  __shared__ float redc[BQ];
+  __shared__ A qinv[BQ], dinv[BD];
+  __shared__ A redc[BQ];
 
   const int tid = threadIdx.x;
   const int r = tid >> 3, cg = tid & 7;
@@ -47,18 +49,18 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
       const int64_t s = (int64_t)qb * BQ + r;
       __syncthreads();
       if (tid < BQ) {
-        float ss = 0.f;
+        A ss = (A)0;
         const int64_t sq = (int64_t)qb * BQ + tid;
         if (P.normalize && sq < qlen) {
           const T *tok = Qp + qbase + sq * P.q.sl;
           for (int64_t k = 0; k < dim; ++k) {
-            const float x = (float)to_d<T>(tok[k * P.q.sk]);
-            ss = fmaf(x, x, ss);
+            const A x = (A)to_d<T>(tok[k * P.q.sk]);
+            ss = fma(x, x, ss);
           }
         }
-        qinv[tid] = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
+        qinv[tid] = (A)1 / fmax(sqrt(ss), (A)LIK_NORM_EPS);
       }
-      float rmv = CUDART_NAN_F; /* no value yet (takes_max) */
+      A rmv = (A)CUDART_NAN; /* no value yet (takes_max) */
       int rai = -1;
       const int64_t ntiles = dlen > 0 ? (dlen + BD - 1) / BD : 1;
       for (int64_t tile = 0; tile < ntiles; ++tile) {
@@ -66,7 +68,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         A acc[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) acc[u] = (A)0;
-        float dss = 0.f;
+        A dss = (A)0;
         for (int64_t k0 = 0; k0 < dim; k0 += KC) {
           __syncthreads();
           for (int u = tid; u < BQ * KC; u += 256) {
@@ -86,8 +88,8 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
           __syncthreads();
           if (P.normalize && tid < BD) {
             for (int kk = 0; kk < KC; ++kk) {
-              const float x = (float)ds[tid][kk];
-              dss = fmaf(x, x, dss);
+              const A x = ds[tid][kk];
+              dss = fma(x, x, dss);
             }
           }
 #pragma unroll 4
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         }
         if (P.normalize) {
           __syncthreads();
-          if (tid < BD) dinv[tid] = 1.f / fmaxf(sqrtf(dss), (float)LIK_NORM_EPS);
+          if (tid < BD) dinv[tid] = (A)1 / fmax(sqrt(dss), (A)LIK_NORM_EPS);
           __syncthreads();
         }
         const int64_t mb = P.dm.data ? mask_base(P.dm, P.d, dj) : 0;
@@ -110,8 +112,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
           bool ok = t < dlen;
           if (ok && P.dm.data) ok = P.dm.data[mb + t * P.dm.sl] != 0;
           if (!ok) continue;
-          const float v =
-              P.normalize ? (float)(acc[u] * (A)dinv[cl]) : (float)acc[u];
+          const A v = P.normalize ? acc[u] * dinv[cl] : acc[u];
           if (takes_max(v, rmv)) {
             rmv = v;
             rai = (int)t;
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
       /* reduce the 8 column groups of row r (consecutive lanes) */
 #pragma unroll
       for (int o = 1; o < 8; o <<= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, rmv, o);
+        const A ov = __shfl_xor_sync(0xffffffffu, rmv, o);
         const int oi = __shfl_xor_sync(0xffffffffu, rai, o);
         if (better(ov, oi, rmv, rai)) {
           rmv = ov;
@@ -133,16 +134,19 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         if (qv && P.qm.data)
           qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
         const bool live = qv && rmv == rmv; /* some valid token won (-inf included) */
-        redc[r] = live ? (P.normalize ? rmv * qinv[r] : rmv) : 0.f;
+        redc[r] = live ? (P.normalize ? rmv * qinv[r] : rmv) : (A)0;
         if (ARGMAX && s < P.q.len) /* -1 past a packed query's length */
           P.argmax[row * P.asi + (j0 + it) * P.asj + s * P.ass] = live ? rai : -1;
       }
       __syncthreads();
       if (tid == 0) {
-        float tot = 0.f;
+        A tot = (A)0;
         for (int x = 0; x < BQ; ++x) tot += redc[x];
-        float *out = P.scores + row * P.ssi + (j0 + it) * P.ssj;
-        *out = qb == 0 ? tot : *out + tot;
+        const int64_t at = row * P.ssi + (j0 + it) * P.ssj;
+        if (P.scores64) /* F64 scores: fp64 inputs only (validated) */
+          P.scores64[at] = qb == 0 ? (double)tot : P.scores64[at] + (double)tot;
+        else
+          P.scores[at] = qb == 0 ? (float)tot : P.scores[at] + (float)tot;
       }
     }
 }

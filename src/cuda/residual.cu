@@ -61,13 +61,19 @@ static KTok ktok(const lik_ctokens &t, int nbits) {
   return k;
 }
 
-/* The device of a call (properties cached in its context). */
-static lik_status device(const lik_call &call, Device *dev) {
+/* Entering a call: its device made current by scope (the caller's), its
+ * properties (cached in the call's context) in *dev, and no earlier,
+ * unrelated error left to report. */
+static lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   lik_problem p;
   memset(&p, 0, sizeof p);
   p.context = call.context;
   p.device_id = call.device_id;
-  return device_of(&p, dev);
+  const lik_status st = device_of(&p, dev);
+  if (st) return st;
+  (void)cudaGetLastError();
+  return LIK_OK;
 }
 
 /* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
@@ -132,8 +138,7 @@ static lik_status launch(KRes &P, const Device &dev, cudaStream_t stream, int64_
   if (st) return st;
   const int64_t grid = grid_for(P.nq * P.t.count, dev, occ);
   residual_maxsim_kernel<T, MT, NPW><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the residual MaxSim kernel launch");
+  return launched("the residual MaxSim kernel launch");
 }
 
 template <typename T, int MT>
@@ -158,11 +163,9 @@ using namespace lik_cuda::res;
 
 extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
   DeviceGuard scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
-  lik_status st = device(p->call, &dev);
+  const lik_status st = enter(scope, p->call, &dev);
   if (st) return st;
-  (void)cudaGetLastError();
   KDecomp P;
   memset(&P, 0, sizeof P);
   P.c = kcodec(p->codec);
@@ -175,17 +178,14 @@ extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
   const int64_t blocks = (p->tok.len + 7) / 8, cap = (int64_t)dev.info->sms * 8;
   decompress_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
                       (cudaStream_t)p->call.stream>>>(P);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the decompress kernel launch");
+  return launched("the decompress kernel launch");
 }
 
 extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
   DeviceGuard scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
-  lik_status st = device(p->call, &dev);
+  const lik_status st = enter(scope, p->call, &dev);
   if (st) return st;
-  (void)cudaGetLastError();
   KApprox P;
   memset(&P, 0, sizeof P);
   P.cs = p->cs;
@@ -202,17 +202,14 @@ extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
   P.ssj = p->score_sj;
   const int64_t items = p->nq * p->d.count, cap = (int64_t)dev.info->sms * 16;
   approx_kernel<<<(unsigned)(items < cap ? items : cap), 128, 0, (cudaStream_t)p->call.stream>>>(P);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the approx score kernel launch");
+  return launched("the approx score kernel launch");
 }
 
 extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   DeviceGuard scope(p->call.device_id);
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
   Device dev;
-  lik_status st = device(p->call, &dev);
+  const lik_status st = enter(scope, p->call, &dev);
   if (st) return st;
-  (void)cudaGetLastError();
   KRes P;
   memset(&P, 0, sizeof P);
   P.c = kcodec(p->codec);

@@ -98,13 +98,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
   /* k-means points: npts of the ts rows (seeded), compacted to the front in
    * ascending row order (pick[i] >= i: safe in place), L2-normalised */
   if (pick) {
-    for (int64_t i = 0; i < ts; i++) pick[i] = i;
-    for (int64_t i = 0; i < npts; i++) {
-      const int64_t j = i + (int64_t)lik_plaid_below(&rng, (uint64_t)(ts - i));
-      const int64_t t = pick[i];
-      pick[i] = pick[j];
-      pick[j] = t;
-    }
+    lik_plaid_sample(&rng, pick, ts, npts);
     qsort(pick, (size_t)npts, sizeof(int64_t), cmp_i64);
     for (int64_t i = 0; i < npts; i++)
       if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
@@ -120,16 +114,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
   for (int64_t i = 0; i < K * dim; i++) c16[i] = lik_tr_f32_to_f16(cent[i]);
 
   /* codec: residuals of the last H rows against the fp16 centroids */
-  lik_codec_view cv;
-  memset(&cv, 0, sizeof cv);
-  cv.cent = c16;
-  cv.cent_dtype = LIK_F16;
-  cv.ncent = K;
-  cv.dim = dim;
-  cv.cent_sc = dim;
-  cv.cent_sk = 1;
-  cv.nbits = o->nbits;
-  cv.width = dim * o->nbits / 8;
+  const lik_codec_view cv = lik_plaid_dense_view(c16, LIK_F16, K, dim, o->nbits);
   const float *held = heldrows;
   if ((st = lik_plaid_assign(&cv, held, H, &o->call, hc))) goto out;
   double *acc = (double *)calloc((size_t)dim, sizeof(double));

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/residual.h"
 #include "lik_experimental.h"
@@ -131,6 +132,34 @@ static inline uint64_t lik_plaid_below(uint64_t *state, uint64_t n) {
   do x = lik_plaid_rand(state);
   while (x >= lim);
   return x % n;
+}
+
+/* A seeded sample of k of 0 .. n-1: perm [n] gets 0 .. n-1 with its first k
+ * entries shuffled in (a partial Fisher-Yates shuffle; k <= n). */
+static inline void lik_plaid_sample(uint64_t *state, int64_t *perm, int64_t n, int64_t k) {
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = 0; i < k; i++) {
+    const int64_t j = i + (int64_t)lik_plaid_below(state, (uint64_t)(n - i));
+    const int64_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+}
+
+/* The codec view of dense centroids cent [k][dim] of dtype (F32 or F16). */
+static inline lik_codec_view lik_plaid_dense_view(const void *cent, lik_dtype dtype, int64_t k,
+                                                  int64_t dim, int nbits) {
+  lik_codec_view cv;
+  memset(&cv, 0, sizeof cv);
+  cv.cent = cent;
+  cv.cent_dtype = dtype;
+  cv.ncent = k;
+  cv.dim = dim;
+  cv.cent_sc = dim;
+  cv.cent_sk = 1;
+  cv.nbits = nbits;
+  cv.width = dim * nbits / 8;
+  return cv;
 }
 
 /* Resolved build options (defaults applied). */

@@ -96,25 +96,11 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
                   (long long)n);
     goto out;
   }
-  /* initial centroids: k distinct points (a partial Fisher-Yates shuffle) */
-  for (int64_t i = 0; i < n; i++) perm[i] = i;
-  for (int64_t i = 0; i < k; i++) {
-    const int64_t j = i + (int64_t)lik_plaid_below(&rng, (uint64_t)(n - i));
-    const int64_t t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
+  /* initial centroids: k distinct points */
+  lik_plaid_sample(&rng, perm, n, k);
+  for (int64_t i = 0; i < k; i++)
     memcpy(cent + i * dim, pts + perm[i] * dim, (size_t)dim * sizeof(float));
-  }
-  lik_codec_view cv;
-  memset(&cv, 0, sizeof cv);
-  cv.cent = cent;
-  cv.cent_dtype = LIK_F32;
-  cv.ncent = k;
-  cv.dim = dim;
-  cv.cent_sc = dim;
-  cv.cent_sk = 1;
-  cv.nbits = 8;
-  cv.width = dim;
+  const lik_codec_view cv = lik_plaid_dense_view(cent, LIK_F32, k, dim, 8);
   for (int it = 0; it < niters; it++) {
     if ((st = lik_plaid_assign(&cv, pts, n, call, codes))) goto out;
     /* counting sort of the points by centroid (stable: ascending points) */

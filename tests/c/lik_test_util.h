@@ -1,8 +1,8 @@
 /*
  * lik_test_util.h — shared helpers of the C tests (header-only, test-private):
  * seeded PRNG, fp16/bf16 conversions written independently of the library,
- * strided views over private allocations, an fp64 scalar MaxSim reference and
- * failure bookkeeping.
+ * strided views over private allocations, the test data's bridge to the fp64
+ * MaxSim reference (src/ref/maxsim_ref.h) and failure bookkeeping.
  *
  * Every test program prints its seed; LIK_TEST_SEED=<n> reproduces a run.
  */
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "lik.h"
+#include "../../src/ref/maxsim_ref.h"
 
 /* ---- failure bookkeeping --------------------------------------------------- */
 
@@ -387,44 +388,33 @@ static void view_free(view_t *v) {
   v->base = v->before = NULL;
 }
 
-/* ---- scalar fp64 reference ------------------------------------------------------ */
+/* ---- the fp64 reference (src/ref/maxsim_ref.c) over the test's data ---------------- */
 
 /* A batch of sequences in logical order: x[(n*L + l)*d + k], mask m[n*L + l]
- * (1 = valid; NULL = all valid).  The values are those the views present. */
+ * (1 = valid; NULL = all valid).  The values are those the views present;
+ * norm: the call normalises (the reference then does too). */
 typedef struct {
   int64_t n, L, d;
   double *x;
   uint8_t *m;
+  int64_t *off; /* [n + 1]: sequence n is rows n*L .. n*L + L - 1 */
+  int norm;
 } seqs_t;
+
+static lik_ref_seqs seqs_ref(const seqs_t *s) {
+  lik_ref_seqs r = {s->x, s->off, s->d, s->m};
+  return r;
+}
+
+/* lik_ref_sim of query token (qi, s) and document token (dj, t). */
+static double ref_sim(const seqs_t *Q, int64_t qi, int64_t s, const seqs_t *D, int64_t dj,
+                      int64_t t, double *absum) {
+  const lik_ref_seqs q = seqs_ref(Q), d = seqs_ref(D);
+  return lik_ref_sim(&q, qi, s, &d, dj, t, Q->norm, absum);
+}
 
 static int seq_valid(const seqs_t *s, int64_t n, int64_t l) {
   return !s->m || s->m[n * s->L + l];
-}
-static const double *seq_tok(const seqs_t *s, int64_t n, int64_t l) {
-  return s->x + (n * s->L + l) * s->d;
-}
-
-/* x / max(||x||, 1e-12) per valid token, in double. */
-static void seqs_normalize(seqs_t *s) {
-  for (int64_t n = 0; n < s->n; n++)
-    for (int64_t l = 0; l < s->L; l++) {
-      if (!seq_valid(s, n, l)) continue;
-      double *x = s->x + (n * s->L + l) * s->d, ss = 0;
-      for (int64_t k = 0; k < s->d; k++) ss += x[k] * x[k];
-      double nrm = sqrt(ss);
-      if (nrm < 1e-12) nrm = 1e-12;
-      for (int64_t k = 0; k < s->d; k++) x[k] /= nrm;
-    }
-}
-
-static double ref_dot(const double *a, const double *b, int64_t d, double *absum) {
-  double s = 0, as = 0;
-  for (int64_t k = 0; k < d; k++) {
-    s += a[k] * b[k];
-    as += fabs(a[k] * b[k]);
-  }
-  if (absum) *absum = as;
-  return s;
 }
 
 /* Tolerances: score |got - ref| <= rel * scale + out_rel * |ref|, where scale
@@ -454,30 +444,12 @@ static tol_t tol_for(lik_dtype dt, int normalize, int exact) {
   return t;
 }
 
-/* Reference score of query sequence qi against document sequence dj. */
+/* Reference score of query sequence qi against document sequence dj; argmax
+ * NULL or [L] (the reference's winners), scale_out: the error scale. */
 static double ref_score(const seqs_t *Q, int64_t qi, const seqs_t *D, int64_t dj,
-                        double *scale_out) {
-  double score = 0, scale = 0;
-  for (int64_t s = 0; s < Q->L; s++) {
-    if (!seq_valid(Q, qi, s)) continue;
-    const double *q = seq_tok(Q, qi, s);
-    double best = -INFINITY, bestabs = 0;
-    int any = 0;
-    for (int64_t t = 0; t < D->L; t++) {
-      if (!seq_valid(D, dj, t)) continue;
-      double as;
-      const double v = ref_dot(q, seq_tok(D, dj, t), Q->d, &as);
-      if (!any || v > best) best = v;
-      if (as > bestabs) bestabs = as;
-      any = 1;
-    }
-    if (any) {
-      score += best;
-      scale += bestabs;
-    }
-  }
-  if (scale_out) *scale_out = scale;
-  return score;
+                        int32_t *argmax, double *scale_out) {
+  const lik_ref_seqs q = seqs_ref(Q), d = seqs_ref(D);
+  return lik_ref_maxsim_pair(&q, qi, &d, dj, Q->norm, argmax, scale_out);
 }
 
 /* Checks one (query, doc) result; argmax row got_am(s) may be NULL.
@@ -487,44 +459,31 @@ static long check_pair(const seqs_t *Q, int64_t qi, const seqs_t *D, int64_t dj,
                        const char *where) {
   long before = g_fail_total;
   double scale;
-  const double ref = ref_score(Q, qi, D, dj, &scale);
+  int32_t *ram = (int32_t *)malloc(sizeof(int32_t) * (size_t)(Q->L > 0 ? Q->L : 1));
+  const double ref = ref_score(Q, qi, D, dj, ram, &scale);
   const double lim = tol.rel * scale + tol.out_rel * fabs(ref);
   CHECK(fabs(got - ref) <= lim || (lim == 0 && got == ref),
         "%s: score %.9g, reference %.9g (|diff|=%.3g > tol %.3g, scale %.3g)", where, got,
         ref, fabs(got - ref), lim, scale);
-  if (!am) return g_fail_total - before;
-  for (int64_t s = 0; s < Q->L; s++) {
+  for (int64_t s = 0; am && s < Q->L; s++) {
     am_idx[am_axis] = s;
-    const int64_t g = (int64_t)t_get(am, am_idx);
-    int64_t best_t = -1;
-    double best = -INFINITY, bestabs = 0;
-    if (seq_valid(Q, qi, s)) {
-      const double *q = seq_tok(Q, qi, s);
-      for (int64_t t = 0; t < D->L; t++) {
-        if (!seq_valid(D, dj, t)) continue;
-        double as;
-        const double v = ref_dot(q, seq_tok(D, dj, t), Q->d, &as);
-        if (best_t < 0 || v > best) {
-          best = v;
-          best_t = t;
-          bestabs = as;
-        }
-      }
-    }
+    const int64_t g = (int64_t)t_get(am, am_idx), best_t = ram[s];
     g_checks_group++;
     if (g == best_t) continue;
     /* A near-tie under rounding may legitimately pick another valid token. */
     int ok = 0;
-    double gv = NAN;
+    double best = NAN, gv = NAN;
     if (best_t >= 0 && g >= 0 && g < D->L && seq_valid(D, dj, g) && tol.tok_rel > 0) {
-      double gabs;
-      gv = ref_dot(seq_tok(Q, qi, s), seq_tok(D, dj, g), Q->d, &gabs);
-      ok = fabs(gv - best) <= tol.tok_rel * (bestabs > gabs ? bestabs : gabs);
+      double babs, gabs;
+      best = ref_sim(Q, qi, s, D, dj, best_t, &babs);
+      gv = ref_sim(Q, qi, s, D, dj, g, &gabs);
+      ok = fabs(gv - best) <= tol.tok_rel * (babs > gabs ? babs : gabs);
     }
     if (!ok)
       failf("%s: argmax[query token %lld] = %lld, reference %lld (ref dot %.9g vs %.9g)", where,
             (long long)s, (long long)g, (long long)best_t, best, gv);
   }
+  free(ram);
   return g_fail_total - before;
 }
 
@@ -535,17 +494,23 @@ static void seqs_alloc(seqs_t *s, int64_t n, int64_t L, int64_t d, int with_mask
   const int64_t nt = n * L;
   s->x = (double *)calloc((size_t)(nt * d > 0 ? nt * d : 1), sizeof(double));
   s->m = with_mask ? (uint8_t *)calloc((size_t)(nt > 0 ? nt : 1), 1) : NULL;
+  s->off = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n + 1));
+  for (int64_t i = 0; i <= n; i++) s->off[i] = i * L;
+  s->norm = 0;
 }
 static void seqs_free(seqs_t *s) {
   free(s->x);
   free(s->m);
+  free(s->off);
   s->x = NULL;
   s->m = NULL;
+  s->off = NULL;
 }
 static void seqs_copy(seqs_t *dst, const seqs_t *src) {
   seqs_alloc(dst, src->n, src->L, src->d, src->m != NULL);
   memcpy(dst->x, src->x, sizeof(double) * (size_t)(src->n * src->L * src->d));
   if (src->m) memcpy(dst->m, src->m, (size_t)(src->n * src->L));
+  dst->norm = src->norm;
 }
 
 /* ---- value generators ---------------------------------------------------------- */

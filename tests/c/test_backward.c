@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lik.h"
+#include "../../src/ref/maxsim_ref.h"
 
 static int g_fail = 0;
 #define CHECK(c, ...)                                   \
@@ -48,56 +49,25 @@ static lik_tensor view(void *data, lik_dtype dt, int nd, const int64_t *shape) {
 
 enum { NQ = 5, ND = 6, LQ = 7, LD = 9, DIM = 20 };
 
-/* fp64 reference gradients of sum_ij g[i,j] * score[i,j] (cross layout). */
+/* fp64 reference gradients of sum_ij g[i,j] * score[i,j] (cross layout)
+ * through the forward's argmax am (src/ref/maxsim_ref.h). */
 static void reference(const float *Q, const float *D, const uint8_t *qm, const uint8_t *dm,
-                      const float *g, int normalize, double *gQ, double *gD) {
-  static double Qn[NQ * LQ * DIM], Dn[ND * LD * DIM], nq[NQ * LQ], nd[ND * LD];
-  static double hQ[NQ * LQ * DIM], hD[ND * LD * DIM];
-  for (int r = 0; r < NQ * LQ; r++) {
-    double s = 0;
-    for (int k = 0; k < DIM; k++) s += (double)Q[r * DIM + k] * Q[r * DIM + k];
-    nq[r] = sqrt(s);
-    const double inv = normalize ? 1.0 / (nq[r] > 1e-12 ? nq[r] : 1e-12) : 1.0;
-    for (int k = 0; k < DIM; k++) Qn[r * DIM + k] = Q[r * DIM + k] * inv;
-  }
-  for (int r = 0; r < ND * LD; r++) {
-    double s = 0;
-    for (int k = 0; k < DIM; k++) s += (double)D[r * DIM + k] * D[r * DIM + k];
-    nd[r] = sqrt(s);
-    const double inv = normalize ? 1.0 / (nd[r] > 1e-12 ? nd[r] : 1e-12) : 1.0;
-    for (int k = 0; k < DIM; k++) Dn[r * DIM + k] = D[r * DIM + k] * inv;
-  }
-  memset(hQ, 0, sizeof hQ);
-  memset(hD, 0, sizeof hD);
+                      const int32_t *am, const float *g, int normalize, double *gQ,
+                      double *gD) {
+  static double xq[NQ * LQ * DIM], xd[ND * LD * DIM];
+  int64_t oq[NQ + 1], od[ND + 1];
+  for (int i = 0; i < NQ * LQ * DIM; i++) xq[i] = Q[i];
+  for (int i = 0; i < ND * LD * DIM; i++) xd[i] = D[i];
+  for (int i = 0; i <= NQ; i++) oq[i] = (int64_t)i * LQ;
+  for (int j = 0; j <= ND; j++) od[j] = (int64_t)j * LD;
+  const lik_ref_seqs rq = {xq, oq, DIM, qm}, rd = {xd, od, DIM, dm};
+  memset(gQ, 0, sizeof(double) * NQ * LQ * DIM);
+  memset(gD, 0, sizeof(double) * ND * LD * DIM);
+  const lik_ref_grads out = {gQ, gD, NULL, NULL};
   for (int i = 0; i < NQ; i++)
     for (int j = 0; j < ND; j++)
-      for (int s = 0; s < LQ; s++) {
-        if (!qm[i * LQ + s]) continue;
-        int best = -1;
-        double bv = -INFINITY;
-        for (int t = 0; t < LD; t++) {
-          if (!dm[j * LD + t]) continue;
-          double v = 0;
-          for (int k = 0; k < DIM; k++) v += Qn[(i * LQ + s) * DIM + k] * Dn[(j * LD + t) * DIM + k];
-          if (v > bv) bv = v, best = t;
-        }
-        if (best < 0) continue;
-        for (int k = 0; k < DIM; k++) {
-          hQ[(i * LQ + s) * DIM + k] += g[i * ND + j] * Dn[(j * LD + best) * DIM + k];
-          hD[(j * LD + best) * DIM + k] += g[i * ND + j] * Qn[(i * LQ + s) * DIM + k];
-        }
-      }
-  for (int side = 0; side < 2; side++) {
-    const int rows = side ? ND * LD : NQ * LQ;
-    double *h = side ? hD : hQ, *out = side ? gD : gQ, *y = side ? Dn : Qn, *nr = side ? nd : nq;
-    for (int r = 0; r < rows; r++) {
-      double dot = 0;
-      for (int k = 0; k < DIM; k++) dot += h[r * DIM + k] * y[r * DIM + k];
-      for (int k = 0; k < DIM; k++)
-        out[r * DIM + k] = !normalize ? h[r * DIM + k]
-                                      : (h[r * DIM + k] - y[r * DIM + k] * dot) / nr[r];
-    }
-  }
+      lik_ref_maxsim_pair_backward(&rq, i, &rd, j, normalize, am + (i * ND + j) * LQ,
+                                   g[i * ND + j], &out);
 }
 
 static float Q[NQ * LQ * DIM], D[ND * LD * DIM], G[NQ * ND], S[NQ * ND];
@@ -132,7 +102,7 @@ static void test_gradients_and_determinism(void) {
   for (int i = 0; i < NQ * ND; i++) G[i] = (float)rnd();
   for (int normalize = 0; normalize < 2; normalize++) {
     CHECK(run_backward(normalize, 1, LIK_BACKWARD_LOWMEM, bQ, bD) == LIK_OK, "%s", lik_last_error());
-    reference(Q, D, QM, DM, G, normalize, rQ, rD);
+    reference(Q, D, QM, DM, AM, G, normalize, rQ, rD);
     double eq = 0, ed = 0, sq = 1, sd = 1;
     for (int i = 0; i < NQ * LQ * DIM; i++) {
       eq = fmax(eq, fabs(bQ[i] - rQ[i]));

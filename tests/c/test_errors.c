@@ -244,8 +244,8 @@ static void group_maxsim_errors(void) {
   S = T(sbuf, LIK_F32, 1, 10, 0, 0, 0);
   FAIL1(MAXSIM(), LIK_ERR_SHAPE, "scores");
   reset();
-  S.dtype = LIK_F64;
-  FAIL1(MAXSIM(), LIK_ERR_DTYPE, "scores");
+  S.dtype = LIK_F64; /* F64 scores need F64 inputs */
+  FAIL1(MAXSIM(), LIK_ERR_DTYPE, "scores", "float64", "got float32");
   reset();
   S.dtype = LIK_F16;
   FAIL1(MAXSIM(), LIK_ERR_DTYPE, "scores");

@@ -166,8 +166,7 @@ static int64_t run_rcase(const rcase_t *c0, float *out_s, int64_t *out_i) {
     w = view_outside_written(&vI);
     CHECK(w == 0, "indices: %lld elements outside the view written", (long long)w);
     if (c->normalize) {
-      seqs_normalize(&Qs);
-      seqs_normalize(&Ds);
+      Qs.norm = Ds.norm = 1;
     }
     const int exact = c->vals == VAL_INT && !c->normalize;
     const tol_t tol = tol_for(c->dt, c->normalize, exact);
@@ -179,7 +178,7 @@ static int64_t run_rcase(const rcase_t *c0, float *out_s, int64_t *out_i) {
     for (int64_t i = 0; i < c->Nq && g_reports < g_max_reports; i++) {
       for (int64_t j = 0; j < c->Nd; j++) {
         double scale;
-        ref[j] = ref_score(&Qs, i, &Ds, j, &scale);
+        ref[j] = ref_score(&Qs, i, &Ds, j, NULL, &scale);
         lim[j] = tol.rel * scale + tol.out_rel * fabs(ref[j]);
         rk[j].s = ref[j];
         rk[j].j = j;

@@ -5,7 +5,7 @@ Every test is marked ``gpu`` and skipped without torch + CUDA (CI has no GPU).
 The reference gradient is the float64 gradient of the forward's own argmax
 (what lik.h defines the backward as: the gradient flows through the winning
 token only): the scores are re-summed in float64 from the argmax the CUDA
-forward wrote (``lik._autograd._rescore_*``) and differentiated by torch
+forward wrote (tests/train/train_ref.py ``rescore_*``) and differentiated by torch
 autograd, on inputs whose masked tokens are zeroed (the kernels see NaN/Inf
 garbage there).  A second check against the plain torch formula (max over
 masked similarities, tests/train/train_ref.py) runs where the data has no
@@ -31,6 +31,7 @@ pytestmark = [
 ]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+import train_ref  # noqa: E402  (tests/train, on the path above)
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
 # max |err| / max(|ref|, 1) of a gradient in its dtype (fp32 accumulation, one rounding)
@@ -102,7 +103,7 @@ def padded_case(lik_ag, layout, Q, D, qm, dm, normalize, gen, strategy="auto"):
 def padded_reference(lik_ag, layout, Q, D, qm, dm, am, gs, normalize):
     Qr = clean(Q, qm).double().requires_grad_(True)
     Dr = clean(D, dm).double().requires_grad_(True)
-    r = lik_ag._rescore_padded(Qr, Dr, am, layout, normalize)
+    r = train_ref.rescore_padded(Qr, Dr, am, layout, normalize)
     r.backward(gs.double())
     return r.detach(), Qr.grad, Dr.grad
 
@@ -286,7 +287,7 @@ def check_packed(dtype, lq, ld, d, normalize, gen, pairs=None, masks=True):
     gQ, gD = torch.ops.lik.packed_bwd(gs, Qg, Dg, cu_q, cu_d, pq, pd, qm, dm, am, normalize, "auto", True, True)
     Qr = clean(Q, qm).double().requires_grad_(True)
     Dr = clean(D, dm).double().requires_grad_(True)
-    r = ag._rescore_packed(Qr, Dr, cu_q, cu_d, pq, pd, am, normalize)
+    r = train_ref.rescore_packed(Qr, Dr, cu_q, cu_d, pq, pd, am, normalize)
     r.backward(gs.double())
     what = f"packed {dtype} lq={lq} ld={ld} d={d} norm={normalize} pairs={pairs is not None}"
     compare(gQ, Qr.grad, dtype, "grad_Q " + what)

@@ -74,3 +74,71 @@ def packed_from_padded(X, lengths):
     cu = torch.zeros(X.shape[0] + 1, dtype=torch.int32)
     cu[1:] = torch.cumsum(torch.as_tensor(lengths, dtype=torch.int32), 0)
     return torch.cat(parts, 0) if parts else X.new_zeros(0, X.shape[-1]), cu
+
+
+def _grid(Q, D, layout):
+    if layout == 1:
+        return [Q.shape[0]]
+    if D.dim() == 4:
+        return [D.shape[0], D.shape[1]]
+    return ([Q.shape[0]] if Q.dim() == 3 else []) + ([D.shape[0]] if D.dim() == 3 else [])
+
+
+def _packed_grid(cu_q, cu_d, pair_q):
+    if pair_q is not None:
+        return [pair_q.shape[0]]
+    return [cu_q.shape[0] - 1, cu_d.shape[0] - 1]
+
+
+def rescore_padded(Q, D, argmax, layout: int, normalize: bool) -> torch.Tensor:
+    """Scores re-summed from a forward's argmax, sum_s <Qn[i,s], Dn[j, argmax]>, in
+    Q's dtype and differentiable by torch (layout: 0 cross / KD, 1 pairs)."""
+    if Q.numel() == 0 or D.numel() == 0:  # Nq, Lq, Nd, K or Ld = 0: zeros (or empty)
+        return torch.zeros(_grid(Q, D, layout), dtype=Q.dtype, device=Q.device)
+    Qn, Dn = normalized(Q, normalize), normalized(D, normalize)
+    Q3 = Qn if Qn.dim() == 3 else Qn.unsqueeze(0)
+    if layout == 1:  # pairs: D [B, Ld, d], argmax [B, Lq]
+        am = argmax.long()
+        rows = torch.gather(Dn, 1, am.clamp_min(0).unsqueeze(-1).expand(-1, -1, Dn.shape[-1]))
+        dots = (rows * Q3).sum(-1)
+        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    if Dn.dim() == 4:  # KD: [Nq, K, Ld, d], argmax [Nq, K, Lq]
+        Nq, K, Ld, d = Dn.shape
+        am = argmax.long()
+        rows = torch.gather(
+            Dn.reshape(Nq * K, Ld, d), 1, am.reshape(Nq * K, -1).clamp_min(0).unsqueeze(-1).expand(-1, -1, d)
+        ).reshape(Nq, K, -1, d)
+        dots = (rows * Q3[:, None]).sum(-1)
+        return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    D3 = Dn if Dn.dim() == 3 else Dn.unsqueeze(0)
+    Nq, Nd, Lq = Q3.shape[0], D3.shape[0], Q3.shape[1]
+    am = argmax.long().reshape(Nq, Nd, Lq)
+    j = torch.arange(Nd, device=am.device)[None, :, None]
+    rows = D3[j, am.clamp_min(0)]
+    dots = (rows * Q3[:, None]).sum(-1)
+    out = torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)
+    return out.reshape(_grid(Q, D, layout))
+
+
+def rescore_packed(Q, D, cu_q, cu_d, pair_q, pair_d, argmax, normalize) -> torch.Tensor:
+    """rescore_padded for the packed calls (varlen; pair lists with pair_q / pair_d)."""
+    Qn, Dn = normalized(Q, normalize), normalized(D, normalize)
+    grid = _packed_grid(cu_q, cu_d, pair_q)
+    Lmax = argmax.shape[-1]
+    if Qn.shape[0] == 0 or Dn.shape[0] == 0 or Lmax == 0 or 0 in grid:
+        return torch.zeros(grid, dtype=Q.dtype, device=Q.device)
+    cq, cd = cu_q.long(), cu_d.long()
+    if pair_q is not None:
+        qi, dj = pair_q.long(), pair_d.long()
+        am = argmax.long()  # [P, L]
+        s = torch.arange(Lmax, device=Q.device)
+        qrow = (cq[qi][:, None] + s[None, :]).clamp_max(Qn.shape[0] - 1)
+        drow = (cd[dj][:, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
+        dots = (Qn[qrow] * Dn[drow]).sum(-1)
+    else:
+        am = argmax.long()  # [Nq, Nd, L]
+        s = torch.arange(Lmax, device=Q.device)
+        qrow = (cq[:-1][:, None, None] + s[None, None, :]).clamp_max(Qn.shape[0] - 1)
+        drow = (cd[:-1][None, :, None] + am.clamp_min(0)).clamp_max(Dn.shape[0] - 1)
+        dots = (Qn[qrow.expand_as(am)] * Dn[drow]).sum(-1)
+    return torch.where(am >= 0, dots, torch.zeros_like(dots)).sum(-1)

@@ -131,13 +131,15 @@ def _pairs(query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bnd,bsd->bns", query, doc).amax(dim=2).sum(dim=1)
 
 
-def _negative_ce_forward(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset: int = 0):
-    """``ColbertNegativeCELoss.forward`` of colpali-engine 0.3.18, positives by lik."""
-    if self.use_smooth_max:
-        return _ORIG["ColbertNegativeCELoss.forward"](self, query_embeddings, doc_embeddings,
-                                                      neg_doc_embeddings, offset)
+def _negative_loss(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset: int, n_pos: int,
+                   inner: str):
+    """The body both negative-CE losses of colpali-engine 0.3.18 share, positives
+    by lik: softplus((neg - pos) / temperature), mixed with the in-batch term
+    of the loss's attribute ``inner`` (called with query_embeddings,
+    doc_embeddings, offset); the positives are
+    ``doc_embeddings[offset : offset + n_pos]``."""
     lengths = (query_embeddings[:, :, 0] != 0).sum(dim=1)
-    pos_scores = _pairs(query_embeddings, doc_embeddings[offset : offset + neg_doc_embeddings.size(0)])
+    pos_scores = _pairs(query_embeddings, doc_embeddings[offset : offset + n_pos])
     neg_scores = maxsim_kd(query_embeddings, neg_doc_embeddings)
 
     if self.normalize_scores:
@@ -147,10 +149,19 @@ def _negative_ce_forward(self, query_embeddings, doc_embeddings, neg_doc_embeddi
     loss = F.softplus((neg_scores - pos_scores.unsqueeze(1)) / self.temperature).mean()
 
     if self.in_batch_term_weight > 0:
-        loss_ib = self.inner_loss(query_embeddings, doc_embeddings, offset)
+        loss_ib = getattr(self, inner)(query_embeddings, doc_embeddings, offset)
         loss = loss * (1 - self.in_batch_term_weight) + loss_ib * self.in_batch_term_weight
 
     return loss
+
+
+def _negative_ce_forward(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset: int = 0):
+    """``ColbertNegativeCELoss.forward`` of colpali-engine 0.3.18, positives by lik."""
+    if self.use_smooth_max:
+        return _ORIG["ColbertNegativeCELoss.forward"](self, query_embeddings, doc_embeddings,
+                                                      neg_doc_embeddings, offset)
+    return _negative_loss(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset,
+                          neg_doc_embeddings.size(0), "inner_loss")
 
 
 def _pairwise_negative_ce_forward(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset: int = 0):
@@ -158,21 +169,8 @@ def _pairwise_negative_ce_forward(self, query_embeddings, doc_embeddings, neg_do
     if self.use_smooth_max:
         return _ORIG["ColbertPairwiseNegativeCELoss.forward"](self, query_embeddings, doc_embeddings,
                                                               neg_doc_embeddings, offset)
-    lengths = (query_embeddings[:, :, 0] != 0).sum(dim=1)
-    pos_scores = _pairs(query_embeddings, doc_embeddings[offset : offset + query_embeddings.size(0)])
-    neg_scores = maxsim_kd(query_embeddings, neg_doc_embeddings)
-
-    if self.normalize_scores:
-        pos_scores = self._apply_normalization(pos_scores, lengths)
-        neg_scores = self._apply_normalization(neg_scores, lengths)
-
-    loss = F.softplus((neg_scores - pos_scores.unsqueeze(1)) / self.temperature).mean()
-
-    if self.in_batch_term_weight > 0:
-        loss_ib = self.inner_pairwise(query_embeddings, doc_embeddings, offset)
-        loss = loss * (1 - self.in_batch_term_weight) + loss_ib * self.in_batch_term_weight
-
-    return loss
+    return _negative_loss(self, query_embeddings, doc_embeddings, neg_doc_embeddings, offset,
+                          query_embeddings.size(0), "inner_pairwise")
 
 
 def patch() -> list[str]:
