@@ -167,8 +167,8 @@ typedef struct lik_context lik_context;
  * CPU ignore it (the CPU always keeps fp32 accuracy). */
 typedef enum lik_fp32_precision {
   LIK_FP32_HIGHEST = 0, /* fp32 accuracy: 3xTF32 (torch "highest")            */
-  LIK_FP32_TF32 = 1     /* one TF32 product per term (10-bit mantissa inputs,
-                           truncated; fp32 accumulate): torch "high" / "medium" */
+  LIK_FP32_TF32 = 1     /* one TF32 product per term (inputs rounded to 10-bit
+                           mantissas; fp32 accumulate): torch "high" / "medium" */
 } lik_fp32_precision;
 
 typedef struct lik_options {
@@ -192,7 +192,8 @@ typedef struct lik_options {
    * LIK_ERR_VALUE.  A backward must get the forward's lengths. */
   const lik_tensor *q_lengths;
   const lik_tensor *d_lengths;
-  lik_fp32_precision fp32_precision; /* forward only; the CUDA backward of
+  lik_fp32_precision fp32_precision; /* forward only (another value:
+                                        LIK_ERR_VALUE); the CUDA backward of
                                         fp32 inputs keeps fp32 accuracy   */
 } lik_options;
 

@@ -121,12 +121,17 @@ static inline int64_t lik_token_offset(const lik_seqs *s, int64_t n, int64_t l) 
   return n * s->sn + l * s->sl;
 }
 
+/* The given length of padded sequence n (s->lens set), unclamped. */
+static inline int64_t lik_lens_at(const lik_seqs *s, int64_t n) {
+  return s->group > 0 ? s->lens[(n / s->group) * s->lens_sg + (n % s->group) * s->lens_sn]
+                      : s->lens[n * s->lens_sn];
+}
+
 /* Number of tokens of sequence n. */
 static inline int64_t lik_seq_len(const lik_seqs *s, int64_t n) {
   if (s->offsets.data) return lik_index_at(&s->offsets, n + 1) - lik_index_at(&s->offsets, n);
   if (!s->lens) return s->len;
-  const int64_t v = s->group > 0 ? s->lens[(n / s->group) * s->lens_sg + (n % s->group) * s->lens_sn]
-                                 : s->lens[n * s->lens_sn];
+  const int64_t v = lik_lens_at(s, n);
   return v < 0 ? 0 : v > s->len ? s->len : v;
 }
 

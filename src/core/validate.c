@@ -372,12 +372,18 @@ static lik_status seq_lengths(lik_seqs *s, const lik_tensor *len, const char *na
   s->lens_sg = nd == 2 ? len->strides[0] : 0;
   if (p->device == LIK_CUDA || !s->lens) return LIK_OK; /* device data: clamped there */
   for (int64_t n = 0; n < s->count; n++) {
-    const int64_t i = s->group > 0 ? (n / s->group) * s->lens_sg + (n % s->group) * s->lens_sn
-                                   : n * s->lens_sn;
-    if (s->lens[i] < 0 || s->lens[i] > s->len)
-      return lik_fail(LIK_ERR_VALUE, "%s: entry %lld is %d, outside [0, %s's length %lld]", name,
-                      (long long)n, (int)s->lens[i], xname, (long long)s->len);
+    const int64_t v = lik_lens_at(s, n);
+    if (v < 0 || v > s->len)
+      return lik_fail(LIK_ERR_VALUE, "%s: entry %lld is %lld, outside [0, %s's length %lld]", name,
+                      (long long)n, (long long)v, xname, (long long)s->len);
   }
+  return LIK_OK;
+}
+
+static lik_status check_precision(const lik_options *opts) {
+  if (opts->fp32_precision != LIK_FP32_HIGHEST && opts->fp32_precision != LIK_FP32_TF32)
+    return lik_fail(LIK_ERR_VALUE, "opts: fp32_precision %d is not LIK_FP32_HIGHEST (0) or "
+                    "LIK_FP32_TF32 (1)", (int)opts->fp32_precision);
   return LIK_OK;
 }
 
@@ -385,6 +391,7 @@ lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tenso
                             const lik_options *opts) {
   lik_status st;
   if (!opts) return LIK_OK;
+  if ((st = check_precision(opts))) return st;
   if (opts->q_lengths && (st = seq_lengths(&p->q, opts->q_lengths, "q_lengths", Q, "Q", p)))
     return st;
   if (opts->d_lengths && (st = seq_lengths(&p->d, opts->d_lengths, "d_lengths", D, "D", p)))
@@ -393,6 +400,8 @@ lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tenso
 }
 
 lik_status lik_check_no_lengths(const lik_options *opts) {
+  lik_status st;
+  if (opts && (st = check_precision(opts))) return st;
   if (opts && (opts->q_lengths || opts->d_lengths))
     return lik_fail(LIK_ERR_VALUE, "%s: packed calls take their lengths from cu_seqlens; "
                     "pass NULL", opts->q_lengths ? "q_lengths" : "d_lengths");

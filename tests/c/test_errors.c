@@ -364,6 +364,11 @@ static void group_lengths_errors(void) {
   lik_tensor SV = T(sbuf, LIK_F32, 2, 2, 2, 0, 0);
   FAIL1(lik_maxsim_varlen(&P2, &P2, &CU, &CU, NULL, NULL, &o, &SV, NULL), LIK_ERR_VALUE,
         "q_lengths", "cu_seqlens");
+  o.q_lengths = NULL;
+  o.fp32_precision = (lik_fp32_precision)5;
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_VALUE, "fp32_precision 5");
+  FAIL1(lik_maxsim_varlen(&P2, &P2, &CU, &CU, NULL, NULL, &o, &SV, NULL), LIK_ERR_VALUE,
+        "fp32_precision");
   group_end();
 }
 
