@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Sharded exact retrieval: queries/s of lik.distributed.retrieve on N ranks.
+"""Sharded exact retrieval: queries/s of lik.distributed.retrieve on N ranks
+(with --plaid: of lik.distributed.ShardedIndex.search, a PLAID index split
+over the ranks).
 
     # N GPUs of one host (NCCL), a 10^8-token bf16 corpus:
     torchrun --nproc_per_node=N bench/distributed_retrieve.py --tokens 1e8 --dtype bfloat16
@@ -24,6 +26,18 @@ what sharding adds (two all-gathers and the merge).  --check: rank 0 also runs
 lik.retrieve on the whole corpus and compares ids and scores bitwise (small
 corpora only).  --json FILE appends one JSON line per run.
 
+--plaid: every rank indexes its shard (ShardedIndex.build: rank 0 trains
+the codec on the documents drawn by fast-plaid's rule from all ranks, --nbits,
+--num-centroids) and the time of search(top --k, --n-ivf-probe,
+--n-full-scores) is measured as above ("local": this rank's Index.search
+alone); the corpus's tokens are --clusters random unit directions plus noise
+(normalised; float32, --dtype is not read); the queries are tokens of other
+documents over the same directions plus noise.  --check: rank 0 builds one
+lik.plaid.Index over the whole corpus on the same sample and compares: "equal" (ids and score bits), or ">=" (binding candidate cuts:
+every position's score at least the single index's), else False.
+
+    torchrun --nproc_per_node=N bench/distributed_retrieve.py --plaid --tokens 1e7
+
 LIK_LIBRARY=path/to/liblik.so selects a build (else the installed package).
 """
 
@@ -42,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("LIK_LIBRARY"):
     sys.path.insert(0, str(ROOT / "python"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -65,6 +80,22 @@ def make_docs(j0: int, j1: int, Ld: int, d: int, dtype, device, seed: int):
     if not parts:
         return torch.empty(0, Ld, d, dtype=dtype, device=device)
     return torch.cat(parts)
+
+
+def make_clustered(j0: int, j1: int, Ld: int, d: int, clusters: int, seed: int):
+    """Documents [j0, j1) of a clustered corpus (float32, CPU): each token a
+    random one of ``clusters`` unit directions (the same for every seed) plus
+    noise of norm ~0.75, normalised; the same for any sharding (one generator
+    seed per block)."""
+    dirs = torch.nn.functional.normalize(torch.randn(clusters, d, generator=torch.Generator().manual_seed(0)), dim=-1)
+    parts = []
+    for b in range(j0 // BLOCK, (j1 + BLOCK - 1) // BLOCK if j1 > j0 else j0 // BLOCK):
+        g = torch.Generator().manual_seed(seed * 1_000_003 + b)
+        x = dirs[torch.randint(0, clusters, (BLOCK, Ld), generator=g)]
+        x = torch.nn.functional.normalize(x + 0.75 / d**0.5 * torch.randn(BLOCK, Ld, d, generator=g), dim=-1)
+        lo, hi = max(j0 - b * BLOCK, 0), min(j1 - b * BLOCK, BLOCK)
+        parts.append(x[lo:hi])
+    return torch.cat(parts) if parts else torch.empty(0, Ld, d)
 
 
 def _sync(device):
@@ -109,15 +140,32 @@ def run(args) -> None:
     dtype = _dtype(args.dtype)
     Nd = int(float(args.tokens)) // args.Ld
     j0, j1 = rank * Nd // world, (rank + 1) * Nd // world
-    D = make_docs(j0, j1, args.Ld, args.d, dtype, device, seed=1)
-    g = torch.Generator(device=device).manual_seed(2)
-    Q = torch.nn.functional.normalize(torch.randn(args.Nq, args.Lq, args.d, generator=g, device=device), dim=-1).to(dtype)
+    build_s = None
+    if args.plaid:  # the index runs on the CPU; the collectives on the backend's device
+        D = make_clustered(j0, j1, args.Ld, args.d, args.clusters, seed=1)
+        g = torch.Generator().manual_seed(2)
+        src = make_clustered(0, args.Nq, args.Ld, args.d, args.clusters, seed=3)[:, : args.Lq]
+        Q = torch.nn.functional.normalize(src + 0.5 / args.d**0.5 * torch.randn(src.shape, generator=g), dim=-1)
+        dist.barrier()
+        t = time.perf_counter()
+        index = ld.ShardedIndex.build(D, nbits=args.nbits, num_centroids=args.num_centroids or None)
+        dist.barrier()
+        build_s = time.perf_counter() - t
+        kw = dict(n_ivf_probe=args.n_ivf_probe, n_full_scores=args.n_full_scores)
+    else:
+        D = make_docs(j0, j1, args.Ld, args.d, dtype, device, seed=1)
+        g = torch.Generator(device=device).manual_seed(2)
+        Q = torch.nn.functional.normalize(torch.randn(args.Nq, args.Lq, args.d, generator=g, device=device), dim=-1).to(dtype)
     batches = [Q[i:i + args.batch] for i in range(0, args.Nq, args.batch)]
 
     def distributed():
+        if args.plaid:
+            return [index.search(q, args.k, **kw) for q in batches]
         return [ld.retrieve(q, D, args.k) for q in batches]
 
     def local():
+        if args.plaid:
+            return [index.local.search(q, args.k, **kw) for q in batches]
         return [lik.retrieve(q, D, args.k) for q in batches]
 
     med, cpu_total = time_reps(distributed, args.reps, device)
@@ -127,7 +175,9 @@ def run(args) -> None:
     check = None
     if args.check:
         res = distributed()
-        if rank == 0:
+        if rank == 0 and args.plaid:
+            check = plaid_check(res, batches, Nd, args, kw)
+        elif rank == 0:
             full = make_docs(0, Nd, args.Ld, args.d, dtype, device, seed=1)
             ref = [lik.retrieve(q, full, args.k) for q in batches]
             check = all(torch.equal(a[1], b[1]) and torch.equal(a[0].view(torch.int32), b[0].view(torch.int32))
@@ -137,8 +187,10 @@ def run(args) -> None:
             date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             ranks=world, backend=backend,
             device=torch.cuda.get_device_name(device) if use_cuda else f"cpu, {args.threads or 'default'} thread(s)/rank",
-            tokens=Nd * args.Ld, Nd=Nd, Ld=args.Ld, d=args.d, dtype=args.dtype, Nq=args.Nq, Lq=args.Lq,
-            batch=args.batch, k=args.k, reps=args.reps, total_s=med, local_s=loc,
+            tokens=Nd * args.Ld, Nd=Nd, Ld=args.Ld, d=args.d, dtype="float32" if args.plaid else args.dtype, Nq=args.Nq, Lq=args.Lq,
+            batch=args.batch, k=args.k, reps=args.reps, total_s=med, local_s=loc, build_s=build_s,
+            plaid=(f"nbits {args.nbits}, K {index.num_centroids}, n_ivf_probe {args.n_ivf_probe}, "
+                   f"n_full_scores {args.n_full_scores}" if args.plaid else None),
             qps=args.Nq / med, overhead_ms_per_batch=1e3 * (med - loc) / len(batches),
             cpu_s=max(c[0] for c in cpus), cpu_local_s=max(c[1] for c in cpus),
             check=check, lik=lik.__version__, torch=torch.__version__,
@@ -154,6 +206,23 @@ def run(args) -> None:
     dist.destroy_process_group()
 
 
+def plaid_check(res, batches, Nd: int, args, kw):
+    """One lik.plaid.Index over the whole corpus, trained on the sample
+    ShardedIndex.build draws: "equal", ">=" or False (see the module doc)."""
+    from lik import plaid
+
+    full = make_clustered(0, Nd, args.Ld, args.d, args.clusters, seed=1)
+    S = min(Nd, 1 + int(16 * (120 * Nd) ** 0.5))
+    picks = np.sort(np.random.default_rng(42).choice(Nd, S, replace=False))
+    one = plaid.Index.train(full[torch.from_numpy(picks)].reshape(-1, args.d), nbits=args.nbits,
+                            total_tokens=Nd * args.Ld, num_centroids=args.num_centroids or None)
+    one.add(full)
+    pairs = [(r, one.search(q, args.k, **kw)) for r, q in zip(res, batches)]
+    if all(torch.equal(a[1], b[1]) and torch.equal(a[0].view(torch.int32), b[0].view(torch.int32)) for a, b in pairs):
+        return "equal"
+    return ">=" if all(bool((a[0] >= b[0]).all()) for a, b in pairs) else False
+
+
 def table(path: str) -> None:
     """Markdown table of a JSON-lines file; speed-ups against the median of the
     1-rank runs of the same corpus, backend and threads per rank."""
@@ -161,15 +230,17 @@ def table(path: str) -> None:
     print("| ranks | backend, device | corpus | queries | queries/s | speed-up | CPU s, slowest rank (local part) | CPU-time speed-up | check | load | date |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        key = (r["tokens"], r["d"], r["dtype"], r["backend"], r["device"], r["Nq"], r["k"], r["batch"])
-        base = [b for b in rows if b["ranks"] == 1 and
-                (b["tokens"], b["d"], b["dtype"], b["backend"], b["device"], b["Nq"], b["k"], b["batch"]) == key]
+        def key(x):
+            return (x["tokens"], x["d"], x["dtype"], x["backend"], x["device"], x["Nq"], x["k"], x["batch"], x.get("plaid"))
+
+        base = [b for b in rows if b["ranks"] == 1 and key(b) == key(r)]
         bq = statistics.median(b["qps"] for b in base) if base else None
         bc = statistics.median(b["cpu_s"] for b in base) if base and all(b.get("cpu_s") for b in base) else None
         sp = f"{r['qps'] / bq:.2f}×" if bq else "—"
         csp = f"{bc / r['cpu_s']:.2f}×" if bc and r.get("cpu_s") else "—"
         cpu = f"{r['cpu_s']:.3f} ({r['cpu_local_s']:.3f})" if r.get("cpu_s") else "—"
-        print(f"| {r['ranks']} | {r['backend']}, {r['device']} | {r['tokens']:.3g} tokens ({r['Nd']} × {r['Ld']}, d={r['d']}, {r['dtype']}) "
+        what = f"PLAID ({r['plaid']}), build {r['build_s']:.1f} s" if r.get("plaid") else r["dtype"]
+        print(f"| {r['ranks']} | {r['backend']}, {r['device']} | {r['tokens']:.3g} tokens ({r['Nd']} × {r['Ld']}, d={r['d']}, {what}) "
               f"| {r['Nq']} × {r['Lq']}, batch {r['batch']}, k={r['k']} | {r['qps']:.1f} | {sp} | {cpu} "
               f"| {csp} | {r['check']} | {r.get('load') or 0:.1f} | {r['date']} |")
 
@@ -188,6 +259,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="CPU threads per rank (0: lik's default)")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
     p.add_argument("--check", action="store_true", help="compare with lik.retrieve on the whole corpus (rank 0)")
+    p.add_argument("--plaid", action="store_true", help="a sharded PLAID index instead of exact retrieval")
+    p.add_argument("--nbits", type=int, default=2, help="--plaid: residual bits")
+    p.add_argument("--num-centroids", type=int, default=0, help="--plaid: K (0: fast-plaid's rule)")
+    p.add_argument("--n-ivf-probe", type=int, default=8)
+    p.add_argument("--n-full-scores", type=int, default=4096)
+    p.add_argument("--clusters", type=int, default=2000, help="--plaid: directions of the clustered corpus")
     p.add_argument("--json", help="append a JSON line per run to this file")
     p.add_argument("--table", help="print the markdown table of a JSON-lines file and exit")
     args = p.parse_args()

@@ -170,7 +170,8 @@ def child(spec: dict) -> dict:
             lik.set_num_threads(spec["threads"])
         if task == "build":
             t = time.perf_counter()
-            lik.plaid.Index.build(X, spec["path"], cu_seqlens=cu, nbits=spec["nbits"])
+            lik.plaid.Index.build(X, spec["path"], cu_seqlens=cu, nbits=spec["nbits"],
+                                  num_centroids=spec.get("num_centroids") or None)
             out["build_s"] = time.perf_counter() - t
         elif task == "exact":
             import lik as L
@@ -316,7 +317,8 @@ def part_synthetic(args, tmp):
     base = dict(corpus="synthetic", threads=args.threads, X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"),
                 Q=str(tmp / "Q.npy"))
     print(f"\nSynthetic clustered corpus: {args.docs} docs, {len(X)} tokens, d={X.shape[1]}, {args.clusters} "
-          f"clusters, seed {args.seed}; {len(Q)} queries x {Q.shape[1]} tokens; {machine()}\n")
+          f"clusters, seed {args.seed}, K {args.num_centroids or 'by the rule'}; {len(Q)} queries x {Q.shape[1]} tokens; "
+          f"{machine()}\n")
     del X
     header()
     exact = run_child({**base, "engine": "lik", "task": "exact", "k": 10})
@@ -326,7 +328,8 @@ def part_synthetic(args, tmp):
     engines = ([] if args.no_lik else ["lik"]) + (["fast-plaid"] if args.fast_plaid else [])
     for engine in engines:
         path = str(tmp / f"syn-{engine}")
-        b = run_child({**base, "engine": engine, "task": "build", "path": path, "nbits": args.nbits})
+        b = run_child({**base, "engine": engine, "task": "build", "path": path, "nbits": args.nbits,
+                       "num_centroids": args.num_centroids})
         first = True
         for probe, full in grid:
             s = run_child({**base, "engine": engine, "task": "search", "path": path, "k": 10, "probe": probe,
@@ -355,6 +358,8 @@ def main():
     ap.add_argument("--nbits", type=int, default=2)
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--threads", type=int, default=0, help="0: all cores (lik and torch defaults)")
+    ap.add_argument("--num-centroids", type=int, default=0,
+                    help="synthetic, lik only: K (0: 2^floor(log2(16 sqrt(tokens))), fast-plaid's rule)")
     ap.add_argument("--grid", default="", help="n_ivf_probe/n_full_scores pairs, e.g. 8/4096,2/256")
     args = ap.parse_args()
     print(f"date {time.strftime('%Y-%m-%d %H:%M')}, command: python3 {' '.join(sys.argv)}")

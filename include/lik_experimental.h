@@ -219,6 +219,81 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
                                           const lik_tensor *cu_seqlens_d,
                                           const lik_options *opts, lik_tensor *scores);
 
+/* ---- fused D-side head -----------------------------------------------------
+ *
+ * lik_maxsim_from_hidden — MaxSim against documents given as hidden states:
+ *
+ *   D[j, t]   = H_d[j, t] @ W^T + b                       (d_out features)
+ *   D[j, t]  /= max(||D[j, t]||, 1e-12)                   (if opts->normalize)
+ *   score[i, j] = sum_{valid s} max_{valid t} <Q[i, s], D[j, t]>
+ *
+ * in one pass: documents are projected tile by tile (CPU: a block of
+ * documents into a per-thread buffer of about 1 MiB; CUDA: a tile of tokens
+ * in shared memory) and scored at once; the [Nd, Ld, d_out] projection is
+ * never written to memory.  opts->normalize normalises the projected
+ * document tokens only: Q is used as given (pass it already normalised).
+ * Semantics of masks, empty sequences, argmax, ties and NaN: lik_maxsim's.
+ * The seed's maxsim_from_hidden (design notes, "Fused D-side head").
+ *
+ *   Q       [Nq, Lq, d_out], F32 / F16 / BF16 / F64.
+ *   H_d     cross [Nd, Ld, d_model] or KD [Nq, K, Ld, d_model], Q's dtype.
+ *   W       [d_out, d_model] (torch.nn.Linear.weight), Q's dtype.
+ *   b       NULL or [d_out], Q's dtype.
+ *   q_mask  NULL or [Nq, Lq];  d_mask  NULL or H_d's shape without d_model
+ *           (BOOL or U8).
+ *   opts    normalize, num_threads, stream.
+ *   scores  F32 (or F64 for F64 inputs) [Nq, Nd] (cross) or [Nq, K] (KD).
+ *   argmax  NULL or I32 scores.shape + [Lq] (for the backward).
+ * Accumulation is fp32 (fp64 for F64); the projection of a token is one
+ * chain over d_model ascending, so results do not depend on threads.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
+ * [d_out], batch / mask / output shapes, d_out or d_model outside
+ * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),
+ * LIK_ERR_VALUE (outputs sharing memory with an input), LIK_ERR_DEVICE,
+ * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors without the CUDA backend;
+ * on CUDA, inputs other than F16 / BF16 or d_out > 256), LIK_ERR_CUDA.
+ * CUDA: on opts->stream, no host synchronisation (docs/fused_head.md).
+ */
+LIK_API lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
+                                          const lik_tensor *W, const lik_tensor *b,
+                                          const lik_tensor *q_mask, const lik_tensor *d_mask,
+                                          const lik_options *opts, lik_tensor *scores,
+                                          lik_tensor *argmax);
+
+/* lik_maxsim_from_hidden_backward — gradients of lik_maxsim_from_hidden,
+ * closed form: only the argmax tokens carry gradient, so only those tokens
+ * of H_d are read and projected again.  With g = grad_scores and, per
+ * winning token (j, t) (y its projection, y^ = y / ||y|| under normalize):
+ *
+ *   e[j, t]        = sum_{(i, s) : argmax[i, j, s] == t} g[i, j] * Q[i, s]
+ *   gy[j, t]       = (e - y^ <e, y^>) / ||y||   (normalize; e without it)
+ *   grad_Q[i, s]   = sum_j g[i, j] * y^[j, argmax[i, j, s]]
+ *   grad_H_d[j, t] = gy[j, t] @ W   (zero where no query token wins)
+ *   grad_W         = sum_{(j, t)} gy[j, t]^T H_d[j, t];  grad_b = sum gy[j, t]
+ *
+ *   Q, H_d, W, b, q_mask, d_mask, opts  exactly as passed to the forward.
+ *   argmax       I32 scores.shape + [Lq], as the forward wrote it.
+ *   grad_scores  F32 or F64 with the scores' shape.
+ *   grad_Q, grad_H_d, grad_W, grad_b  NULL (skipped) or their input's shape
+ *                and dtype; every element is written.
+ * Deterministic: each gradient element has one owner summing in a fixed
+ * order (CPU: documents, then tokens, then queries ascending, for any thread
+ * count; CUDA: argmax slots ascending, the same run to run).  Scratch: CPU
+ * O(winning tokens * d_out) plus an index per token of H_d; CUDA 2 * Nq *
+ * ncand * Lq * d_out fp32 (stream-ordered allocations).  On CUDA argmax
+ * entries are not checked (no host synchronisation): an entry outside
+ * [0, Ld) or on a masked token counts as -1.
+ * Errors as the forward, plus LIK_ERR_DTYPE (grad_scores not F32 / F64, a
+ * gradient's dtype differs from its input), LIK_ERR_SHAPE (argmax,
+ * grad_scores or gradient shapes), LIK_ERR_VALUE (grad_b without b; an
+ * argmax entry outside [-1, Ld) or on a masked document token, CPU).
+ */
+LIK_API lik_status lik_maxsim_from_hidden_backward(
+    const lik_tensor *Q, const lik_tensor *H_d, const lik_tensor *W, const lik_tensor *b,
+    const lik_tensor *q_mask, const lik_tensor *d_mask, const lik_tensor *argmax,
+    const lik_tensor *grad_scores, const lik_options *opts, lik_tensor *grad_Q,
+    lik_tensor *grad_H_d, lik_tensor *grad_W, lik_tensor *grad_b);
+
 /* ---- merging top-k lists ---------------------------------------------------
  *
  * lik_topk_merge — the global top-k of R sorted candidate lists per query,

@@ -16,6 +16,8 @@ late-interaction-kernels):
 * :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
   PLAID / ColBERTv2 compressed documents; the codec and the centroid score
   are in :mod:`lik.plaid`.
+* :func:`maxsim_from_hidden` — MaxSim against hidden states projected on the
+  fly (fused D-side head, :mod:`lik.head`).
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
 
@@ -33,6 +35,7 @@ from ._lib import Context, LikError
 from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
+from .head import maxsim_from_hidden
 
 __version__: str = _lib.version_string()
 
@@ -79,6 +82,7 @@ __all__ = [
     "maxsim_padded",
     "maxsim_residual",
     "maxsim_residual_varlen",
+    "maxsim_from_hidden",
     "plaid",
     "MaxSimScorer",
     "LikError",

@@ -763,3 +763,29 @@ def plaid_info(handle) -> LikPlaidIndexInfo:
 def plaid_free(handle) -> None:
     if handle and lib is not None:
         lib.lik_plaid_index_free(handle)
+
+
+# ---- fused D-side head (include/lik_experimental.h) ----------------------------
+
+lib.lik_maxsim_from_hidden.restype = ctypes.c_int
+lib.lik_maxsim_from_hidden.argtypes = [_PT] * 6 + [_PO, _PT, _PT]
+lib.lik_maxsim_from_hidden_backward.restype = ctypes.c_int
+lib.lik_maxsim_from_hidden_backward.argtypes = [_PT] * 8 + [_PO] + [_PT] * 4
+
+
+def call_maxsim_from_hidden(Q, H_d, W, b, q_mask, d_mask, scores, argmax=None, *, normalize=True) -> None:
+    """lik_maxsim_from_hidden into caller-allocated ``scores`` (F32) and optional ``argmax`` (I32)."""
+    keep = []
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    ins = _views(keep, Q, H_d, W, b, q_mask, d_mask)
+    check(lib.lik_maxsim_from_hidden(*ins, ctypes.byref(opts), *_views(keep, scores, argmax)))
+
+
+def call_maxsim_from_hidden_backward(Q, H_d, W, b, q_mask, d_mask, argmax, grad_scores, grad_Q, grad_H_d,
+                                     grad_W, grad_b, *, normalize=True) -> None:
+    """lik_maxsim_from_hidden_backward into caller-allocated gradients (None: skipped)."""
+    keep = []
+    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    ins = _views(keep, Q, H_d, W, b, q_mask, d_mask, argmax, grad_scores)
+    outs = _views(keep, grad_Q, grad_H_d, grad_W, grad_b)
+    check(lib.lik_maxsim_from_hidden_backward(*ins, ctypes.byref(opts), *outs))

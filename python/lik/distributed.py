@@ -24,9 +24,10 @@ same order.  An argument error on one rank is raised on every rank (the
 failing rank raises its own exception, the others a RuntimeError naming it),
 never a hang.
 
-Not yet: sharded PLAID search (``lik.plaid.Index`` shards) waits for the
-index (its issue); it will be the same pattern: each rank searches its index
-shard, ids offset by the shard's first global id, :func:`topk_merge`.
+* :class:`ShardedIndex` — a PLAID index split over the ranks (one
+  :class:`lik.plaid.Index` per rank, one codec trained once): build, save /
+  load, and search with global ids (each shard searched, then the same
+  all-gather and :func:`topk_merge`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ except ImportError:  # pragma: no cover - exercised only without torch
     torch = None
     dist = None
 
-__all__ = ["retrieve", "topk_merge", "all_gather_with_grad", "gather_documents", "contrastive_loss"]
+__all__ = ["retrieve", "topk_merge", "ShardedIndex", "all_gather_with_grad", "gather_documents", "contrastive_loss"]
 
 
 # ---- helpers ---------------------------------------------------------------------
@@ -260,27 +261,48 @@ def retrieve(Q, D_local, top_k: int, *, q_mask=None, d_mask=None, normalize: boo
             f"top_k={k} exceeds the corpus size N={total} (shards of {sizes.tolist()} documents on {world} ranks)"
         )
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    K = int(min(k, sizes.max()))
     torch_mode = _lib.is_torch(s)
     st, it = (s, i) if torch_mode else (torch.from_numpy(s), torch.from_numpy(i))
     out_device = st.device
-    dev = _comm_device(group, st)
-    kr = st.shape[1]
-    buf = torch.zeros((nq, K, 3), dtype=torch.int32, device=dev)
-    if kr and nq:
-        buf[:, :kr, 0] = st.to(dev).contiguous().view(torch.int32)
-        gid = (it.to(dev) + int(offsets[rank])).contiguous()
-        buf[:, :kr, 1:] = gid.view(torch.int32).view(nq, kr, 2)
-    g = torch.stack(_all_gather(buf, group)).cpu()  # [R, Nq, K, 3]
-    cand_s = g[..., 0].contiguous().view(torch.float32)
-    cand_i = g[..., 1:].contiguous().view(torch.int64)[..., 0]
-    lengths = torch.from_numpy(np.minimum(sizes, k))
-    out_s, out_i = topk_merge(cand_s, cand_i, k, lengths)
+    out_s, out_i = _gather_merge(st, it + int(offsets[rank]), int(min(k, sizes.max())), k, group)
     if q2:
         out_s, out_i = out_s[0], out_i[0]
     if torch_mode:
         return out_s.to(out_device), out_i.to(out_device)
     return out_s.numpy(), out_i.numpy()
+
+
+def _gather_merge(s, gid, width: int, k: int, group):
+    """The global top-k of every rank's candidates: one all-gather, then
+    :func:`topk_merge` on the host.
+
+    ``s`` float32 / ``gid`` int64 torch ``[Nq, kr]`` (``kr <= width``, the
+    same ``width`` on every rank): this rank's candidates, sorted, global ids;
+    the valid entries are a prefix, the rest have id -1.  Returns torch CPU
+    ``(scores [Nq, k], ids [Nq, k])``; a query with fewer than k candidates
+    on all ranks together ends with ids -1 and scores -inf."""
+    nq, kr = s.shape
+    buf = torch.full((nq, width, 3), -1, dtype=torch.int32, device=_comm_device(group, s))
+    if kr and nq:  # scores and ids in one int32 buffer: 12 bytes a candidate
+        buf[:, :kr, 0] = s.to(buf.device, torch.float32).contiguous().view(torch.int32)
+        buf[:, :kr, 1:] = gid.to(buf.device).contiguous().view(torch.int32).view(nq, kr, 2)
+    g = torch.stack(_all_gather(buf, group)).cpu()  # [R, Nq, width, 3]
+    cand_s = g[..., 0].contiguous().view(torch.float32)
+    cand_i = g[..., 1:].contiguous().view(torch.int64)[..., 0]
+    lengths = (cand_i >= 0).sum(-1)  # [R, Nq]
+    deficit = (k - lengths.sum(0)).clamp(min=0)
+    if not bool(deficit.any()):
+        return topk_merge(cand_s, cand_i, k, lengths)
+    # Too few candidates: one more list of -inf fillers with ids above every real one.
+    R, w = cand_s.shape[0], max(width, k)
+    filler = int(cand_i.max()) + 1
+    cs = torch.full((R + 1, nq, w), -float("inf"))
+    ci = torch.full((R + 1, nq, w), -1, dtype=torch.int64)
+    cs[:R, :, :width], ci[:R, :, :width] = cand_s, cand_i
+    ci[R] = filler + torch.arange(w)
+    out_s, out_i = topk_merge(cs, ci, k, torch.cat([lengths, deficit[None]]))
+    out_i[out_i >= filler] = -1
+    return out_s, out_i
 
 
 # ---- gathers with autograd ---------------------------------------------------------------
@@ -514,3 +536,6 @@ def contrastive_loss(Q, D, q_mask=None, d_mask=None, *, temperature: float = 1.0
     labels = torch.arange(offset, offset + B, device=scores.device)
     ce = torch.nn.functional.cross_entropy(scores / temperature, labels, reduction="sum")
     return ce * (world / N)
+
+
+from ._sharded_index import ShardedIndex  # noqa: E402 (it uses the helpers above)

@@ -78,17 +78,19 @@ double lik_ref_maxsim_pair(const lik_ref_seqs *Q, int64_t qi, const lik_ref_seqs
 
 /* out += g * d<x̂, ŷ> / dx, where sim = <x̂, ŷ> and x̂ = x / max(||x||, eps)
  * (x itself without normalize): the Jacobian (ŷ - x̂ sim) / ||x|| above the
- * clamp, ŷ / eps below it; scale (NULL: skipped) += the terms' |.|. */
-static void add_grad(const double *x, const double *y, int64_t dim, double sim, int normalize,
-                     double g, double *out, double *scale) {
+ * clamp, ŷ / eps below it; scale (NULL: skipped) += the terms' |.|, with
+ * sim_abs = Σ|x̂_k ŷ_k| standing for sim (a rounded sim is off by a fraction
+ * of sim_abs, not of |sim|: the dot cancels). */
+static void add_grad(const double *x, const double *y, int64_t dim, double sim, double sim_abs,
+                     int normalize, double g, double *out, double *scale) {
   const double n = normalize ? norm_of(x, dim) : 1.0, yd = divisor(y, dim, normalize);
   const int clamped = normalize && !(n > LIK_NORM_EPS);
   for (int64_t k = 0; k < dim; k++) {
     const double yh = y[k] / yd;
-    const double xs = normalize && !clamped ? (x[k] / n) * sim : 0.0;
+    const double xh = normalize && !clamped ? x[k] / n : 0.0;
     const double div = clamped ? LIK_NORM_EPS : n;
-    if (out) out[k] += g * (yh - xs) / div;
-    if (scale) scale[k] += fabs(g) * (fabs(yh) + fabs(xs)) / div;
+    if (out) out[k] += g * (yh - xh * sim) / div;
+    if (scale) scale[k] += fabs(g) * (fabs(yh) + fabs(xh) * sim_abs) / div;
   }
 }
 
@@ -100,11 +102,12 @@ void lik_ref_maxsim_pair_backward(const lik_ref_seqs *Q, int64_t qi, const lik_r
     const int64_t t = argmax[s];
     if (t < 0 || !row_valid(Q, qi, s)) continue;
     const double *q = row_of(Q, qi, s), *d = row_of(D, dj, t);
-    const double sim = lik_ref_sim(Q, qi, s, D, dj, t, normalize, NULL);
+    double sim_abs;
+    const double sim = lik_ref_sim(Q, qi, s, D, dj, t, normalize, &sim_abs);
     const int64_t rq = (Q->offsets[qi] + s) * dim, rd = (D->offsets[dj] + t) * dim;
-    add_grad(q, d, dim, sim, normalize, g, out->gq ? out->gq + rq : NULL,
+    add_grad(q, d, dim, sim, sim_abs, normalize, g, out->gq ? out->gq + rq : NULL,
              out->gq_scale ? out->gq_scale + rq : NULL);
-    add_grad(d, q, dim, sim, normalize, g, out->gd ? out->gd + rd : NULL,
+    add_grad(d, q, dim, sim, sim_abs, normalize, g, out->gd ? out->gd + rd : NULL,
              out->gd_scale ? out->gd_scale + rd : NULL);
   }
 }

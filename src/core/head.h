@@ -1,0 +1,44 @@
+/*
+ * head.h — the validated description of one fused D-side head call
+ * (lik_maxsim_from_hidden and its backward), passed from src/api/head.c to a
+ * backend.  p describes the MaxSim of Q against the hidden states: p.q is Q
+ * (dim d_out), p.d is H_d (dim d_model), p.normalize normalises the projected
+ * document tokens only.  Backends may assume every field is valid.
+ */
+#ifndef LIK_HEAD_H
+#define LIK_HEAD_H
+
+#include "problem.h"
+
+typedef struct {
+  lik_problem p;
+  /* W[o, k] at w[o*w_so + k*w_sk], p.q.dtype; o < p.q.dim, k < p.d.dim. */
+  const void *w;
+  int64_t w_so, w_sk;
+  /* NULL or b[o] at b[o*b_s]. */
+  const void *b;
+  int64_t b_s;
+} lik_head;
+
+/* One backward call: the forward's description (h.p.argmax required),
+ * grad_scores, and the gradient outputs (data NULL: skip). */
+typedef struct {
+  lik_head h;
+  const void *gs;
+  lik_dtype gs_dtype;
+  int64_t gs_si, gs_sj;
+  lik_seqs gq, gh;      /* geometry of p.q / p.d, their own strides */
+  void *gw;             /* [d_out, d_model] at gw[o*gw_so + k*gw_sk] */
+  int64_t gw_so, gw_sk;
+  void *gb;             /* [d_out] at gb[o*gb_s] */
+  int64_t gb_s;
+} lik_head_bw;
+
+lik_status lik_cpu_maxsim_from_hidden(const lik_head *h);
+lik_status lik_cpu_maxsim_from_hidden_backward(const lik_head_bw *bw);
+#ifdef LIK_WITH_CUDA
+lik_status lik_cuda_maxsim_from_hidden(const lik_head *h);
+lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw);
+#endif
+
+#endif /* LIK_HEAD_H */

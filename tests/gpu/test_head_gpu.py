@@ -1,0 +1,97 @@
+"""GPU suite of the fused D-side head (lik.maxsim_from_hidden): the CUDA
+kernels against the CPU backend in float64 on the same (bf16 / fp16 rounded)
+values; the CPU backend is itself tested against the float64 F.linear ->
+normalize -> MaxSim reference in tests/python/test_head.py.
+
+The CUDA projection multiplies half / bf16 operands exactly and accumulates
+in fp32, the MaxSim runs in fp32, gradients are written in the input dtype:
+scores are compared at fp32 tolerance, gradients at the input dtype's.
+Marked ``gpu``; skipped without torch + CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+F = torch.nn.functional
+
+import lik  # noqa: E402
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
+
+
+def inputs(rng, nq, lq, nd, ld, d_model, d_out, dtype, kd=0, masks=True):
+    t = lambda *s: torch.from_numpy(rng.standard_normal(s)).float()  # noqa: E731
+    Q = F.normalize(t(nq, lq, d_out), dim=-1)
+    H = t(nq, kd, ld, d_model) if kd else t(nd, ld, d_model)
+    W = t(d_out, d_model) / np.sqrt(d_model)
+    b = t(d_out)
+    qm = dm = None
+    if masks:
+        qm = torch.from_numpy(rng.random((nq, lq)) < 0.8)
+        dm = torch.from_numpy(rng.random(H.shape[:-1]) < 0.7)
+        Q[~qm] = torch.nan
+        H[~dm] = torch.inf
+    return [x.to(dtype) for x in (Q, H, W, b)], qm, dm
+
+
+def run(xs, qm, dm, normalize, device, g):
+    ins = [x.to(device).requires_grad_(True) for x in xs]
+    masks = [None if m is None else m.to(device) for m in (qm, dm)]
+    s = lik.maxsim_from_hidden(*ins, d_mask=masks[1], normalize=normalize, q_mask=masks[0])
+    (s.double() * g.to(device)).sum().backward()
+    return s.detach().cpu().double(), [x.grad.cpu().double() for x in ins]
+
+
+def close(got, ref, rel, what):
+    assert bool(torch.isfinite(got).all()), f"{what}: non-finite values"
+    err = (got - ref).norm() / ref.norm().clamp_min(1e-30)
+    assert err <= rel, f"{what}: relative error {err.item():.3g} > {rel}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("d_model,d_out,kd", [(1, 1, 0), (3, 17, 0), (17, 128, 2), (96, 17, 0),
+                                              (96, 128, 0), (768, 128, 0), (384, 96, 3), (40, 256, 0)])
+def test_cuda_matches_cpu(rng, dtype, normalize, d_model, d_out, kd):
+    xs, qm, dm = inputs(rng, 3, 9, 5, 131, d_model, d_out, dtype, kd=kd)
+    g = torch.from_numpy(rng.standard_normal((3, kd or 5)))
+    s, grads = run(xs, qm, dm, normalize, "cuda", g)
+    rs, rgrads = run([x.double() for x in xs], qm, dm, normalize, "cpu", g)
+    err = (s - rs).abs()
+    assert bool((err <= 1e-4 * (1 + rs.abs())).all()), f"scores: max err {err.max().item()}"
+    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    for name, a, e in zip("QHWb", grads, rgrads):
+        close(a, e, tol, f"grad_{name}")
+    assert bool((grads[0][~qm] == 0).all()) and bool((grads[1][~dm] == 0).all())
+
+
+def test_cuda_deterministic_and_empty(rng):
+    xs, qm, dm = inputs(rng, 2, 32, 7, 300, 768, 128, torch.bfloat16)
+    g = torch.from_numpy(rng.standard_normal((2, 7)))
+    a = run(xs, qm, dm, True, "cuda", g)
+    b = run(xs, qm, dm, True, "cuda", g)
+    assert torch.equal(a[0], b[0]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
+    for nq, nd, ld in ((0, 3, 5), (2, 0, 5), (2, 3, 0)):
+        ys, _, _ = inputs(rng, nq, 4, nd, ld, 8, 16, torch.bfloat16, masks=False)
+        s, grads = run(ys, None, None, True, "cuda", torch.ones(nq, nd, dtype=torch.float64))
+        assert s.shape == (nq, nd) and bool((s == 0).all()) and all(bool((x == 0).all()) for x in grads)
+
+
+def test_cuda_unsupported_dtype(rng):
+    xs, _, _ = inputs(rng, 1, 2, 2, 3, 4, 5, torch.float32, masks=False)
+    with pytest.raises(lik.LikError, match="float16 or bfloat16"):
+        lik.maxsim_from_hidden(*[x.cuda() for x in xs])
