@@ -12,6 +12,9 @@ late-interaction-kernels):
 * :func:`maxsim` — scores ``[Nq, Nd]`` (cross), ``[Nq, K]`` (KD layout).
 * :func:`maxsim_pairs` — scores ``[B]`` for same-index pairs.
 * :func:`retrieve` — exact top-k documents per query.
+* :func:`maxsim_varlen` / :func:`score_pairs_packed` — packed (``cu_seqlens``)
+  layouts; :func:`maxsim_padded` / :func:`pack_padded` — padded reranking
+  batches (torch).
 * :class:`MaxSimScorer` — stateless scorer (a ``torch.nn.Module`` with torch).
 * :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
   PLAID / ColBERTv2 compressed documents; the codec and the centroid score
@@ -20,6 +23,8 @@ late-interaction-kernels):
   fly (fused D-side head, :mod:`lik.head`).
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
+* :mod:`lik.compat` — the seed's names, signatures and submodules
+  (``import lik.compat as late_interaction_kernels``).
 
 Threads: every call uses ``get_num_threads()`` threads; 0 (the default) means
 the library's default: ``$LIK_NUM_THREADS`` if set, else all cores.  Results
@@ -32,7 +37,7 @@ from __future__ import annotations
 from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
 from ._lib import Context, LikError
-from ._torch_ops import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed  # noqa: F811 (autograd)
+from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
 from .head import maxsim_from_hidden
@@ -44,9 +49,18 @@ library_path: str = _lib.library_path
 
 
 def cpu_isa() -> str:
-    """Name of the CPU kernel path chosen at run time: ``"avx512"``,
-    ``"avx2"`` or ``"portable"`` (``lik_cpu_isa``; ``$LIK_CPU_ISA`` can force
-    one the CPU supports)."""
+    """Name of the CPU kernel path chosen at run time (``lik_cpu_isa``;
+    ``$LIK_CPU_ISA`` can force one the CPU supports).
+
+    Args:
+        None.
+
+    Returns:
+        ``"avx512"``, ``"avx2"`` or ``"portable"``.
+
+    Raises:
+        Nothing.
+    """
     return _lib.cpu_isa()
 
 
@@ -58,6 +72,9 @@ def set_num_threads(n: int) -> None:
         n: int >= 0.  0 restores the default: ``$LIK_NUM_THREADS`` if set,
             else all cores (read by the C library at call time).
 
+    Returns:
+        None.
+
     Raises:
         TypeError: ``n`` is not an int.
         ValueError: ``n < 0``.
@@ -68,7 +85,18 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The value last given to :func:`set_num_threads` (0 = library default)."""
+    """The CPU thread setting of :func:`set_num_threads`.
+
+    Args:
+        None.
+
+    Returns:
+        The value last given to :func:`set_num_threads` (0 = the library
+        default).
+
+    Raises:
+        Nothing.
+    """
     return _lib.get_num_threads()
 
 
@@ -80,6 +108,8 @@ __all__ = [
     "maxsim_varlen",
     "score_pairs_packed",
     "maxsim_padded",
+    "pack_padded",
+    "PackedBatch",
     "maxsim_residual",
     "maxsim_residual_varlen",
     "maxsim_from_hidden",

@@ -1,5 +1,6 @@
 """Public functions: :func:`maxsim`, :func:`maxsim_pairs`, :func:`retrieve`,
-:class:`MaxSimScorer`.
+:class:`MaxSimScorer` -- the one definition of each (torch inputs reach the
+autograd / torch.compile ops of :mod:`lik._autograd` from here).
 
 Names, keywords and defaults follow the seed package late-interaction-kernels
 (``maxsim`` / ``maxsim_pairs`` default ``normalize=False``; ``retrieve`` and
@@ -18,8 +19,9 @@ wins (lik.h).
 
 Inputs are numpy arrays or torch tensors (CPU, or CUDA where the library was
 built with CUDA) and are passed to the C library as zero-copy views (any
-strides).  numpy in -> numpy out; any torch input -> torch out.  This is the
-forward path only: torch inputs that require grad are read detached.
+strides).  numpy in -> numpy out; any torch input -> torch out.  torch
+inputs are differentiable (``maxsim``, ``maxsim_pairs``); ``retrieve`` is
+inference only.
 
 Argument checking is the C library's: its messages (naming the argument and
 the sizes) are raised as ValueError (shape, value, device) or TypeError
@@ -30,13 +32,23 @@ lik code (TypeError).
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import os
 import sys
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import _lib
+
+try:
+    import torch as _torch
+except ImportError:  # pragma: no cover - without torch
+    _torch = _autograd = None
+else:
+    from . import _autograd  # the torch ops (autograd, torch.compile)
 
 __all__ = ["maxsim", "maxsim_pairs", "retrieve", "MaxSimScorer"]
 
@@ -79,27 +91,84 @@ def _scores_shape(Q, D) -> tuple:
     return tuple(shape)
 
 
+# ---- the one-time unnormalised-input warning ---------------------------------------
+
+#: Set once the check below has run (whatever its outcome): later calls pay
+#: one global read.  The check reads back a median (on CUDA a device -> host
+#: copy, i.e. one sync), so it runs on the first eligible call only, never
+#: under torch.compile tracing or CUDA-graph capture.
+_norms_checked = False
+
+
+def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
+    """Warn once per process when ``normalize=False`` scores tokens whose L2
+    norms are far from 1: the median norm of Q's first 64 tokens outside
+    [0.9, 1.1].  ColBERT / ColPali / LateOn score unit tokens, so raw encoder
+    outputs give scores on another scale.  ``LIK_SUPPRESS_NORM_WARN=1``
+    silences it."""
+    global _norms_checked
+    if os.environ.get("LIK_SUPPRESS_NORM_WARN", "0") == "1":
+        _norms_checked = True
+        return
+    if Q.ndim < 2 or Q.shape[-1] == 0:
+        return
+    if torch_mode:
+        if _torch.compiler.is_compiling() or (Q.is_cuda and _torch.cuda.is_current_stream_capturing()):
+            return
+        sample = Q.detach().reshape(-1, Q.shape[-1])[:64]
+        if sample.shape[0] == 0:
+            return
+        median = float(_torch.linalg.vector_norm(sample.float(), dim=-1).median())
+    else:
+        sample = np.asarray(Q).reshape(-1, Q.shape[-1])[:64]
+        if sample.shape[0] == 0:
+            return
+        median = float(np.median(np.linalg.norm(sample.astype(np.float64), axis=-1)))
+    _norms_checked = True
+    if not 0.9 <= median <= 1.1:
+        frame, level = sys._getframe(1), 2  # point at the first caller outside lik (lik.compat too)
+        while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "lik":
+            frame, level = frame.f_back, level + 1
+        warnings.warn(
+            f"lik: normalize=False, but the median L2 norm of Q's first tokens is {median:.3g} "
+            "(ColBERT-style scoring expects unit tokens, norm 1): pass normalize=True to "
+            "normalise inside the kernel, or normalise the inputs first. This warning is "
+            "given once; set LIK_SUPPRESS_NORM_WARN=1 to silence it.",
+            UserWarning,
+            stacklevel=level,
+        )
+
+
 # ---- forward with argmax (for the training path) ---------------------------------------
 
 
 def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: bool = False,
              with_argmax: bool = False, q_lengths=None, d_lengths=None):
     """Forward of :func:`maxsim` (``pairs=False``) or :func:`maxsim_pairs`
-    (``pairs=True``), optionally with the argmax lik.h describes.
+    (``pairs=True``) through the C call alone (no autograd), optionally with
+    the argmax lik.h describes.
 
     Returns ``(scores, argmax)``; ``argmax`` is None unless ``with_argmax``,
     else int32 of shape ``scores.shape + (Lq,)``: the winning document token
     per query token (lowest index on ties), -1 where the query token is
     masked or no document token is valid.  Same output kind as the inputs.
-    Private: the hook an autograd layer saves for its backward.
     """
-    q_lengths = _lib.lengths_arg(q_lengths, "q_lengths")
-    d_lengths = _lib.lengths_arg(d_lengths, "d_lengths")
-    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare(
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
+    return _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, with_argmax, q_lengths, d_lengths)
+
+
+def _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths):
+    """:func:`_prepare` of a padded call's arguments, lengths as int32."""
+    return _prepare(
         ("Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths"),
-        (Q, D, q_mask, d_mask, q_lengths, d_lengths),
+        (Q, D, q_mask, d_mask, _lib.lengths_arg(q_lengths, "q_lengths"), _lib.lengths_arg(d_lengths, "d_lengths")),
         (False, False, True, True, True, True),
     )
+
+
+def _run(Q, D, q_mask, d_mask, tm: bool, normalize: bool, pairs: bool, with_argmax: bool, q_lengths=None,
+         d_lengths=None):
+    """:func:`_forward` on prepared arguments."""
     if pairs:
         shape = (Q.shape[0] if Q.ndim >= 1 else 0,)
     else:
@@ -110,93 +179,142 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
         Lq = Q.shape[-2] if Q.ndim >= 2 else 0
         argmax = _empty(shape + (Lq,), "int32", tm, Q)
     call = _lib.call_maxsim_pairs if pairs else _lib.call_maxsim
-    call(Q, D, q_mask, d_mask, scores, argmax, normalize=bool(normalize), q_lengths=q_lengths,
-         d_lengths=d_lengths)
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
     return scores, argmax
+
+
+def _scores(Q, D, q_mask, d_mask, normalize, backward, pairs: bool, q_lengths=None, d_lengths=None):
+    """maxsim / maxsim_pairs: torch tensors of a well-formed layout go through
+    the autograd-aware path (:func:`lik._autograd._maxsim_scores`), anything
+    else through the C call alone (which names what is wrong)."""
+    backward = _lib.check_backward(backward)
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
+    if pairs:
+        layout_ok = Q.ndim == 3 and D.ndim == 3
+    else:
+        layout_ok = Q.ndim in (2, 3) and D.ndim in (2, 3, 4) and (D.ndim != 4 or Q.ndim == 3)
+    if tm and _autograd is not None and layout_ok:
+        out = _autograd._maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), int(pairs), backward, q_lengths,
+                                       d_lengths)
+    else:
+        out = _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, False, q_lengths, d_lengths)[0]
+    if not normalize and not _norms_checked:
+        _warn_if_unnormalized(Q, tm)
+    return out
 
 
 # ---- maxsim ------------------------------------------------------------------------
 
 
-def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, q_lengths=None, d_lengths=None):
-    """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout.
+def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto",
+           q_lengths=None, d_lengths=None):
+    """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout;
+    differentiable for torch inputs.
 
-    Semantics of the seed's ``maxsim`` (drop-in for PyLate's ``colbert_scores``
-    and, with 4-D ``D``, ``colbert_kd_scores``); ColBERT's late interaction::
+    ColBERT's late interaction (the seed's ``maxsim``; PyLate's
+    ``colbert_scores`` and, with 4-D ``D``, ``colbert_kd_scores``)::
 
         score[i, j] = sum_s q_mask[i,s] * max_{t : d_mask[j,t]} <Q[i,s], D[j,t]>
 
+    A masked document token never wins; a query token with no valid document
+    token adds 0; a NaN similarity never wins, a -inf one does when nothing
+    larger is valid (lik.h).  numpy inputs return numpy (inference only).
+    torch inputs go through the ``lik::maxsim_fwd`` custom op: autograd flows
+    into ``Q`` and ``D`` (masks are not differentiable) and
+    ``torch.compile(fullgraph=True)`` traces it without a graph break.
+
+    With ``normalize=False``, the first call whose ``Q`` tokens have a median
+    L2 norm outside [0.9, 1.1] gives a one-time UserWarning (ColBERT-style
+    models score unit tokens); ``LIK_SUPPRESS_NORM_WARN=1`` silences it.  The
+    check runs once per process (on CUDA one device -> host copy, never under
+    torch.compile or CUDA-graph capture); later calls pay one flag test.
+
     Args:
-        Q: queries ``[Nq, Lq, d]``, or ``[Lq, d]`` for one query.
-            dtype float32, float16, float64, or torch.bfloat16.
-        D: documents, same dtype as ``Q``, one of
-            ``[Nd, Ld, d]`` (cross product -> ``[Nq, Nd]``),
-            ``[Ld, d]`` (one document), or
-            ``[Nq, K, Ld, d]`` (K candidates per query, KD layout -> ``[Nq, K]``;
-            needs 3-D ``Q``).
+        Q: queries ``[Nq, Lq, d]``, or ``[Lq, d]`` for one query; float32,
+            float16, float64 or torch.bfloat16; any strides.
+        D: documents, same dtype and ``d`` as ``Q``: ``[Nd, Ld, d]`` (cross
+            product), ``[Ld, d]`` (one document) or ``[Nq, K, Ld, d]`` (K
+            candidates per query, KD layout; needs 3-D ``Q``).
         q_mask: optional ``[Nq, Lq]`` (``[Lq]`` for 2-D ``Q``), bool or uint8,
             True / nonzero = valid query token.
-        d_mask: optional ``[Nd, Ld]`` (``[Ld]`` for 2-D ``D``; ``[Nq, K, Ld]``
-            for KD), bool or uint8, True / nonzero = valid document token.
-        normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on
-            both sides inside the kernel (ColBERT's cosine MaxSim).
+        d_mask: optional ``[Nd, Ld]`` (``[Ld]``; ``[Nq, K, Ld]`` for KD), bool
+            or uint8, True / nonzero = valid document token.
+        normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on both
+            sides inside the kernel (cosine MaxSim).
+        backward: ``"auto" | "unified" | "lowmem"`` (None = ``"auto"``), the
+            backward strategy (lik.h ``lik_backward``).  All three are
+            deterministic and give bitwise identical gradients; on the CPU
+            they differ in memory and speed only, on CUDA they run the same
+            kernels.
         q_lengths: optional integer ``[Nq]`` (0-d for 2-D ``Q``): query ``i``
-            is its first ``q_lengths[i]`` tokens (each in ``[0, Lq]``), the
-            same as a prefix ``q_mask`` (combined with ``q_mask`` if both).
-        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``; ``[Nq, K]``
-            for KD): document ``j`` is its first ``d_lengths[j]`` tokens
-            (each in ``[0, Ld]``); the fastest form of padding on CUDA.
+            is its first ``q_lengths[i]`` tokens, each in ``[0, Lq]`` -- a
+            prefix ``q_mask`` (both given: both apply).
+        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``, ``[Nq, K]``
+            for KD): document ``j`` is its first ``d_lengths[j]`` tokens, each
+            in ``[0, Ld]``.  Padding given as lengths costs nothing on CUDA (a
+            prefix ``d_mask`` is detected on the GPU and costs one small
+            kernel).  fp32 CUDA inputs follow
+            ``torch.get_float32_matmul_precision()``: ``"highest"`` keeps fp32
+            accuracy (3xTF32), ``"high"`` / ``"medium"`` use TF32 (the
+            backward keeps fp32 accuracy).
 
     Returns:
-        float32 scores: ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]``
-        for 2-D ``D``, 0-d for both 2-D, ``[Nq, K]`` for KD.  A numpy array
-        for numpy inputs, a torch tensor (on ``Q``'s device) if any input is
-        a torch tensor.  Nq, Nd or K = 0 give an empty result; Lq = 0 or
-        Ld = 0 give zeros.  Accumulation is fp32 (fp64 for float64 inputs).
+        Scores ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]`` for 2-D
+        ``D``, 0-d for both 2-D, ``[Nq, K]`` for KD: float32, float64 for
+        float64 torch inputs.  Nq, Nd or K = 0 give an empty result, Lq = 0
+        or Ld = 0 zeros.  numpy for numpy inputs, else torch on ``Q``'s device.
 
     Raises:
         TypeError: an argument is not a numpy array / torch tensor, a dtype is
-            unsupported, Q and D dtypes differ, a mask is not bool/uint8, or
+            unsupported, Q and D dtypes differ, a mask is not bool / uint8,
             lengths are not integers.
-        ValueError: wrong ndim, embedding sizes differ (the message names
-            both), batch, mask or lengths shape mismatch, a length outside
-            ``[0, L]`` (CPU; CUDA clamps), tensors on different devices.
+        ValueError: wrong ndim, ``d`` or batch mismatch, mask or lengths shape
+            mismatch, a length outside ``[0, L]`` (CPU; CUDA clamps), ``d`` or
+            a sequence length beyond 2**31 - 1, tensors on different devices,
+            an unknown ``backward``.
         lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
             CPU-only build, CUDA runtime errors.
     """
-    return _forward(Q, D, q_mask, d_mask, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)[0]
+    return _scores(Q, D, q_mask, d_mask, normalize, backward, False, q_lengths, d_lengths)
 
 
-def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, q_lengths=None,
-                 d_lengths=None):
-    """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``.
+def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto",
+                 q_lengths=None, d_lengths=None):
+    """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``;
+    differentiable for torch inputs.
 
-    Semantics of the seed's ``maxsim_pairs`` and PyLate's
-    ``colbert_scores_pairwise`` (the K = 1 case of the KD layout)::
+    The seed's ``maxsim_pairs`` and PyLate's ``colbert_scores_pairwise`` (the
+    K = 1 case of the KD layout)::
 
         score[b] = sum_s q_mask[b,s] * max_{t : d_mask[b,t]} <Q[b,s], D[b,t]>
 
+    Semantics (masks, NaN, -inf), numpy / torch behaviour, autograd and the
+    one-time unnormalised-input warning as :func:`maxsim`.
+
     Args:
-        Q: ``[B, Lq, d]``, float32 / float16 / float64 / torch.bfloat16.
-        D: ``[B, Ld, d]``, same dtype and same ``B`` as ``Q``.
+        Q: ``[B, Lq, d]``; float32, float16, float64 or torch.bfloat16.
+        D: ``[B, Ld, d]``, same dtype, ``B`` and ``d`` as ``Q``.
         q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token).
         d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
         normalize: per-token L2 normalisation of both sides in the kernel.
+        backward: ``"auto" | "unified" | "lowmem"`` or None (see :func:`maxsim`).
         q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
         d_lengths: optional integer ``[B]``, each in ``[0, Ld]`` (a prefix mask).
 
     Returns:
-        float32 ``[B]`` scores (numpy, or torch if any input is torch).
+        ``[B]`` scores, float32 (float64 for float64 torch inputs); zeros for
+        Lq = 0 or Ld = 0.  numpy for numpy inputs, else torch.
 
     Raises:
-        TypeError: non-array argument, unsupported / mismatched dtype, mask
-            not bool/uint8, lengths not integers.
-        ValueError: Q or D not 3-D, B or d mismatch, mask or lengths shape
-            mismatch, a length outside ``[0, L]`` (CPU), different devices.
+        TypeError: non-array argument, unsupported or mismatched dtype, mask
+            not bool / uint8, lengths not integers.
+        ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch (the message says
+            ``Q.shape[0] == D.shape[0]``), mask or lengths shape mismatch, a
+            length outside ``[0, L]`` (CPU), a sequence length beyond
+            2**31 - 1, different devices, an unknown ``backward``.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    return _forward(Q, D, q_mask, d_mask, normalize=normalize, pairs=True, q_lengths=q_lengths,
-                    d_lengths=d_lengths)[0]
+    return _scores(Q, D, q_mask, d_mask, normalize, backward, True, q_lengths, d_lengths)
 
 
 # ---- retrieve ------------------------------------------------------------------------
@@ -275,13 +393,18 @@ def retrieve(
     *,
     normalize: bool = True,
     chunk: int | None = None,
+    largest: bool = True,
+    sorted: bool = True,
 ):
     """Exact top-k documents per query by MaxSim (the seed's ``retrieve``).
 
     Equivalent to ``maxsim(Q, D, normalize=normalize)`` followed by a
-    descending top-k per query, but the C library streams document blocks
-    through per-query selection and never holds the ``[Nq, Nd]`` score
-    matrix.  Ties are ordered by lower document index first.
+    top-k per query (``torch.topk``'s ``largest``), ties ordered by lower
+    document index first.  For ``largest=True`` the C library streams
+    document blocks through per-query selection and never holds the
+    ``[Nq, Nd]`` score matrix; ``largest=False`` (the k lowest scores) scores
+    every document with :func:`maxsim` and sorts that matrix (``Nq * Nd``
+    floats of memory).
 
     Args:
         Q: ``[Nq, Lq, d]`` or ``[Lq, d]``; float32 / float16 / float64 /
@@ -299,17 +422,21 @@ def retrieve(
         chunk: accepted for compatibility with the seed, which scores in
             document chunks to bound memory; lik always streams with bounded
             scratch, so the value is not needed and is ignored.
+        largest: True (default): the k highest scores, descending; False:
+            the k lowest, ascending.
+        sorted: accepted for ``torch.topk`` compatibility; results are
+            always sorted (a valid answer for ``sorted=False`` too).
 
     Returns:
         ``(scores, indices)``: float32 and int64, ``[Nq, k]`` (``[k]`` for a
-        2-D ``Q``), scores descending.  numpy for numpy inputs, torch if any
-        input is a torch tensor.
+        2-D ``Q``), scores descending (ascending for ``largest=False``).
+        numpy for numpy inputs, torch if any input is a torch tensor.
 
     Raises:
         TypeError: non-array argument, ``top_k`` not an int, unsupported or
             mismatched dtype, mask not bool/uint8.
-        ValueError: ``top_k <= 0``, wrong ndim (KD 4-D ``D`` is not
-            accepted), d / mask shape mismatch, different devices.
+        ValueError: ``top_k <= 0`` (the message says ``top_k must be
+            positive``), wrong ndim (KD 4-D ``D`` is not accepted), d / mask shape mismatch, different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     try:
@@ -329,12 +456,28 @@ def retrieve(
     )
     Nd = D.shape[0] if D.ndim == 3 else (1 if D.ndim == 2 else 0)
     k = max(0, min(top_k, Nd))
+    if not largest and top_k > 0:
+        return _lowest(Q, D, q_mask, d_mask, k, tm, bool(normalize))
     shape = (Q.shape[0], k) if Q.ndim == 3 else (k,)
     scores = _empty(shape, "float32", tm, Q)
     indices = _empty(shape, "int64", tm, Q)
     top_k = min(top_k, 2**63 - 1)  # beyond int64 every document is returned anyway
     _lib.call_retrieve(Q, D, q_mask, d_mask, top_k, scores, indices, normalize=bool(normalize))
     return scores, indices
+
+
+def _lowest(Q, D, q_mask, d_mask, k: int, tm: bool, normalize: bool):
+    """retrieve(largest=False): the k lowest MaxSim scores per query,
+    ascending, ties by lower document index (a stable sort of the scores)."""
+    if D.ndim == 2:  # one document: score it as a batch of one
+        D = D[None]
+        d_mask = d_mask[None] if d_mask is not None else None
+    scores = _run(Q, D, q_mask, d_mask, tm, normalize, False, False)[0]
+    if tm:
+        s, i = _torch.sort(scores, dim=-1, stable=True)
+        return s[..., :k].contiguous(), i[..., :k].contiguous()
+    i = np.argsort(scores, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(scores, i, axis=-1), i.astype(np.int64)
 
 
 # ---- MaxSimScorer ------------------------------------------------------------------
@@ -345,10 +488,8 @@ class _ScorerBase:
     the plain-class variants."""
 
     def _setup(self, normalize: bool, backward: str, mask_pad_token: int | None) -> None:
-        if backward not in _lib.BACKWARD_CODES:
-            raise ValueError(f"backward= must be one of {tuple(_lib.BACKWARD_CODES)}, got {backward!r}")
         self.normalize = bool(normalize)
-        self.backward = backward
+        self.backward = _lib.check_backward(backward)
         self.mask_pad_token = mask_pad_token
 
     def extra_repr(self) -> str:
@@ -356,21 +497,19 @@ class _ScorerBase:
 
     def forward(self, Q, D, q_mask=None, d_mask=None):
         """MaxSim scores: ``lik.maxsim(Q, D, q_mask, d_mask,
-        normalize=self.normalize)``, autograd-aware where the package's
-        ``lik.maxsim`` is (torch installed), with ``backward=self.backward``.
+        normalize=self.normalize, backward=self.backward)`` (autograd-aware
+        for torch inputs).
 
         Shapes, dtypes, return value and exceptions as :func:`lik.maxsim`
         (cross ``[Nq, Nd]``, KD ``[Nq, K]``, 2-D squeezing).
         """
-        fn = getattr(sys.modules.get(__package__), "maxsim", maxsim)
-        if fn is maxsim:
-            return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)
-        return fn(Q, D, q_mask, d_mask, normalize=self.normalize, backward=self.backward)
+        return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize, backward=self.backward)
 
     def score(self, Q, D, q_mask=None, d_mask=None):
         """Inference-only MaxSim (the seed's ``score``): :meth:`forward`
         without autograd (no saved argmax)."""
-        return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize)
+        with _torch.no_grad() if _torch is not None else contextlib.nullcontext():
+            return maxsim(Q, D, q_mask, d_mask, normalize=self.normalize, backward=self.backward)
 
     def retrieve(self, Q, D, top_k: int, q_mask=None, d_mask=None, *, chunk: int | None = None):
         """``(scores, indices)`` top-k per query; see :func:`lik.retrieve`."""
@@ -397,17 +536,16 @@ _SCORER_DOC = """Stateless MaxSim scorer (the seed's ``MaxSimScorer``).
     Args:
         normalize: per-token L2 normalisation (default True, the ColBERT /
             ColPali / LateOn convention of the seed).
-        backward: ``"auto" | "unified" | "lowmem"``, the grad_D strategy of
-            the training path (lik.h ``lik_backward``); stored for it, the
-            forward does not use it.
+        backward: ``"auto" | "unified" | "lowmem"`` (None = ``"auto"``), the
+            backward strategy :meth:`forward` passes to :func:`lik.maxsim`
+            (lik.h ``lik_backward``).
         mask_pad_token: optional pad-token id for :meth:`forward_with_ids`.
 
     Raises:
         ValueError: unknown ``backward``.
     """
 
-try:
-    import torch as _torch
+if _torch is not None:
 
     class MaxSimScorer(_ScorerBase, _torch.nn.Module):
         __doc__ = _SCORER_DOC
@@ -419,7 +557,7 @@ try:
         forward = _ScorerBase.forward
         extra_repr = _ScorerBase.extra_repr
 
-except ImportError:  # pragma: no cover - without torch
+else:  # pragma: no cover - without torch
 
     class MaxSimScorer(_ScorerBase):  # type: ignore[no-redef]
         __doc__ = _SCORER_DOC

@@ -37,12 +37,10 @@ from typing import Optional
 
 import torch
 
-from . import _api, _lib
+from . import _lib
 
-__all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded"]
+__all__ = ["maxsim_varlen", "score_pairs_packed"]
 
-_BACKWARDS = tuple(_lib.BACKWARD_CODES)
-_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 # ---- ctypes declarations of the training calls -------------------------------
 
@@ -215,8 +213,8 @@ class _MaxSimEager(torch.autograd.Function):
         return _maxsim_backward(ctx, grad_scores, grad_argmax)
 
 
-def _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, normalize: bool, layout: int,
-                   backward: str) -> torch.Tensor:
+def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str, q_lengths=None,
+                   d_lengths=None) -> torch.Tensor:
     """Scores of the padded layouts: the custom op under torch.compile, else
     the autograd.Function when a gradient is needed, else the C call alone."""
     grad = _needs_grad(Q, D)
@@ -336,14 +334,6 @@ _packed_fwd.register_autograd(_packed_backward, setup_context=_packed_setup)
 # ---- public functions -----------------------------------------------------------------
 
 
-def _check_backward(backward) -> str:
-    if backward is None:
-        return "auto"
-    if backward not in _BACKWARDS:
-        raise ValueError(f"backward= must be one of {_BACKWARDS}, got {backward!r}")
-    return backward
-
-
 def _needs_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
 
@@ -353,136 +343,6 @@ def _check_torch(name, x, *, optional=False):
         return
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch tensor, got {type(x).__name__}")
-
-
-def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto", q_lengths=None,
-           d_lengths=None):
-    """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout;
-    differentiable for torch inputs.
-
-    ColBERT's late interaction (the seed's ``maxsim``; PyLate's
-    ``colbert_scores`` and, with 4-D ``D``, ``colbert_kd_scores``)::
-
-        score[i, j] = sum_s q_mask[i,s] * max_{t : d_mask[j,t]} <Q[i,s], D[j,t]>
-
-    A masked document token never wins; a query token with no valid document
-    token adds 0; a NaN similarity never wins, a -inf one does when nothing
-    larger is valid (lik.h).  numpy inputs return numpy (inference only).
-    torch inputs go through the ``lik::maxsim_fwd`` custom op: autograd flows
-    into ``Q`` and ``D`` (masks are not differentiable) and
-    ``torch.compile(fullgraph=True)`` traces it without a graph break.
-
-    Args:
-        Q: queries ``[Nq, Lq, d]``, or ``[Lq, d]`` for one query; float32,
-            float16, float64 or torch.bfloat16; any strides.
-        D: documents, same dtype and ``d`` as ``Q``: ``[Nd, Ld, d]`` (cross
-            product), ``[Ld, d]`` (one document) or ``[Nq, K, Ld, d]`` (K
-            candidates per query, KD layout; needs 3-D ``Q``).
-        q_mask: optional ``[Nq, Lq]`` (``[Lq]`` for 2-D ``Q``), bool or uint8,
-            True / nonzero = valid query token.
-        d_mask: optional ``[Nd, Ld]`` (``[Ld]``; ``[Nq, K, Ld]`` for KD), bool
-            or uint8, True / nonzero = valid document token.
-        normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on both
-            sides inside the kernel (cosine MaxSim).
-        backward: ``"auto" | "unified" | "lowmem"``, the backward strategy
-            (lik.h ``lik_backward``).  All three are deterministic and give
-            bitwise identical gradients; on the CPU they differ in memory and
-            speed only, on CUDA they run the same kernels.
-        q_lengths: optional integer ``[Nq]`` (0-d for 2-D ``Q``): query ``i``
-            is its first ``q_lengths[i]`` tokens, each in ``[0, Lq]`` -- a
-            prefix ``q_mask`` (both given: both apply).
-        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``, ``[Nq, K]``
-            for KD): document ``j`` is its first ``d_lengths[j]`` tokens, each
-            in ``[0, Ld]``.  Padding given as lengths costs nothing on CUDA (a
-            prefix ``d_mask`` is detected on the GPU and costs one small
-            kernel).  fp32 CUDA inputs follow
-            ``torch.get_float32_matmul_precision()``: ``"highest"`` keeps fp32
-            accuracy (3xTF32), ``"high"`` / ``"medium"`` use TF32 (the
-            backward keeps fp32 accuracy).
-
-    Returns:
-        Scores ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]`` for 2-D
-        ``D``, 0-d for both 2-D, ``[Nq, K]`` for KD: float32, float64 for
-        float64 torch inputs.  Nq, Nd or K = 0 give an empty result, Lq = 0
-        or Ld = 0 zeros.  numpy for numpy inputs, else torch on ``Q``'s device.
-
-    Raises:
-        TypeError: an argument is not a numpy array / torch tensor, a dtype is
-            unsupported, Q and D dtypes differ, a mask is not bool / uint8,
-            lengths are not integers.
-        ValueError: wrong ndim, ``d`` or batch mismatch, mask or lengths shape
-            mismatch, a length outside ``[0, L]`` (CPU; CUDA clamps), ``d`` or
-            a sequence length beyond 2**31 - 1, tensors on different devices,
-            an unknown ``backward``.
-        lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
-            CPU-only build, CUDA runtime errors.
-    """
-    backward = _check_backward(backward)
-    lengths = {"q_lengths": q_lengths, "d_lengths": d_lengths}
-    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask, q_lengths, d_lengths)):
-        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize, **lengths)
-    (Q, D, q_mask, d_mask, q_lengths, d_lengths) = _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths)
-    if not (Q.dim() in (2, 3) and D.dim() in (2, 3, 4) and (D.dim() != 4 or Q.dim() == 3)):
-        return _api.maxsim(Q, D, q_mask, d_mask, normalize=normalize, **lengths)  # raises the C library's error
-    return _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, bool(normalize), 0, backward)
-
-
-def _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths):
-    """Torch views of the padded arguments, lengths as int32."""
-    q_lengths = _lib.lengths_arg(q_lengths, "q_lengths")
-    d_lengths = _lib.lengths_arg(d_lengths, "d_lengths")
-    args, _ = _api._prepare(
-        ("Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths"),
-        (Q, D, q_mask, d_mask, q_lengths, d_lengths),
-        (False, False, True, True, True, True),
-    )
-    return args
-
-
-def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str = "auto",
-                 q_lengths=None, d_lengths=None):
-    """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``;
-    differentiable for torch inputs.
-
-    The seed's ``maxsim_pairs`` and PyLate's ``colbert_scores_pairwise`` (the
-    K = 1 case of the KD layout)::
-
-        score[b] = sum_s q_mask[b,s] * max_{t : d_mask[b,t]} <Q[b,s], D[b,t]>
-
-    Semantics (masks, NaN, -inf), numpy / torch behaviour and autograd as
-    :func:`maxsim`.
-
-    Args:
-        Q: ``[B, Lq, d]``; float32, float16, float64 or torch.bfloat16.
-        D: ``[B, Ld, d]``, same dtype, ``B`` and ``d`` as ``Q``.
-        q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token).
-        d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
-        normalize: per-token L2 normalisation of both sides in the kernel.
-        backward: ``"auto" | "unified" | "lowmem"`` (see :func:`maxsim`).
-        q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
-        d_lengths: optional integer ``[B]``, each in ``[0, Ld]`` (a prefix mask).
-
-    Returns:
-        ``[B]`` scores, float32 (float64 for float64 torch inputs); zeros for
-        Lq = 0 or Ld = 0.  numpy for numpy inputs, else torch.
-
-    Raises:
-        TypeError: non-array argument, unsupported or mismatched dtype, mask
-            not bool / uint8, lengths not integers.
-        ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch, mask or lengths
-            shape mismatch, a length outside ``[0, L]`` (CPU), a sequence
-            length beyond 2**31 - 1, different devices, an unknown
-            ``backward``.
-        lik.LikError (RuntimeError): allocation / CUDA failures.
-    """
-    backward = _check_backward(backward)
-    lengths = {"q_lengths": q_lengths, "d_lengths": d_lengths}
-    if not any(isinstance(x, torch.Tensor) for x in (Q, D, q_mask, d_mask, q_lengths, d_lengths)):
-        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize, **lengths)
-    (Q, D, q_mask, d_mask, q_lengths, d_lengths) = _prepare_with_lengths(Q, D, q_mask, d_mask, q_lengths, d_lengths)
-    if not (Q.dim() == 3 and D.dim() == 3):
-        return _api.maxsim_pairs(Q, D, q_mask, d_mask, normalize=normalize, **lengths)  # raises the C library's error
-    return _maxsim_scores(Q, D, q_mask, d_mask, q_lengths, d_lengths, bool(normalize), 1, backward)
 
 
 def _max_len(cu: torch.Tensor) -> int:
@@ -583,7 +443,7 @@ def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d,
                    normalize, backward):
     """Checks and runs the packed forward op: maxsim_varlen (no pairs) or
     score_pairs_packed."""
-    backward = _check_backward(backward)
+    backward = _lib.check_backward(backward)
     _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask)
     if pair_q is not None:
         for name, x in (("pair_q_idx", pair_q), ("pair_d_idx", pair_d)):
@@ -640,6 +500,14 @@ def maxsim_varlen(
         ``[Nq, Nd]`` float32 (float64 for float64 inputs).  Empty or fully
         masked sequences score 0 and take no gradient.  Differentiable in
         ``Q_packed`` and ``D_packed``.
+
+    Raises:
+        TypeError: an argument is not a torch tensor, unsupported or
+            mismatched dtypes, ``max_seqlen_*`` not an int.
+        ValueError: shapes, ``d`` mismatch, malformed ``cu_seqlens``, a
+            ``max_seqlen_q`` shorter than the longest query, an unknown
+            ``backward``.
+        lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, max_seqlen_q,
                           max_seqlen_d, q_mask, d_mask, normalize, backward)
@@ -664,54 +532,23 @@ def score_pairs_packed(
     ``[num_pairs]`` (the seed's ``score_pairs_packed``).
 
     ``scores[p] = MaxSim(query pair_q_idx[p], document pair_d_idx[p])``.
-    ``pair_q_idx`` / ``pair_d_idx``: ``[P]`` int32 or int64, in
-    ``[0, Nq)`` / ``[0, Nd)`` (checked: ValueError naming the entry); pairs
-    may repeat.  Other arguments and the result as :func:`maxsim_varlen`.
+
+    Args:
+        Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d: as :func:`maxsim_varlen`.
+        pair_q_idx: ``[P]`` int32 or int64, entries in ``[0, Nq)`` (checked:
+            ValueError naming the entry); pairs may repeat.
+        pair_d_idx: ``[P]`` int32 or int64, entries in ``[0, Nd)``.
+        max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward: as
+            :func:`maxsim_varlen`.
+
+    Returns:
+        ``[P]`` float32 (float64 for float64 inputs), differentiable in
+        ``Q_packed`` and ``D_packed``.
+
+    Raises:
+        TypeError, ValueError, lik.LikError: as :func:`maxsim_varlen`, and
+            ValueError for a pair index out of range or pair lists of
+            different lengths.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
                           max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward)
-
-
-def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, normalize: bool = False,
-                  backward: str = "auto"):
-    """Reranking scores from padded inputs -> ``[B, C]`` (the seed's ``maxsim_padded``).
-
-    Args:
-        queries: ``[B, Lq, d]``; query ``b`` is its first ``query_lengths[b]`` tokens.
-        documents: ``[B, C, Ld, d]``; candidate ``(b, c)`` is its first
-            ``doc_lengths[b, c]`` tokens.
-        query_lengths: ``[B]`` integer tensor, each in ``[0, Lq]``.
-        doc_lengths: ``[B, C]`` integer tensor, each in ``[0, Ld]``.
-
-    Runs the KD layout directly on the padded tensors with the lengths (no
-    mask, no packing copy).  Empty sequences score 0.  Differentiable.
-
-    Raises:
-        TypeError: an argument is not a torch tensor, lengths not integers.
-        ValueError: wrong ndim / batch sizes, lengths out of range.
-    """
-    for name, x in (("queries", queries), ("documents", documents), ("query_lengths", query_lengths),
-                    ("doc_lengths", doc_lengths)):
-        _check_torch(name, x)
-    for name, x in (("query_lengths", query_lengths), ("doc_lengths", doc_lengths)):
-        if x.dtype not in _INT_DTYPES:
-            raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype")
-    if queries.dim() != 3:
-        raise ValueError(f"queries: must be [B, Lq, d], got shape {tuple(queries.shape)}")
-    if documents.dim() != 4:
-        raise ValueError(f"documents: must be [B, C, Ld, d], got shape {tuple(documents.shape)}")
-    B, Lq, _ = queries.shape
-    Bd, C, Ld, _ = documents.shape
-    if Bd != B:
-        raise ValueError(f"documents: batch B={Bd} does not match queries' B={B}")
-    if tuple(query_lengths.shape) != (B,):
-        raise ValueError(f"query_lengths: must be [B={B}], got shape {tuple(query_lengths.shape)}")
-    if tuple(doc_lengths.shape) != (B, C):
-        raise ValueError(f"doc_lengths: must be [B={B}, C={C}], got shape {tuple(doc_lengths.shape)}")
-    if not torch.compiler.is_compiling():
-        if query_lengths.numel() and (int(query_lengths.min()) < 0 or int(query_lengths.max()) > Lq):
-            raise ValueError(f"query_lengths: every entry must be in [0, Lq={Lq}]")
-        if doc_lengths.numel() and (int(doc_lengths.min()) < 0 or int(doc_lengths.max()) > Ld):
-            raise ValueError(f"doc_lengths: every entry must be in [0, Ld={Ld}]")
-    return maxsim(queries, documents, normalize=normalize, backward=backward, q_lengths=query_lengths,
-                  d_lengths=doc_lengths)

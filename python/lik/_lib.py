@@ -55,6 +55,15 @@ LIK_CUDA = 2
 
 BACKWARD_CODES = {"auto": 0, "unified": 1, "lowmem": 2}
 
+
+def check_backward(backward) -> str:
+    """A ``backward=`` argument: one of BACKWARD_CODES, None meaning "auto"."""
+    if backward is None:
+        return "auto"
+    if backward not in BACKWARD_CODES:
+        raise ValueError(f"backward= must be one of {tuple(BACKWARD_CODES)} or None, got {backward!r}")
+    return backward
+
 _NP_DTYPES = {
     np.dtype(np.float32): LIK_F32,
     np.dtype(np.float16): LIK_F16,

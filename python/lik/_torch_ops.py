@@ -1,14 +1,14 @@
-"""Public training entry points (differentiable with torch; see :mod:`lik._autograd`).
+"""The torch-only public functions (see :mod:`lik._autograd`, :mod:`lik.padded`).
 
-Imported by ``lik/__init__.py``.  With torch installed, ``maxsim`` and
-``maxsim_pairs`` are the autograd-aware versions (torch inputs go through the
-``lik::`` custom ops, numpy inputs through the inference path unchanged) and
-the packed layouts are available.  Without torch, ``maxsim`` /
-``maxsim_pairs`` are the inference functions and the torch-only functions
-raise ImportError.
+Imported by ``lik/__init__.py``.  With torch installed these are the packed
+layouts (``maxsim_varlen``, ``score_pairs_packed``) and the padded reranking
+helpers; without torch each raises ImportError.  ``maxsim`` / ``maxsim_pairs``
+(one definition, :mod:`lik._api`) are re-exported for the integrations.
 """
 
 from __future__ import annotations
+
+from ._api import maxsim, maxsim_pairs
 
 try:
     import torch  # noqa: F401
@@ -18,9 +18,9 @@ except ImportError:  # pragma: no cover - exercised only without torch
     _HAVE_TORCH = False
 
 if _HAVE_TORCH:
-    from ._autograd import maxsim, maxsim_padded, maxsim_pairs, maxsim_varlen, score_pairs_packed
+    from ._autograd import maxsim_varlen, score_pairs_packed
+    from .padded import PackedBatch, maxsim_padded, pack_padded
 else:  # pragma: no cover
-    from ._api import maxsim, maxsim_pairs
 
     def _needs_torch(name):
         def f(*args, **kwargs):
@@ -32,5 +32,8 @@ else:  # pragma: no cover
     maxsim_varlen = _needs_torch("maxsim_varlen")
     score_pairs_packed = _needs_torch("score_pairs_packed")
     maxsim_padded = _needs_torch("maxsim_padded")
+    pack_padded = _needs_torch("pack_padded")
+    PackedBatch = None
 
-__all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded"]
+__all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded", "pack_padded",
+           "PackedBatch"]

@@ -141,6 +141,10 @@ def compress(X, centroids, bucket_cutoffs, nbits: int, *, layout: str = "colbert
     index).  Runs on the CPU threads; CUDA tensors are copied to the host and
     the results returned on their device.
 
+    Returns:
+        ``(codes, residuals)``: int32 ``[T]`` and uint8 ``[T, d*nbits/8]``,
+        numpy for numpy inputs, else torch on ``X``'s device.
+
     Raises:
         ValueError: shapes, nbits, a token with NaN / infinite inner products.
         TypeError: dtypes.
@@ -172,6 +176,13 @@ def decompress(codes, residuals, centroids, bucket_weights, nbits: int, *, layou
             a zero vector stays 0).
 
     Runs on the device of the inputs (CPU threads or CUDA).
+
+    Returns:
+        float32 ``codes.shape + (d,)`` (numpy or torch, as the inputs).
+
+    Raises:
+        ValueError: shapes, nbits, layout, a code outside ``[0, C)``.
+        TypeError: dtypes, a non-int ``nbits``.
     """
     nbits = _int_arg(nbits, "nbits")
     layout = _layout(layout)
@@ -352,6 +363,12 @@ def maxsim_residual(Q, codes, residuals, doc_lengths, centroids, bucket_weights,
         scores 0.  Differentiable in ``Q`` (torch): the backward decodes the
         winning tokens only.  Codes and lengths are checked (on CUDA through
         one host copy).
+
+    Raises:
+        ValueError: shapes, nbits, layout, a code outside ``[0, C)``, a
+            length outside ``[0, Ld]``, tensors on different devices.
+        TypeError: dtypes, a non-int ``nbits``.
+        lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     return _score(Q, codes, residuals, doc_lengths, centroids, bucket_weights, nbits, normalize, layout, False)
 
@@ -362,9 +379,21 @@ def maxsim_residual_varlen(Q, codes, residuals, cu_seqlens_d, centroids, bucket_
     index's layout): document ``j`` is tokens ``cu_seqlens_d[j] ..
     cu_seqlens_d[j+1] - 1`` of ``codes [T]`` / ``residuals [T, d*nbits/8]``.
 
-    ``cu_seqlens_d``: ``[Nd + 1]`` int, from 0, non-decreasing, last ``T``.
-    ``max_seqlen_d``: accepted for the seed's signature; not needed (a value
-    shorter than the longest document raises ValueError).
+    Args:
+        Q: ``[Nq, Lq, d]`` or ``[Lq, d]`` float.
+        codes: ``[T]`` int32 / int64; residuals: ``[T, d*nbits/8]`` uint8.
+        cu_seqlens_d: ``[Nd + 1]`` int, from 0, non-decreasing, last ``T``.
+        centroids, bucket_weights, nbits, normalize, layout: as
+            :func:`maxsim_residual`.
+        max_seqlen_d: accepted for the seed's signature; not needed (a value
+            shorter than the longest document raises ValueError).
+
+    Returns:
+        ``[Nq, Nd]`` float32 (``[Nd]`` for 2-D ``Q``); differentiable in ``Q``.
+
+    Raises:
+        ValueError, TypeError, lik.LikError: as :func:`maxsim_residual`, and
+            ValueError for a malformed ``cu_seqlens_d``.
     """
     if max_seqlen_d is not None:
         m = _int_arg(max_seqlen_d, "max_seqlen_d")
@@ -390,6 +419,11 @@ def plaid_approx_score(centroid_scores, codes, cu_seqlens_d):
     Returns:
         ``[Nq, Nd]`` float32 (``[Nd]`` for 2-D scores); an empty document
         scores 0.
+
+    Raises:
+        ValueError: shapes, a code outside ``[0, C)``, a malformed
+            ``cu_seqlens_d``.
+        TypeError: dtypes.
     """
     (cs, codes, cu), tm = _api._prepare(("centroid_scores", "codes", "cu_seqlens_d"),
                                         (centroid_scores, codes, cu_seqlens_d), (False, False, False))

@@ -11,7 +11,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
   lik_clear_error();
   lik_status st;
   if ((st = lik_check_embeddings(Q, D, 2, 3, 2, 3, 1))) return st;
-  if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: must be >= 1, got %lld", (long long)top_k);
+  if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: got %lld, but top_k must be positive (>= 1)", (long long)top_k);
   const int q3 = Q->ndim == 3;
   lik_problem p = {0};
   p.pairing = LIK_PAIRING_CROSS;

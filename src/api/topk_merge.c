@@ -29,7 +29,7 @@ lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *indices,
                       lik_dtype_name(lengths->dtype));
     if ((st = lik_check_output(lengths, "lengths", LIK_I64, 2, lshape))) return st;
   }
-  if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: must be >= 1, got %lld", (long long)top_k);
+  if (top_k <= 0) return lik_fail(LIK_ERR_VALUE, "top_k: got %lld, but top_k must be positive (>= 1)", (long long)top_k);
   const int64_t oshape[2] = {nq, top_k};
   if ((st = lik_check_output(out_scores, "out_scores", LIK_F32, 2, oshape)) ||
       (st = lik_check_output(out_indices, "out_indices", LIK_I64, 2, oshape)) ||

@@ -224,7 +224,9 @@ lik_status lik_pairs_layout(const lik_tensor *Q, const lik_tensor *D, lik_proble
   lik_status st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1);
   if (st) return st;
   if (D->shape[0] != Q->shape[0])
-    return lik_fail(LIK_ERR_SHAPE, "D: batch B=%lld does not match Q's B=%lld",
+    return lik_fail(LIK_ERR_SHAPE,
+                    "D: batch B=%lld does not match Q's B=%lld (pairs need Q.shape[0] == "
+                    "D.shape[0])",
                     (long long)D->shape[0], (long long)Q->shape[0]);
   p->pairing = LIK_PAIRING_KD; /* K = 1: pair b scores (Q[b], D[b]) */
   p->ncand = 1;
@@ -277,7 +279,9 @@ lik_status lik_check_devices(const lik_tensor *const *ts, const char *const *nam
     const lik_tensor *a = ts[first], *b = ts[i];
     if (device_of(a) != device_of(b) ||
         (device_of(a) == LIK_CUDA && a->device_id != b->device_id))
-      return lik_fail(LIK_ERR_DEVICE, "%s is on %s:%d but %s is on %s:%d", names[i],
+      return lik_fail(LIK_ERR_DEVICE,
+                      "%s is on %s:%d but %s is on %s:%d (all tensors must be on the same device)",
+                      names[i],
                       device_of(b) == LIK_CUDA ? "cuda" : "cpu", b->device_id,
                       names[first], device_of(a) == LIK_CUDA ? "cuda" : "cpu",
                       a->device_id);
@@ -298,7 +302,9 @@ lik_status lik_check_embeddings(const lik_tensor *Q, const lik_tensor *D, int q_
                     lik_dtype_name(D->dtype), lik_dtype_name(Q->dtype));
   const int64_t dq = Q->shape[Q->ndim - 1], dd = D->shape[D->ndim - 1];
   if (dq != dd)
-    return lik_fail(LIK_ERR_SHAPE, "D: last dimension d=%lld does not match Q's d=%lld",
+    return lik_fail(LIK_ERR_SHAPE,
+                    "D: last dimension d=%lld does not match Q's d=%lld (Q and D must share the "
+                    "embedding dim)",
                     (long long)dd, (long long)dq);
   if (dq < 1 || dq > INT32_MAX)
     return lik_fail(LIK_ERR_SHAPE, "Q: embedding dimension d=%lld is outside [1, %d]",
@@ -325,7 +331,8 @@ lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *
                       Q->ndim);
     if (D->shape[0] != Q->shape[0])
       return lik_fail(LIK_ERR_SHAPE,
-                      "D: KD layout D[Nq, K, Ld, d] has Nq=%lld but Q has Nq=%lld",
+                      "D: KD layout D[Nq, K, Ld, d] has Nq=%lld but Q has Nq=%lld (KD layout "
+                      "needs D.shape[0] == Q.shape[0])",
                       (long long)D->shape[0], (long long)Q->shape[0]);
     p->pairing = LIK_PAIRING_KD;
     p->ncand = D->shape[1];

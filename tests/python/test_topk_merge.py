@@ -69,7 +69,7 @@ def test_same_as_retrieve_of_concatenated_shards():
         (lambda s, i, L, k: (s[0], i, L, k), ValueError, "scores: expected 3 dimensions, got 2"),
         (lambda s, i, L, k: (s, i, np.array([[1, 4], [0, 0]]), k), ValueError, "lengths: entry [0, 1] = 4 is outside [0, K=3]"),
         (lambda s, i, L, k: (s, i, np.array([1, 2, 3]), k), ValueError, "lengths: expected 2 dimensions"),
-        (lambda s, i, L, k: (s, i, L, 0), ValueError, "top_k: must be >= 1, got 0"),
+        (lambda s, i, L, k: (s, i, L, 0), ValueError, "top_k: got 0, but top_k must be positive"),
         (lambda s, i, L, k: (s, i, L, 6), ValueError, "top_k=6 exceeds the 4 candidates of query 0"),
         (lambda s, i, L, k: (s[:, :, ::-1], i, L, k), ValueError, "list 0 of query 0 is not sorted"),
         (lambda s, i, L, k: (s, i, L, 2.0), TypeError, "top_k: expected an int, got float"),
