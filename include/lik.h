@@ -127,7 +127,10 @@ typedef enum lik_dtype {
   LIK_BOOL = 4, /* 1 byte, nonzero = true (masks)           */
   LIK_U8 = 5,   /* 1 byte, nonzero = true (masks)           */
   LIK_I32 = 6,  /* argmax outputs, cu_seqlens, pair indices */
-  LIK_I64 = 7   /* retrieval indices, cu_seqlens, pairs     */
+  LIK_I64 = 7,  /* retrieval indices, cu_seqlens, pairs     */
+  LIK_I8 = 8,       /* int8 embeddings (lik_experimental.h low-bit MaxSim) */
+  LIK_F8E4M3 = 9,   /* fp8 e4m3 (OCP "fn": no inf, 0x7f/0xff NaN), same  */
+  LIK_F8E5M2 = 10   /* fp8 e5m2 (IEEE-like), same                        */
 } lik_dtype;
 
 /* Device types use DLPack's codes. */

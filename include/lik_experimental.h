@@ -219,6 +219,105 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
                                           const lik_tensor *cu_seqlens_d,
                                           const lik_options *opts, lik_tensor *scores);
 
+/* ---- low-bit MaxSim: int8, fp8 and binary embeddings ----------------------
+ *
+ * Fewer bytes per token for inference (scores only, no argmax, no gradient).
+ * Layouts are those of lik_maxsim's cross product: Q [Nq, Lq, .] or [Lq, .],
+ * D [Nd, Ld, .] or [Ld, .], masks [Nq, Lq] / [Nd, Ld] (BOOL or U8; a masked
+ * token is never read, so it may hold anything), scores F32 [Nq, Nd] with the
+ * dims of 2-D inputs dropped; Nq, Nd = 0 give an empty result, a query token
+ * with no valid document token contributes 0.
+ *
+ * Scales (F32) are per tensor (a 0-d view) or per token (the shape of the
+ * tensor minus its last dimension, i.e. the mask's shape).  Every scored
+ * similarity is
+ *
+ *   int8, fp8      sim(s, t) = (scale_Q[s] * scale_D[t]) * dot(s, t)
+ *                  (the scale product in fp32, then times dot in fp32)
+ *                  dot: int8, the exact integer sum of q_k * d_k, converted
+ *                  to fp32 (a -128 in Q is read as -127; lik_quantize_int8
+ *                  never writes it); fp8, the fp32 sum of the exact products
+ *                  of the fp8 values (e4m3 / e5m2 products are exact in fp32)
+ *                  in ascending k on the CPU, in the tensor core's order on
+ *                  CUDA.
+ *   int8 Q, bits D sim(s, t) = scale_Q[s] * sum_k q_k * b_k,  b_k = +1 if bit
+ *                  k of the document token is set, else -1 (exact integer).
+ *   bits Q, bits D sim(s, t) = d - 2 * popcount(q_bits XOR d_bits)
+ *                  = sum_k a_k * b_k with a, b in {-1, +1}: an integer in
+ *                  [-d, d], not scaled.
+ *
+ * and score[i, j] = sum over valid s (ascending, fp32) of the max over valid
+ * t of sim (a NaN similarity never wins, as in lik_maxsim; a query token
+ * none of whose similarities exceeds -inf contributes 0).
+ *
+ * Binary tokens (lik_quantize_binary): U8 [..., ceil(d / 8)]; dimension k is
+ * bit (7 - k % 8) of byte k / 8, most significant bit first (the order of
+ * numpy.packbits(x > 0, axis=-1)); the bits past d in the last byte are
+ * ignored.
+ *
+ * Devices: the quantisers run on the CPU (CUDA tensors: LIK_ERR_UNSUPPORTED).
+ * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
+ * and on CUDA (mma.sync tensor cores: int8 and int8 x bits on sm_80+, fp8 on
+ * sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there), on
+ * opts->stream.  int8, int8 x bits and bits x bits results are bitwise
+ * identical across CPU paths, thread counts and the GPU.
+ */
+
+/* lik_quantize_int8 — symmetric per-token int8.
+ *
+ *   X       [..., d] (1 to 4 dims) F32, F16, BF16 or F64, any strides.
+ *   X_int8  I8, X's shape: q_k = round-half-even(x_k / scale), clamped to
+ *           [-127, 127], the division in fp32 (x read as fp32).
+ *   scale   F32, X's shape minus d (0-d for 1-D X): amax / 127 in fp32, amax
+ *           = max_k |x_k|; 0 for an all-zero token (whose q are 0).  With
+ *           opts->normalize, scale is divided (fp32) by max(||x||, 1e-12) (the
+ *           norm in fp32), so q * scale approximates the L2-normalised token;
+ *           q is the same either way.
+ * A token holding NaN or Inf gives an unspecified q and scale.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, d = 0, outputs' shapes),
+ * LIK_ERR_DTYPE, LIK_ERR_VALUE (outputs overlapping each other or X),
+ * LIK_ERR_UNSUPPORTED (CUDA tensors).
+ */
+LIK_API lik_status lik_quantize_int8(const lik_tensor *X, const lik_options *opts,
+                                     lik_tensor *X_int8, lik_tensor *scale);
+
+/* lik_quantize_binary — sign bits: bit k is set iff x_k > 0 (so 0, -0 and
+ * NaN give 0); bits U8 [..., ceil(d / 8)] in the bit order above, the bits
+ * past d zero.  X as in lik_quantize_int8.  Errors as lik_quantize_int8. */
+LIK_API lik_status lik_quantize_binary(const lik_tensor *X, const lik_options *opts,
+                                       lik_tensor *bits);
+
+/* lik_maxsim_scaled — MaxSim of int8 or fp8 embeddings with scales.
+ *
+ *   Q, D      I8, F8E4M3 or F8E5M2, one dtype, the same d.
+ *   scale_Q   F32, 0-d or Q's shape minus d; scale_D likewise for D.
+ *   opts      normalize must be 0 (quantise normalised embeddings instead).
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, d, scale / mask / scores
+ * shapes), LIK_ERR_DTYPE (Q / D not int8 or fp8 or not the same, scales not
+ * F32, masks, scores not F32), LIK_ERR_VALUE (normalize set, scores sharing
+ * memory), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (see
+ * Devices), LIK_ERR_CUDA.
+ */
+LIK_API lik_status lik_maxsim_scaled(const lik_tensor *Q, const lik_tensor *scale_Q,
+                                     const lik_tensor *D, const lik_tensor *scale_D,
+                                     const lik_tensor *q_mask, const lik_tensor *d_mask,
+                                     const lik_options *opts, lik_tensor *scores);
+
+/* lik_maxsim_binary — MaxSim against binary documents.
+ *
+ *   Q        I8 [.., d] with scale_Q (F32, 0-d or Q's shape minus d), or U8
+ *            bits [.., ceil(d / 8)] with scale_Q NULL.
+ *   D_bits   U8 [Nd, Ld, ceil(d / 8)] or [Ld, ceil(d / 8)].
+ *   d        the embedding dimension, >= 1.
+ *   opts     normalize must be 0.
+ * Errors as lik_maxsim_scaled; LIK_ERR_SHAPE also when a byte dimension is
+ * not ceil(d / 8) or Q's d differs from d; LIK_ERR_VALUE for a scale_Q given
+ * with bit queries.
+ */
+LIK_API lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scale_Q,
+                                     const lik_tensor *D_bits, int64_t d,
+                                     const lik_tensor *q_mask, const lik_tensor *d_mask,
+                                     const lik_options *opts, lik_tensor *scores);
 /* ---- fused D-side head -----------------------------------------------------
  *
  * lik_maxsim_from_hidden — MaxSim against documents given as hidden states:

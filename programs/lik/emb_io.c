@@ -42,6 +42,7 @@ size_t dtype_size(lik_dtype t) {
   case LIK_U8: return 1;
   case LIK_I32: return 4;
   case LIK_I64: return 8;
+  case LIK_I8: case LIK_F8E4M3: case LIK_F8E5M2: return 1;
   }
   return 0;
 }
@@ -56,6 +57,9 @@ const char *dtype_name(lik_dtype t) {
   case LIK_U8: return "U8";
   case LIK_I32: return "I32";
   case LIK_I64: return "I64";
+  case LIK_I8: return "I8";
+  case LIK_F8E4M3: return "F8E4M3";
+  case LIK_F8E5M2: return "F8E5M2";
   }
   return "?";
 }
@@ -686,6 +690,9 @@ static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, in
     }
     if (to == LIK_F64) {
       memcpy((char *)dst + 8 * i, &v, 8);
+    } else if (to == LIK_F16) { /* --precision fp16; round to nearest even */
+      _Float16 h = (_Float16)(float)v;
+      memcpy((char *)dst + 2 * i, &h, 2);
     } else {
       float f = (float)v;
       memcpy((char *)dst + 4 * i, &f, 4);

@@ -23,6 +23,7 @@
 #include "emb_io.h"
 #include "eval.h"
 #include "index_cmd.h"
+#include "precision.h"
 #include "lik.h"
 #include "report.h"
 
@@ -61,6 +62,9 @@ static void usage(FILE *f) {
 "                              when qrels are given, for recall@100)\n"
 "  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
 "      --normalize             L2-normalise every token before scoring\n"
+"      --precision P           score the corpus as fp16, int8 (symmetric per token) or\n"
+"                              binary (sign bits, int8 queries), quantised once on load\n"
+"                              (default: as stored; int8 / binary not with --rerank)\n"
 "  -r, --qrels FILE            judgments 'query doc gain' (or TREC 'query iter doc gain');\n"
 "                              prints mean nDCG@10 and recall@100\n"
 "  -n, --limit-queries N       score only the first N queries\n"
@@ -163,7 +167,7 @@ static void sort_i64(int64_t *v, int64_t n) { qsort(v, (size_t)n, sizeof *v, cmp
 
 enum {
   OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
-  OPT_RERANK
+  OPT_PRECISION, OPT_RERANK
 };
 
 int main(int argc, char **argv) {
@@ -176,7 +180,7 @@ int main(int argc, char **argv) {
   emb_sources qs = {0}, ds = {0};
   const char *qrels_path = NULL, *rerank_path = NULL;
   long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144;
-  int normalize = 0, json = 0;
+  int normalize = 0, json = 0, prec = PRECISION_AS_LOADED;
 
   static const struct option longopts[] = {
       {"queries", required_argument, 0, 'q'},
@@ -196,6 +200,7 @@ int main(int argc, char **argv) {
       {"json", no_argument, 0, OPT_JSON},
       {"rerank", required_argument, 0, OPT_RERANK},
       {"block-tokens", required_argument, 0, OPT_BLOCK},
+      {"precision", required_argument, 0, OPT_PRECISION},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -218,6 +223,12 @@ int main(int argc, char **argv) {
     case 'p': if (parse_int("--print", optarg, -1, LLONG_MAX, &nprint)) return 2; break;
     case OPT_JSON: json = 1; break;
     case OPT_RERANK: rerank_path = optarg; break;
+    case OPT_PRECISION:
+      if ((prec = precision_parse(optarg)) < 0) {
+        fprintf(stderr, "%s: --precision: expected fp16, int8 or binary, got '%s'\n", prog, optarg);
+        return 2;
+      }
+      break;
     case OPT_BLOCK:
       if (parse_int("--block-tokens", optarg, 1, LLONG_MAX, &block_tokens)) return 2;
       break;
@@ -285,6 +296,7 @@ int main(int argc, char **argv) {
   size_t qcap = 0, dcap = 0, qmcap = 0, dmcap = 0;
   int64_t *cnt = NULL, *id_sorted = NULL, *cidx = NULL;
   void *q1buf = NULL;
+  lowbit lb = {0};
   uint8_t *q1mbuf = NULL;
   size_t q1cap = 0, q1mcap = 0;
 
@@ -314,6 +326,12 @@ int main(int argc, char **argv) {
   if (K > D.n) K = D.n;
   lik_dtype want = Q.dtype == D.dtype ? Q.dtype : LIK_F32;
   if (Q.dtype != D.dtype && (Q.dtype == LIK_F64 || D.dtype == LIK_F64)) want = LIK_F64;
+  if (prec == PRECISION_FP16) want = LIK_F16;
+  if ((prec == PRECISION_INT8 || prec == PRECISION_BINARY) && rerank_path) {
+    fprintf(stderr, "%s: error: --precision %s is not supported with --rerank\n", prog,
+            prec == PRECISION_INT8 ? "int8" : "binary");
+    goto out;
+  }
 
   lik_options opts = LIK_OPTIONS_INIT;
   opts.normalize = normalize;
@@ -337,6 +355,11 @@ int main(int argc, char **argv) {
 
   lik_tensor qx, qm, dx, dm;
   if (emb_block(&Q, 0, nq, want, &qx, &qm, &qbuf, &qcap, &qmbuf, &qmcap, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
+  if ((prec == PRECISION_INT8 || prec == PRECISION_BINARY) &&
+      lowbit_load(&lb, (precision)prec, &D, &qx, &qm, &opts, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
   }
@@ -422,11 +445,16 @@ int main(int argc, char **argv) {
       lmax = nl;
       j1++;
     }
-    if (emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+    int64_t nb = j1 - j0, kb = K < nb ? K : nb;
+    if (lb.kind) {
+      if (lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        goto out;
+      }
+    } else if (emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
     }
-    int64_t nb = j1 - j0, kb = K < nb ? K : nb;
     lik_tensor so = {0}, io = {0};
     so.data = blk_s;
     so.dtype = LIK_F32;
@@ -439,8 +467,9 @@ int main(int argc, char **argv) {
     io = so;
     io.data = blk_i;
     io.dtype = LIK_I64;
-    lik_status st = lik_retrieve(&qx, &dx, qm.data ? &qm : NULL, dm.data ? &dm : NULL, kb, &opts,
-                                 &so, &io);
+    lik_status st = lb.kind ? LIK_OK
+                            : lik_retrieve(&qx, &dx, qm.data ? &qm : NULL,
+                                           dm.data ? &dm : NULL, kb, &opts, &so, &io);
     if (st != LIK_OK) {
       fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
               lik_last_error());
@@ -468,6 +497,9 @@ int main(int argc, char **argv) {
     if (show_progress) progress((double)j0 / (double)D.n, 0);
   }
   double secs = now_s() - t0;
+  const char *scored_as = lb.kind == PRECISION_INT8     ? "int8"
+                          : lb.kind == PRECISION_BINARY ? "binary"
+                                                        : dtype_name(want);
   if (show_progress) progress(1.0, 1);
 
   /* Work: 2 * Lq * Ld * d per (query, document) pair, valid tokens only. */
@@ -502,7 +534,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "num_queries", (double)nq);
     cJSON_AddNumberToObject(o, "num_docs", (double)D.n);
     cJSON_AddNumberToObject(o, "dim", (double)D.d);
-    cJSON_AddStringToObject(o, "dtype", dtype_name(want));
+    cJSON_AddStringToObject(o, "dtype", scored_as);
     cJSON_AddNumberToObject(o, "query_tokens", qtok);
     cJSON_AddNumberToObject(o, "doc_tokens", (double)D.tokens);
     cJSON_AddNumberToObject(o, "top_k", (double)kshow);
@@ -538,12 +570,12 @@ int main(int argc, char **argv) {
     if (rerank_path)
       printf("\nreranked %.0f candidates of %lld queries in %.3f s (top %lld, %s%s): %.1f queries/s, "
              "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-             pairs, (long long)nq, secs, (long long)K, dtype_name(want),
+             pairs, (long long)nq, secs, (long long)K, scored_as,
              normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     else
     printf("\n%lld queries x %lld documents in %.3f s (top %lld, %s%s): %.1f queries/s, "
            "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-           (long long)nq, (long long)D.n, secs, (long long)K, dtype_name(want),
+           (long long)nq, (long long)D.n, secs, (long long)K, scored_as,
            normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     if (qrels_path) {
       if (nevals)
@@ -575,6 +607,7 @@ out:
   free(cidx);
   free(q1buf);
   free(q1mbuf);
+  lowbit_free(&lb);
   emb_free(&Q);
   emb_free(&D);
   return rc;

@@ -19,6 +19,11 @@ late-interaction-kernels):
 * :func:`maxsim_residual` / :func:`maxsim_residual_varlen` — MaxSim against
   PLAID / ColBERTv2 compressed documents; the codec and the centroid score
   are in :mod:`lik.plaid`.
+* :func:`quantize_int8` / :func:`quantize_binary`,
+  :func:`maxsim_inference_int8` / :func:`maxsim_inference_fp8` /
+  :func:`maxsim_inference_binary`, :func:`retrieve_binary`, the fp8
+  quantisers (:func:`quantize_fp8_per_token`, ...) — low-bit MaxSim
+  (:mod:`lik.quant`).
 * :func:`maxsim_from_hidden` — MaxSim against hidden states projected on the
   fly (fused D-side head, :mod:`lik.head`).
 * :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "portable").
@@ -40,6 +45,9 @@ from ._lib import Context, LikError
 from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
+from .quant import (dequantize_fp8_per_tensor, dequantize_fp8_per_token, maxsim_inference_binary,
+                    maxsim_inference_fp8, maxsim_inference_int8, quantize_binary, quantize_fp8_per_tensor,
+                    quantize_fp8_per_token, quantize_int8, retrieve_binary)
 from .head import maxsim_from_hidden
 
 __version__: str = _lib.version_string()
@@ -112,6 +120,16 @@ __all__ = [
     "PackedBatch",
     "maxsim_residual",
     "maxsim_residual_varlen",
+    "quantize_int8",
+    "quantize_binary",
+    "maxsim_inference_int8",
+    "maxsim_inference_fp8",
+    "maxsim_inference_binary",
+    "retrieve_binary",
+    "quantize_fp8_per_tensor",
+    "quantize_fp8_per_token",
+    "dequantize_fp8_per_tensor",
+    "dequantize_fp8_per_token",
     "maxsim_from_hidden",
     "plaid",
     "MaxSimScorer",

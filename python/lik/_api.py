@@ -74,7 +74,8 @@ def _empty(shape, dtype: str, torch_mode: bool, like: Any):
     if torch_mode:
         import torch
 
-        tdt = {"float32": torch.float32, "int64": torch.int64, "int32": torch.int32, "uint8": torch.uint8}[dtype]
+        tdt = {"float32": torch.float32, "int64": torch.int64, "int32": torch.int32, "uint8": torch.uint8,
+               "int8": torch.int8}[dtype]
         return torch.empty(shape, dtype=tdt, device=like.device)
     return np.empty(shape, dtype=dtype)
 

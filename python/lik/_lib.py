@@ -49,6 +49,7 @@ LIK_ERR_UNSUPPORTED = 7
 LIK_ERR_CUDA = 8
 
 LIK_F32, LIK_F16, LIK_BF16, LIK_F64, LIK_BOOL, LIK_U8, LIK_I32, LIK_I64 = range(8)
+LIK_I8, LIK_F8E4M3, LIK_F8E5M2 = 8, 9, 10  # low-bit embeddings (lik_experimental.h)
 
 LIK_CPU = 1
 LIK_CUDA = 2
@@ -72,6 +73,7 @@ _NP_DTYPES = {
     np.dtype(np.uint8): LIK_U8,
     np.dtype(np.int32): LIK_I32,
     np.dtype(np.int64): LIK_I64,
+    np.dtype(np.int8): LIK_I8,
 }
 
 if _torch is not None:
@@ -84,11 +86,15 @@ if _torch is not None:
         _torch.uint8: LIK_U8,
         _torch.int32: LIK_I32,
         _torch.int64: LIK_I64,
+        _torch.int8: LIK_I8,
+        _torch.float8_e4m3fn: LIK_F8E4M3,
+        _torch.float8_e5m2: LIK_F8E5M2,
     }
 else:  # pragma: no cover
     _TORCH_DTYPES = {}
 
-_SUPPORTED_NAMES = "float32, float16, bfloat16 (torch), float64; masks bool or uint8"
+_SUPPORTED_NAMES = ("float32, float16, bfloat16 (torch), float64; masks bool or uint8; "
+                    "int8, float8_e4m3fn / float8_e5m2 (torch) for low-bit MaxSim")
 
 
 # ---- structures ------------------------------------------------------------
@@ -772,6 +778,50 @@ def plaid_info(handle) -> LikPlaidIndexInfo:
 def plaid_free(handle) -> None:
     if handle and lib is not None:
         lib.lik_plaid_index_free(handle)
+
+
+# ---- low-bit MaxSim: int8, fp8, binary (include/lik_experimental.h) ---------------
+
+lib.lik_quantize_int8.restype = ctypes.c_int
+lib.lik_quantize_int8.argtypes = [_PT, _PO, _PT, _PT]
+lib.lik_quantize_binary.restype = ctypes.c_int
+lib.lik_quantize_binary.argtypes = [_PT, _PO, _PT]
+lib.lik_maxsim_scaled.restype = ctypes.c_int
+lib.lik_maxsim_scaled.argtypes = [_PT, _PT, _PT, _PT, _PT, _PT, _PO, _PT]
+lib.lik_maxsim_binary.restype = ctypes.c_int
+lib.lik_maxsim_binary.argtypes = [_PT, _PT, _PT, ctypes.c_int64, _PT, _PT, _PO, _PT]
+
+
+def call_quantize_int8(X, X_int8, scale, *, normalize: bool = False) -> None:
+    """lik_quantize_int8 into caller-allocated ``X_int8`` (I8) and ``scale`` (F32)."""
+    keep = []
+    opts = make_options(normalize=normalize)
+    x, q, sc = _views(keep, X, X_int8, scale)
+    check(lib.lik_quantize_int8(x, ctypes.byref(opts), q, sc))
+
+
+def call_quantize_binary(X, bits) -> None:
+    """lik_quantize_binary into caller-allocated ``bits`` (U8)."""
+    keep = []
+    opts = make_options()
+    x, b = _views(keep, X, bits)
+    check(lib.lik_quantize_binary(x, ctypes.byref(opts), b))
+
+
+def call_maxsim_scaled(Q, scale_Q, D, scale_D, q_mask, d_mask, scores) -> None:
+    """lik_maxsim_scaled (int8 / fp8) into caller-allocated ``scores`` (F32)."""
+    keep = []
+    opts = make_options(stream=cuda_stream_of(Q))
+    *ins, out = _views(keep, Q, scale_Q, D, scale_D, q_mask, d_mask, scores)
+    check(lib.lik_maxsim_scaled(*ins, ctypes.byref(opts), out))
+
+
+def call_maxsim_binary(Q, scale_Q, D_bits, d: int, q_mask, d_mask, scores) -> None:
+    """lik_maxsim_binary into caller-allocated ``scores`` (F32)."""
+    keep = []
+    opts = make_options(stream=cuda_stream_of(Q))
+    q, sq, db, qm, dm, out = _views(keep, Q, scale_Q, D_bits, q_mask, d_mask, scores)
+    check(lib.lik_maxsim_binary(q, sq, db, ctypes.c_int64(d), qm, dm, ctypes.byref(opts), out))
 
 
 # ---- fused D-side head (include/lik_experimental.h) ----------------------------

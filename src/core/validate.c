@@ -19,6 +19,9 @@ const char *lik_dtype_name(lik_dtype dtype) {
     case LIK_U8: return "uint8";
     case LIK_I32: return "int32";
     case LIK_I64: return "int64";
+    case LIK_I8: return "int8";
+    case LIK_F8E4M3: return "float8_e4m3fn";
+    case LIK_F8E5M2: return "float8_e5m2";
   }
   return "unknown";
 }
@@ -85,7 +88,7 @@ lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
     if (t->shape[i] < 0)
       return lik_fail(LIK_ERR_SHAPE, "%s: dimension %d has negative size %lld", name, i,
                       (long long)t->shape[i]);
-  if ((unsigned)t->dtype > LIK_I64)
+  if ((unsigned)t->dtype > LIK_F8E5M2)
     return lik_fail(LIK_ERR_DTYPE, "%s: unknown dtype code %d", name, (int)t->dtype);
   if (t->device != 0 && t->device != LIK_CPU && t->device != LIK_CUDA)
     return lik_fail(LIK_ERR_DEVICE, "%s: unknown device type %d", name, (int)t->device);

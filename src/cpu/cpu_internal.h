@@ -67,6 +67,10 @@ extern const lik_cpu_kernels lik_cpu_kernels_avx512;
  * or the lower path ctx asks for (dispatch.c). */
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
+/* The level of that table (0 portable, 1 avx2, 2 avx512), 3 for avx512 on a
+ * CPU that also has AVX-512 VNNI. */
+int lik_cpu_level_for(const lik_context *ctx);
+
 /* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
 
 static inline float lik_f16_to_f32(uint16_t h) {

@@ -19,7 +19,8 @@ static uint64_t read_xcr0(void) {
   return ((uint64_t)hi << 32) | lo;
 }
 
-/* 0 = portable, 1 = avx2 (+fma+f16c), 2 = avx512 (f/bw/vl + the above). */
+/* 0 = portable, 1 = avx2 (+fma+f16c), 2 = avx512 (f/bw/vl + the above),
+ * 3 = avx512 + VNNI (the int8 kernels' extra level; quant.c). */
 static int best_level(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
@@ -33,26 +34,33 @@ static int best_level(void) {
   int avx2 = (b >> 5) & 1;
   if (!avx2) return 0;
   int f512 = (b >> 16) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
-  if (f512 && bw && vl && (xcr0 & 0xe0) == 0xe0) return 2; /* opmask+ZMM */
+  if (f512 && bw && vl && (xcr0 & 0xe0) == 0xe0) return 2 + ((c >> 11) & 1); /* +VNNI */
   return 1;
 }
 #endif
 
-static int best = 0;
+static int best = 0, vnni = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void find_best(void) {
 #if defined(LIK_CPU_X86)
   best = best_level();
+  vnni = best == 3;
+  if (best == 3) best = 2;
 #endif
 }
 
-const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
+int lik_cpu_level_for(const lik_context *ctx) {
   pthread_once(&once, find_best);
   int level = lik_context_cpu_level(ctx);
   if (level > best) level = best;
+  return level == 2 && vnni ? 3 : level;
+}
+
+const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
+  const int level = lik_cpu_level_for(ctx);
 #if defined(LIK_CPU_X86)
-  if (level == 2) return &lik_cpu_kernels_avx512;
+  if (level >= 2) return &lik_cpu_kernels_avx512;
   if (level == 1) return &lik_cpu_kernels_avx2;
 #endif
   return &lik_cpu_kernels_portable;

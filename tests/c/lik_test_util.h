@@ -216,6 +216,9 @@ static const char *dtype_str(lik_dtype dt) {
     case LIK_U8: return "u8";
     case LIK_I32: return "i32";
     case LIK_I64: return "i64";
+    case LIK_I8: return "i8";
+    case LIK_F8E4M3: return "f8e4m3";
+    case LIK_F8E5M2: return "f8e5m2";
   }
   return "?";
 }
@@ -238,6 +241,8 @@ static void t_put(const lik_tensor *t, const int64_t *idx, double v) {
     case LIK_BOOL: case LIK_U8: ((uint8_t *)t->data)[o] = (uint8_t)v; break;
     case LIK_I32: ((int32_t *)t->data)[o] = (int32_t)v; break;
     case LIK_I64: ((int64_t *)t->data)[o] = (int64_t)v; break;
+    case LIK_I8: ((int8_t *)t->data)[o] = (int8_t)v; break;
+    case LIK_F8E4M3: case LIK_F8E5M2: break; /* no test writes fp8 here */
   }
 }
 
@@ -251,6 +256,8 @@ static double t_get(const lik_tensor *t, const int64_t *idx) {
     case LIK_BOOL: case LIK_U8: return ((const uint8_t *)t->data)[o];
     case LIK_I32: return ((const int32_t *)t->data)[o];
     case LIK_I64: return (double)((const int64_t *)t->data)[o];
+    case LIK_I8: return ((const int8_t *)t->data)[o];
+    case LIK_F8E4M3: case LIK_F8E5M2: break; /* no test reads fp8 here */
   }
   return NAN;
 }

@@ -587,3 +587,44 @@ def test_out_of_memory_names_file_and_sizes(tmp_path):
     assert (f"{tmp_path / 'long.safetensors'}: out of memory for a padded block of 1000 queries x "
             "100000 tokens x d=4 (F32)") in p.stderr, p.stderr
     assert secs < 1.0
+
+
+# ---- --precision int8 | binary | fp16 ---------------------------------------------
+
+
+def _quantize_int8(x):
+    """The documented formula: scale = amax / 127, q = round_half_even(x / scale) (fp32)."""
+    s = (np.abs(x).max(-1) / np.float32(127)).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.clip(np.rint(x / s[..., None]), -127, 127)
+    q[s == 0] = 0
+    return q.astype(np.float64), s.astype(np.float64)
+
+
+@pytest.mark.parametrize("precision", ["int8", "binary", "fp16"])
+def test_precision_matches_quantised_reference(tmp_path, precision):
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    Q = rng.standard_normal((4, 6, 17)).astype(np.float32)
+    D = rng.standard_normal((30, 9, 17)).astype(np.float32)
+    np.save(tmp_path / "q.npy", Q)
+    np.save(tmp_path / "d.npy", D)
+    out = run_json("--precision", precision, "-k", 5, tmp_path / "q.npy", tmp_path / "d.npy")
+    q, sq = _quantize_int8(Q)
+    if precision == "int8":
+        d, sd = _quantize_int8(D)
+        sims = np.einsum("isk,jtk->ijst", q * sq[..., None], d * sd[..., None])
+    elif precision == "binary":
+        sims = np.einsum("isk,jtk->ijst", q * sq[..., None], np.where(D > 0, 1.0, -1.0))
+    else:
+        sims = np.einsum("isk,jtk->ijst", Q.astype(np.float16).astype(np.float64),
+                         D.astype(np.float16).astype(np.float64))
+    ref = sims.max(-1).sum(-1)
+    for i, res in enumerate(out["results"]):
+        want = np.argsort(-ref[i], kind="stable")[:5]
+        np.testing.assert_allclose(res["scores"], ref[i][want], rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
+
+
+def test_precision_bad_value():
+    p = run("--precision", "int4", check=False)
+    assert p.returncode == 2 and "--precision: expected fp16, int8 or binary, got 'int4'" in p.stderr

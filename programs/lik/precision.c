@@ -1,0 +1,167 @@
+/* precision.c — see precision.h. */
+#include "precision.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lik_experimental.h"
+
+#define ERR_LEN 512
+#define QUANT_BLOCK 1024 /* documents quantised per lik call */
+
+int precision_parse(const char *s) {
+  if (!strcmp(s, "fp16")) return PRECISION_FP16;
+  if (!strcmp(s, "int8")) return PRECISION_INT8;
+  if (!strcmp(s, "binary")) return PRECISION_BINARY;
+  return -1;
+}
+
+static lik_tensor view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
+                       const int64_t *strides) {
+  lik_tensor t = {0};
+  t.data = data;
+  t.dtype = dt;
+  t.ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    t.shape[i] = shape[i];
+    t.strides[i] = strides[i];
+  }
+  t.device = LIK_CPU;
+  return t;
+}
+
+static int fail(char *err, const char *what, lik_status st) {
+  snprintf(err, ERR_LEN, "%s failed (%s): %s", what, lik_status_string(st), lik_last_error());
+  return 1;
+}
+
+int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *qx,
+                const lik_tensor *qm, const lik_options *opts, char *err) {
+  memset(c, 0, sizeof *c);
+  c->kind = kind;
+  c->n = D->n;
+  c->lmax = D->L > 0 ? D->L : 1;
+  c->d = D->d;
+  c->nq = qx->shape[0];
+  const int64_t dl = kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
+  size_t cells = (size_t)c->n * (size_t)c->lmax;
+  c->docs = calloc(cells * (size_t)dl + 1, 1);
+  c->dscale = calloc(cells + 1, sizeof(float));
+  c->dmask = calloc(cells + 1, 1);
+  const int64_t lq = qx->shape[1], qcells = c->nq * lq;
+  c->q = calloc((size_t)(qcells * c->d) + 1, 1);
+  c->qscale = calloc((size_t)qcells + 1, sizeof(float));
+  if (!c->docs || !c->dscale || !c->dmask || !c->q || !c->qscale) {
+    snprintf(err, ERR_LEN, "out of memory quantising %lld documents x %lld tokens x d=%lld",
+             (long long)c->n, (long long)c->lmax, (long long)c->d);
+    return 1;
+  }
+  /* queries: int8 with per-token scales (normalize: of the unit vectors) */
+  const int64_t qs[3] = {c->nq, lq, c->d}, qst[3] = {lq * c->d, c->d, 1}, ss[2] = {lq, 1};
+  c->qx = view(c->q, LIK_I8, 3, qs, qst);
+  lik_tensor qsc = view(c->qscale, LIK_F32, 2, qs, ss);
+  lik_status st = lik_quantize_int8(qx, opts, &c->qx, &qsc);
+  if (st) return fail(err, "lik_quantize_int8 (queries)", st);
+  c->qm = *qm;
+  void *buf = NULL;
+  uint8_t *mbuf = NULL;
+  size_t cap = 0, mcap = 0;
+  int rc = 0;
+  for (int64_t j0 = 0; j0 < c->n && !rc; j0 += QUANT_BLOCK) {
+    const int64_t j1 = j0 + QUANT_BLOCK < c->n ? j0 + QUANT_BLOCK : c->n;
+    lik_tensor x, m;
+    if (emb_block(D, j0, j1, LIK_F32, &x, &m, &buf, &cap, &mbuf, &mcap, err)) {
+      rc = 1;
+      break;
+    }
+    const int64_t nb = x.shape[0], lb = x.shape[1];
+    const int64_t os[3] = {nb, lb, dl}, ost[3] = {c->lmax * dl, dl, 1};
+    const int64_t sc[2] = {nb, lb}, sst[2] = {c->lmax, 1};
+    lik_tensor out = view((uint8_t *)c->docs + j0 * c->lmax * dl,
+                          kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
+    lik_tensor scl = view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
+    st = kind == PRECISION_INT8 ? lik_quantize_int8(&x, opts, &out, &scl)
+                                : lik_quantize_binary(&x, opts, &out);
+    if (st) rc = fail(err, "quantising the documents", st);
+    for (int64_t j = 0; j < nb; j++)
+      for (int64_t l = 0; l < lb; l++)
+        c->dmask[(j0 + j) * c->lmax + l] =
+            m.data ? ((const uint8_t *)m.data)[j * m.strides[0] + l * m.strides[1]] != 0 : 1;
+  }
+  free(buf);
+  free(mbuf);
+  return rc;
+}
+
+typedef struct {
+  float s;
+  int64_t i;
+} ranked;
+
+/* lik_retrieve's order: score descending, NaN last, ties by lower index. */
+static int by_score(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  const int xn = isnan(x->s), yn = isnan(y->s);
+  if (xn != yn) return xn - yn;
+  if (!xn && x->s != y->s) return x->s > y->s ? -1 : 1;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
+                float *out_s, int64_t *out_i, char *err) {
+  const int64_t nb = j1 - j0, dl = c->kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
+  if (nb * c->nq > c->scores_cap) {
+    free(c->scores);
+    c->scores_cap = nb * c->nq;
+    c->scores = malloc((size_t)c->scores_cap * sizeof(float));
+    if (!c->scores) {
+      snprintf(err, ERR_LEN, "out of memory for %lld x %lld scores", (long long)c->nq,
+               (long long)nb);
+      return 1;
+    }
+  }
+  const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
+  const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
+  const int64_t ss[2] = {c->nq, nb}, sst[2] = {nb, 1};
+  lik_tensor D = view((uint8_t *)c->docs + j0 * c->lmax * dl,
+                      c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
+  lik_tensor sc = view(c->scores, LIK_F32, 2, ss, sst);
+  lik_tensor qsc = view(c->qscale, LIK_F32, 2, c->qx.shape, (const int64_t[2]){c->qx.shape[1], 1});
+  lik_options o = *opts;
+  o.normalize = 0; /* the quantised values are what is scored */
+  lik_status st;
+  if (c->kind == PRECISION_INT8) {
+    lik_tensor dsc = view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
+    st = lik_maxsim_scaled(&c->qx, &qsc, &D, &dsc, c->qm.data ? &c->qm : NULL, &dm, &o, &sc);
+  } else {
+    st = lik_maxsim_binary(&c->qx, &qsc, &D, c->d, c->qm.data ? &c->qm : NULL, &dm, &o, &sc);
+  }
+  if (st) return fail(err, c->kind == PRECISION_INT8 ? "lik_maxsim_scaled" : "lik_maxsim_binary", st);
+  ranked *r = malloc((size_t)nb * sizeof *r);
+  if (!r) {
+    snprintf(err, ERR_LEN, "out of memory for %lld scores", (long long)nb);
+    return 1;
+  }
+  for (int64_t i = 0; i < c->nq; i++) {
+    for (int64_t j = 0; j < nb; j++) r[j] = (ranked){c->scores[i * nb + j], j};
+    qsort(r, (size_t)nb, sizeof *r, by_score);
+    for (int64_t k = 0; k < kb; k++) {
+      out_s[i * kb + k] = r[k].s;
+      out_i[i * kb + k] = r[k].i;
+    }
+  }
+  free(r);
+  return 0;
+}
+
+void lowbit_free(lowbit *c) {
+  free(c->docs);
+  free(c->dscale);
+  free(c->dmask);
+  free(c->q);
+  free(c->qscale);
+  free(c->scores);
+}

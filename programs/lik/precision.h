@@ -1,0 +1,44 @@
+/*
+ * precision.h — `lik --precision int8|binary`: the corpus quantised once on
+ * load (lik_quantize_int8 / lik_quantize_binary, lik_experimental.h) into a
+ * padded [N, Lmax, .] copy, int8 queries, and the per-block top-k by
+ * lik_maxsim_scaled / lik_maxsim_binary in lik_retrieve's order.
+ */
+#ifndef LIK_CLI_PRECISION_H
+#define LIK_CLI_PRECISION_H
+
+#include "emb_io.h"
+#include "lik.h"
+
+typedef enum { PRECISION_AS_LOADED = 0, PRECISION_FP16, PRECISION_INT8, PRECISION_BINARY } precision;
+
+typedef struct {
+  precision kind;     /* PRECISION_INT8 or PRECISION_BINARY */
+  int64_t n, lmax, d, nq;
+  void *docs;         /* int8 [n, lmax, d] or bits [n, lmax, ceil(d / 8)] */
+  float *dscale;      /* int8: [n, lmax] */
+  uint8_t *dmask;     /* [n, lmax] */
+  int8_t *q;          /* [nq, Lq, d] */
+  float *qscale;      /* [nq, Lq] */
+  lik_tensor qx, qm;  /* views of q (mask: the loader's) */
+  float *scores;      /* [nq, block] scratch */
+  int64_t scores_cap;
+} lowbit;
+
+/* Parses "fp16", "int8", "binary"; -1 for anything else. */
+int precision_parse(const char *s);
+
+/* Quantises documents D (all) and the nq queries of the block qx / qm (float
+ * views from emb_block) into c.  Returns 0, or 1 with err set. */
+int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *qx,
+                const lik_tensor *qm, const lik_options *opts, char *err);
+
+/* The top-kb documents of [j0, j1) per query, sorted as lik_retrieve (score
+ * descending, ties by lower index): out_s / out_i [nq, kb], indices relative
+ * to j0.  Returns 0, or 1 with err set. */
+int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
+                float *out_s, int64_t *out_i, char *err);
+
+void lowbit_free(lowbit *c);
+
+#endif

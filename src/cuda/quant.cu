@@ -1,0 +1,427 @@
+/*
+ * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
+ * lik_experimental.h).
+ *
+ * One warp per (query, document).  int8, fp8 and int8 x sign bits run on the
+ * tensor cores with mma.sync m16n8k32: the document's tokens are M (16 per
+ * tile), 32 query tokens N (four n-blocks of 8), features K (32 per step);
+ * s8 x s8 -> s32 (sm_80+), e4m3 / e5m2 -> f32 (sm_89+), and sign bits
+ * unpacked to +-1 int8 straight into the A fragment.  Both fragments are
+ * 4-byte rows of row-major [tokens, d] data (PTX ISA, "mma.m16n8k32"), so no
+ * shared memory is needed; the query's fragments stay in registers for d <=
+ * 128.  Each thread keeps the running max of its C columns across tiles
+ * (v = (float)dot * (scale_Q * scale_D), NaN never wins); the warp reduces
+ * over rows once, and lane 0 sums the valid query tokens in ascending order.
+ * int8 results are therefore bitwise those of the CPU backend (the same
+ * integers and fp32 operations); fp8 sums in the tensor core's order.
+ * bits x bits: popcount, lanes = query tokens.
+ */
+#include <stdint.h>
+
+#include "host.cuh"
+
+extern "C" {
+#include "../core/quant.h"
+}
+
+namespace {
+
+struct KQ {
+  const uint8_t *q, *d;
+  int64_t q_sn, q_sl, q_sk, d_sn, d_sl, d_sk; /* element (= byte) strides */
+  int64_t nq, lq, nd, ld, dim;                 /* dim: d */
+  const uint8_t *qm, *dm;
+  int64_t qm_sn, qm_sl, dm_sn, dm_sl;
+  const float *sq, *sd; /* NULL: 1 */
+  int64_t sq_sn, sq_sl, sd_sn, sd_sl;
+  float *scores;
+  int64_t s_si, s_sj;
+  int qvec, dvec; /* 4-byte loads allowed (contiguous, aligned, d % 4 == 0) */
+};
+
+enum { K_INT8 = 0, K_E4M3 = 1, K_E5M2 = 2, K_I8_BITS = 3 };
+
+/* Bytes k .. k+3 of a token row (0 past dim). */
+__device__ __forceinline__ uint32_t load4(const uint8_t *row, int64_t sk, int64_t k, int64_t dim,
+                                          int vec) {
+  if (k >= dim) return 0u;
+  if (vec) return __ldg((const unsigned int *)(row + k));
+  uint32_t v = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    if (k + i < dim) v |= (uint32_t)__ldg(row + (k + i) * sk) << (8 * i);
+  return v;
+}
+
+/* Features k .. k+3 (k % 4 == 0) of a sign-bit row as +-1 int8 (0 past dim). */
+__device__ __forceinline__ uint32_t load_signs(const uint8_t *row, int64_t sk, int64_t k,
+                                               int64_t dim) {
+  if (k >= dim) return 0u;
+  const uint32_t byte = __ldg(row + (k / 8) * sk);
+  const uint32_t nib = (k % 8) ? byte & 0xfu : byte >> 4;
+  uint32_t v = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    if (k + i < dim) v |= ((nib >> (3 - i)) & 1u ? 0x01u : 0xffu) << (8 * i);
+  return v;
+}
+
+template <int KIND>
+struct Acc {
+  using T = int;
+};
+template <>
+struct Acc<K_E4M3> {
+  using T = float;
+};
+template <>
+struct Acc<K_E5M2> {
+  using T = float;
+};
+
+template <int KIND>
+__device__ __forceinline__ void mma(typename Acc<KIND>::T (&c)[4], const uint32_t (&a)[4],
+                                    uint32_t b0, uint32_t b1) {
+  if constexpr (KIND == K_INT8 || KIND == K_I8_BITS) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    if constexpr (KIND == K_E4M3)
+      asm volatile(
+          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+      asm volatile(
+          "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  }
+}
+
+/* Word w (features 4w .. 4w+3) of sign bits in bytes (little-endian: byte b
+ * holds features 8b .. 8b+7, most significant bit first) as 0 / 1 bytes. */
+__device__ __forceinline__ uint32_t bits01(uint64_t bytes, int w) {
+  const uint32_t byte = (uint32_t)(bytes >> (8 * (w / 2))) & 0xffu;
+  const uint32_t nib = w % 2 ? byte & 0xfu : byte >> 4;
+  /* byte i = bit i of nib, then reversed: byte i = bit 3 - i (feature 4w + i) */
+  return __byte_perm((nib * 0x00204081u) & 0x01010101u, 0, 0x0123);
+}
+
+/* KS > 0: d <= 32 * KS, the query fragments held in registers; 0: any d.
+ * VEC (d == 32 * KS, 16-byte aligned rows): the K order is permuted so that
+ * thread tg of a fragment row holds the 8 * KS contiguous features
+ * tg * 8KS .. of that row (word w = features tg * 8KS + 4w ..; step ks uses
+ * words 2ks and 2ks + 1), one or two 16-byte loads per row instead of 2 KS
+ * 4-byte ones (the sum over k does not depend on its order, and A and B use
+ * the same permutation). */
+template <int KIND, int KS, bool VEC>
+__global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers: 16 warps / SM */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t pair = (int64_t)blockIdx.x * 4 + warp;
+  __shared__ float colmax[4][32];
+  if (pair >= P.nq * P.nd) return;
+  /* the queries of one document run in neighbouring warps: it is read from
+   * DRAM about once and from L1 / L2 by the others */
+  const int64_t j = pair / P.nq, i = pair % P.nq;
+  const int g = lane >> 2, tg = lane & 3;
+  const uint8_t *qb = P.q + i * P.q_sn, *db = P.d + j * P.d_sn;
+  const int64_t ksteps = KS > 0 ? KS : (P.dim + 31) / 32;
+  constexpr int BR = KS > 0 ? KS : 1;
+  float total = 0.0f;
+  for (int64_t s0 = 0; s0 < P.lq; s0 += 32) {
+    /* this thread's query columns n = s0 + nb*8 + 2*tg + c; B rows n = s0 + nb*8 + g */
+    float sqv[4][2], m[4][2];
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        const int64_t n = s0 + nb * 8 + 2 * tg + c;
+        sqv[nb][c] = n >= P.lq ? 0.0f : P.sq ? P.sq[i * P.sq_sn + n * P.sq_sl] : 1.0f;
+        m[nb][c] = -CUDART_INF_F;
+      }
+    uint32_t breg[BR][4][2];
+    auto load_b = [&](int64_t ks, int nb, int h) -> uint32_t {
+      const int64_t n = s0 + nb * 8 + g;
+      if (n >= P.lq) return 0u;
+      const int64_t k = VEC ? tg * 8 * KS + (2 * ks + h) * 4 : ks * 32 + tg * 4 + 16 * h;
+      uint32_t v = load4(qb + n * P.q_sl, P.q_sk, k, P.dim, P.qvec);
+      if (KIND == K_INT8 || KIND == K_I8_BITS) v = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
+      return v;
+    };
+    if (KS > 0) {
+#pragma unroll
+      for (int ks = 0; ks < BR; ks++)
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++) {
+          breg[ks][nb][0] = load_b(ks, nb, 0);
+          breg[ks][nb][1] = load_b(ks, nb, 1);
+        }
+    }
+    /* bits (VEC): the A fragments hold 0 / 1 bytes; sum_k q_k (+-1)_k =
+     * 2 * dot01 - sum_k q_k, the query sums from the B fragments (group g
+     * holds token nb*8 + g; this thread's C columns are 2tg, 2tg + 1) */
+    int qs[4][2] = {};
+    if constexpr (VEC && KIND == K_I8_BITS) {
+#pragma unroll
+      for (int nb = 0; nb < 4; nb++) {
+        int part = 0;
+#pragma unroll
+        for (int ks = 0; ks < BR; ks++) part = __dp4a((int)breg[ks][nb][0], 0x01010101, __dp4a((int)breg[ks][nb][1], 0x01010101, part));
+        part += __shfl_xor_sync(0xffffffffu, part, 1);
+        part += __shfl_xor_sync(0xffffffffu, part, 2);
+        qs[nb][0] = __shfl_sync(0xffffffffu, part, (2 * tg) * 4);
+        qs[nb][1] = __shfl_sync(0xffffffffu, part, (2 * tg + 1) * 4);
+      }
+    }
+    /* the next tile's rows, masks, scales and (VEC) words are loaded while the
+     * current one computes */
+    constexpr int NW = VEC ? 2 * KS : 1;
+    bool nv0, nv1;
+    float nsd0, nsd1;
+    uint32_t nw0[NW], nw1[NW];
+    uint64_t nb0 = 0, nb1 = 0;
+    auto fetch = [&](int64_t t0) {
+      const int64_t r0 = t0 + g, r1 = t0 + g + 8;
+      nv0 = r0 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r0 * P.dm_sl]);
+      nv1 = r1 < P.ld && (!P.dm || P.dm[j * P.dm_sn + r1 * P.dm_sl]);
+      nsd0 = nv0 && P.sd ? P.sd[j * P.sd_sn + r0 * P.sd_sl] : 1.0f;
+      nsd1 = nv1 && P.sd ? P.sd[j * P.sd_sn + r1 * P.sd_sl] : 1.0f;
+      if constexpr (VEC) {
+        const uint8_t *row0 = db + r0 * P.d_sl, *row1 = db + r1 * P.d_sl;
+        if constexpr (KIND == K_I8_BITS) {
+          nb0 = nb1 = 0;
+#pragma unroll
+          for (int b = 0; b < KS; b++) {
+            if (nv0) nb0 |= (uint64_t)__ldg(row0 + (tg * KS + b) * P.d_sk) << (8 * b);
+            if (nv1) nb1 |= (uint64_t)__ldg(row1 + (tg * KS + b) * P.d_sk) << (8 * b);
+          }
+        } else {
+#pragma unroll
+          for (int w = 0; w < NW; w += 4) {
+            const uint4 x0 = nv0 ? __ldg((const uint4 *)(row0 + tg * 8 * KS) + w / 4) : make_uint4(0, 0, 0, 0);
+            const uint4 x1 = nv1 ? __ldg((const uint4 *)(row1 + tg * 8 * KS) + w / 4) : make_uint4(0, 0, 0, 0);
+            nw0[w] = x0.x; nw0[w + 1] = x0.y; nw0[w + 2] = x0.z; nw0[w + 3] = x0.w;
+            nw1[w] = x1.x; nw1[w + 1] = x1.y; nw1[w + 2] = x1.z; nw1[w + 3] = x1.w;
+          }
+        }
+      }
+    };
+    fetch(0);
+    for (int64_t t0 = 0; t0 < P.ld; t0 += 16) {
+      const int64_t r0 = t0 + g, r1 = t0 + g + 8;
+      const bool v0 = nv0, v1 = nv1;
+      const float sd0 = nsd0, sd1 = nsd1;
+      uint32_t w0[NW], w1[NW]; /* VEC: this thread's words of r0, r1 */
+      if constexpr (VEC && KIND == K_I8_BITS) {
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+          w0[w] = bits01(nb0, w);
+          w1[w] = bits01(nb1, w);
+        }
+      } else if constexpr (VEC) {
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+          w0[w] = nw0[w];
+          w1[w] = nw1[w];
+        }
+      }
+      if (t0 + 16 < P.ld) fetch(t0 + 16);
+      const uint8_t *row0 = db + r0 * P.d_sl, *row1 = db + r1 * P.d_sl;
+      typename Acc<KIND>::T acc[4][4] = {};
+#pragma unroll(KS > 0 ? KS : 1)
+      for (int64_t ks = 0; ks < ksteps; ks++) {
+        const int64_t k = ks * 32 + tg * 4;
+        uint32_t a[4];
+        if constexpr (VEC) {
+          a[0] = w0[2 * ks];
+          a[1] = w1[2 * ks];
+          a[2] = w0[2 * ks + 1];
+          a[3] = w1[2 * ks + 1];
+        } else if (KIND == K_I8_BITS) {
+          a[0] = v0 ? load_signs(row0, P.d_sk, k, P.dim) : 0u;
+          a[1] = v1 ? load_signs(row1, P.d_sk, k, P.dim) : 0u;
+          a[2] = v0 ? load_signs(row0, P.d_sk, k + 16, P.dim) : 0u;
+          a[3] = v1 ? load_signs(row1, P.d_sk, k + 16, P.dim) : 0u;
+        } else {
+          a[0] = v0 ? load4(row0, P.d_sk, k, P.dim, P.dvec) : 0u;
+          a[1] = v1 ? load4(row1, P.d_sk, k, P.dim, P.dvec) : 0u;
+          a[2] = v0 ? load4(row0, P.d_sk, k + 16, P.dim, P.dvec) : 0u;
+          a[3] = v1 ? load4(row1, P.d_sk, k + 16, P.dim, P.dvec) : 0u;
+        }
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++) {
+          if (KS > 0)
+            mma<KIND>(acc[nb], a, breg[ks][nb][0], breg[ks][nb][1]);
+          else
+            mma<KIND>(acc[nb], a, load_b(ks, nb, 0), load_b(ks, nb, 1));
+        }
+      }
+#pragma unroll
+      for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          typename Acc<KIND>::T d0 = acc[nb][c], d1 = acc[nb][2 + c];
+          if constexpr (VEC && KIND == K_I8_BITS) {
+            d0 = 2 * d0 - qs[nb][c];
+            d1 = 2 * d1 - qs[nb][c];
+          }
+          const float x0 = (float)d0 * (sqv[nb][c] * sd0);
+          const float x1 = (float)d1 * (sqv[nb][c] * sd1);
+          if (v0 && x0 > m[nb][c]) m[nb][c] = x0;
+          if (v1 && x1 > m[nb][c]) m[nb][c] = x1;
+        }
+    }
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        float x = m[nb][c];
+        for (int o = 4; o < 32; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+        if (g == 0) colmax[warp][nb * 8 + 2 * tg + c] = x;
+      }
+    __syncwarp();
+    if (lane == 0)
+      for (int s = 0; s < 32 && s0 + s < P.lq; s++) {
+        const bool valid = !P.qm || P.qm[i * P.qm_sn + (s0 + s) * P.qm_sl];
+        if (valid && colmax[warp][s] > -CUDART_INF_F) total += colmax[warp][s];
+      }
+    __syncwarp();
+  }
+  if (lane == 0) P.scores[i * P.s_si + j * P.s_sj] = total;
+}
+
+/* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
+__device__ __forceinline__ uint64_t bit_word(const uint8_t *row, int64_t sk, int64_t w,
+                                             int64_t dim) {
+  const int64_t nb = (dim + 7) / 8;
+  uint64_t v = 0;
+  for (int b = 0; b < 8 && 8 * w + b < nb; b++) {
+    uint32_t x = __ldg(row + (8 * w + b) * sk);
+    if (8 * w + b == nb - 1 && dim % 8) x &= 0xff00u >> (dim % 8);
+    v |= (uint64_t)x << (8 * b);
+  }
+  return v;
+}
+
+/* bits x bits: lanes = query tokens, a running max per lane over the rows. */
+__global__ void __launch_bounds__(128) bits_kernel(KQ P) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t pair = (int64_t)blockIdx.x * 4 + warp;
+  __shared__ float best[4][32];
+  if (pair >= P.nq * P.nd) return;
+  const int64_t j = pair / P.nq, i = pair % P.nq, nw = (P.dim + 63) / 64;
+  float total = 0.0f;
+  for (int64_t s0 = 0; s0 < P.lq; s0 += 32) {
+    const int64_t s = s0 + lane;
+    const uint8_t *qrow = P.q + i * P.q_sn + s * P.q_sl;
+    float m = -CUDART_INF_F;
+    if (s < P.lq)
+      for (int64_t t = 0; t < P.ld; t++) {
+        if (P.dm && !P.dm[j * P.dm_sn + t * P.dm_sl]) continue;
+        const uint8_t *drow = P.d + j * P.d_sn + t * P.d_sl;
+        int64_t pc = 0;
+        for (int64_t w = 0; w < nw; w++)
+          pc += __popcll(bit_word(qrow, P.q_sk, w, P.dim) ^ bit_word(drow, P.d_sk, w, P.dim));
+        const float v = (float)(P.dim - 2 * pc);
+        m = v > m ? v : m;
+      }
+    best[warp][lane] = m;
+    __syncwarp();
+    if (lane == 0)
+      for (int x = 0; x < 32 && s0 + x < P.lq; x++) {
+        const bool valid = !P.qm || P.qm[i * P.qm_sn + (s0 + x) * P.qm_sl];
+        if (valid && best[warp][x] > -CUDART_INF_F) total += best[warp][x];
+      }
+    __syncwarp();
+  }
+  if (lane == 0) P.scores[i * P.s_si + j * P.s_sj] = total;
+}
+
+int vec_ok8(const lik_seqs &s) {
+  return s.sk == 1 && s.dim % 4 == 0 && ((uintptr_t)s.data) % 4 == 0 && s.sl % 4 == 0 &&
+         s.sn % 4 == 0;
+}
+
+/* The 16-byte-load path (VEC) of an int8 / fp8 document: d = 32 KS with
+ * KS = 2 or 4 (each thread's 8 KS bytes are whole uint4s), rows 16-byte
+ * aligned.  Sign bits (one byte load per 8 features) need only d = 32 KS. */
+bool vec16(const lik_quant_problem *p, int ks) {
+  const lik_seqs &s = p->d_seqs;
+  if (p->d != 32 * ks) return false;
+  if (p->kind == LIK_QK_I8_BITS) return true;
+  return ks >= 2 && s.sk == 1 && ((uintptr_t)s.data) % 16 == 0 && s.sl % 16 == 0 && s.sn % 16 == 0;
+}
+
+template <int KIND>
+void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, cudaStream_t st) {
+  if (P.dim <= 32) {
+    if (vec16(p, 1)) mma_kernel<KIND, 1, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 1, false><<<grid, 128, 0, st>>>(P);
+  } else if (P.dim <= 64) {
+    if (vec16(p, 2)) mma_kernel<KIND, 2, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
+  } else if (P.dim <= 128) {
+    if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
+    else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
+  } else {
+    mma_kernel<KIND, 0, false><<<grid, 128, 0, st>>>(P);
+  }
+}
+
+} // namespace
+
+extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
+  using namespace lik_cuda;
+  if ((p->kind == LIK_QK_INT8 || p->kind == LIK_QK_I8_BITS) && p->d > 65536)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld exceeds 65536, the int32 accumulator range "
+                    "of the CUDA int8 kernels (the CPU serves any d)", (long long)p->d);
+  DeviceGuard scope(p->device_id);
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "cudaSetDevice");
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device_id);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p->device_id);
+  if (major * 10 + minor < 80 || (p->kind == LIK_QK_FP8 && major * 10 + minor < 89))
+    return lik_fail(LIK_ERR_UNSUPPORTED, "%s MaxSim on CUDA needs compute capability %s, the "
+                    "device has %d.%d", p->kind == LIK_QK_FP8 ? "fp8" : "int8",
+                    p->kind == LIK_QK_FP8 ? "8.9" : "8.0", major, minor);
+  KQ P;
+  P.q = (const uint8_t *)p->q.data;
+  P.d = (const uint8_t *)p->d_seqs.data;
+  P.q_sn = p->q.sn; P.q_sl = p->q.sl; P.q_sk = p->q.sk;
+  P.d_sn = p->d_seqs.sn; P.d_sl = p->d_seqs.sl; P.d_sk = p->d_seqs.sk;
+  P.nq = p->q.count; P.lq = p->q.len; P.nd = p->d_seqs.count; P.ld = p->d_seqs.len;
+  P.dim = p->d;
+  P.qm = p->q_mask.data; P.qm_sn = p->q_mask.sn; P.qm_sl = p->q_mask.sl;
+  P.dm = p->d_mask.data; P.dm_sn = p->d_mask.sn; P.dm_sl = p->d_mask.sl;
+  P.sq = p->scale_q.data; P.sq_sn = p->scale_q.sn; P.sq_sl = p->scale_q.sl;
+  P.sd = p->scale_d.data; P.sd_sn = p->scale_d.sn; P.sd_sl = p->scale_d.sl;
+  P.scores = p->scores; P.s_si = p->score_si; P.s_sj = p->score_sj;
+  P.qvec = vec_ok8(p->q);
+  P.dvec = vec_ok8(p->d_seqs);
+  (void)cudaGetLastError();
+  const int64_t blocks = (P.nq * P.nd + 3) / 4;
+  if (blocks > INT32_MAX)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "Nq * Nd = %lld pairs exceed the CUDA grid",
+                    (long long)(P.nq * P.nd));
+  const unsigned grid = (unsigned)blocks;
+  cudaStream_t st = (cudaStream_t)p->stream;
+  switch (p->kind) {
+    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, st); break;
+    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, st); break;
+    case LIK_QK_FP8:
+      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, st);
+      else launch_mma<K_E4M3>(p, P, grid, st);
+      break;
+    case LIK_QK_BITS: bits_kernel<<<grid, 128, 0, st>>>(P); break;
+  }
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LIK_OK : cuda_fail(e, "lik_maxsim (low-bit) launch");
+}

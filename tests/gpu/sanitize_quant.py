@@ -1,0 +1,23 @@
+"""Small low-bit MaxSim calls for compute-sanitizer memcheck (int8, fp8, int8 x
+bits, bits x bits; odd d, tails, masks, strided documents)."""
+import torch
+
+import lik
+
+g = torch.Generator().manual_seed(0)
+for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1)]:
+    Q = torch.randn(nq, lq, d, generator=g)
+    D = torch.randn(nd, ld, d, generator=g)
+    dm = (torch.rand(nd, ld, generator=g) < 0.7).cuda()
+    qi, sq = lik.quantize_int8(Q)
+    di, sd = lik.quantize_int8(D)
+    qi, sq, di, sd = qi.cuda(), sq.cuda(), di.cuda(), sd.cuda()
+    lik.maxsim_inference_int8(qi, di, scale_Q=sq, scale_D=sd, d_mask=dm)
+    lik.maxsim_inference_int8(qi, di[::2], scale_Q=sq, scale_D=sd[::2])
+    bits = lik.quantize_binary(D).cuda()
+    lik.maxsim_inference_binary(qi, bits, scale_Q=sq, d_mask=dm)
+    lik.maxsim_inference_binary(lik.quantize_binary(Q).cuda(), bits, d=d, d_mask=dm)
+    q8, d8 = Q.to(torch.float8_e4m3fn).cuda(), D.to(torch.float8_e4m3fn).cuda()
+    lik.maxsim_inference_fp8(q8, d8, scale_Q=torch.tensor(1.0).cuda(), scale_D=sd, d_mask=dm)
+torch.cuda.synchronize()
+print("sanitize_quant: ok")

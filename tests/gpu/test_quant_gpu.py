@@ -1,0 +1,107 @@
+"""GPU suite of the low-bit MaxSim (lik.quant): the CUDA tensor-core kernels
+against the CPU backend (itself tested against the float64 reference in
+tests/python/test_quant.py) on the same inputs.  int8, int8 x bits and
+bits x bits compute the same integers and fp32 operations on both, so they
+must agree bitwise; fp8 sums in the tensor core's order (a tolerance).
+Marked ``gpu``; skipped without torch + CUDA."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+import lik  # noqa: E402
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
+
+
+SHAPES = [(3, 5, 7, 33, 1), (2, 4, 33, 17, 3), (1, 4, 5, 33, 32), (2, 5, 9, 40, 64), (1, 6, 40, 300, 17), (2, 3, 32, 65, 48),
+          (2, 9, 32, 300, 128), (1, 3, 5, 20, 200), (1, 2, 3, 9, 1000)]
+
+
+def _case(rng, nq, nd, lq, ld, d):
+    Q = rng.standard_normal((nq, lq, d)).astype(np.float32)
+    D = rng.standard_normal((nd, ld, d)).astype(np.float32)
+    qm = rng.random((nq, lq)) < 0.8
+    dm = rng.random((nd, ld)) < 0.7
+    return Q, D, qm, dm
+
+
+def cuda(*xs):
+    return [torch.from_numpy(np.ascontiguousarray(x)).cuda() if x is not None else None for x in xs]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_int8_and_binary_bitwise_vs_cpu(rng, shape):
+    Q, D, qm, dm = _case(rng, *shape)
+    qi, sq = lik.quantize_int8(Q)
+    di, sd = lik.quantize_int8(D)
+    di[~dm] = rng.integers(-128, 128, di[~dm].shape)  # garbage in masked tokens
+    sd[~dm] = np.nan
+    bits, qb = lik.quantize_binary(D), lik.quantize_binary(Q)
+    cpu = lik.maxsim_inference_int8(qi, di, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
+    g = lik.maxsim_inference_int8(*cuda(qi, di), scale_Q=cuda(sq)[0], scale_D=cuda(sd)[0],
+                                  q_mask=cuda(qm)[0], d_mask=cuda(dm)[0])
+    np.testing.assert_array_equal(g.cpu().numpy(), cpu)
+    # strided documents (every other one): the byte-wise load path
+    gd = cuda(di)[0][::2]
+    g2 = lik.maxsim_inference_int8(cuda(qi)[0], gd, scale_Q=cuda(sq)[0], scale_D=cuda(sd)[0][::2],
+                                   q_mask=cuda(qm)[0], d_mask=cuda(dm)[0][::2])
+    np.testing.assert_array_equal(g2.cpu().numpy(), cpu[:, ::2])
+    cpu_b = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm, d_mask=dm)
+    g_b = lik.maxsim_inference_binary(*cuda(qi, bits), scale_Q=cuda(sq)[0], q_mask=cuda(qm)[0],
+                                      d_mask=cuda(dm)[0])
+    np.testing.assert_array_equal(g_b.cpu().numpy(), cpu_b)
+    cpu_bb = lik.maxsim_inference_binary(qb, bits, d=shape[-1], q_mask=qm, d_mask=dm)
+    g_bb = lik.maxsim_inference_binary(*cuda(qb, bits), d=shape[-1], q_mask=cuda(qm)[0],
+                                       d_mask=cuda(dm)[0])
+    np.testing.assert_array_equal(g_bb.cpu().numpy(), cpu_bb)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fp8_vs_cpu(rng, dtype, shape):
+    Q, D, qm, dm = (torch.from_numpy(x) for x in _case(rng, *shape))
+    fmax = torch.finfo(dtype).max
+    sq, sd = Q.abs().amax(-1) / fmax, D.abs().amax(-1) / fmax
+    q8, d8 = (Q / sq[..., None]).to(dtype), (D / sd[..., None]).to(dtype)
+    cpu = lik.maxsim_inference_fp8(q8, d8, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
+    g = lik.maxsim_inference_fp8(q8.cuda(), d8.cuda(), scale_Q=sq.cuda(), scale_D=sd.cuda(),
+                                 q_mask=qm.cuda(), d_mask=dm.cuda())
+    # |error| <= fp32 rounding of the sums: relative to sum_s max_t sum_k |q_k d_k| s s
+    absq = (q8.double().abs() * sq.double()[..., None])
+    absd = (d8.double().abs() * sd.double()[..., None])
+    scale = torch.einsum("isk,jtk->ijst", absq, absd).amax(-1).sum(-1)
+    assert ((g.cpu().double() - cpu.double()).abs() <= 1e-5 * scale + 1e-30).all()
+
+
+def test_empty_and_errors(rng):
+    qi = torch.zeros((2, 3, 16), dtype=torch.int8, device="cuda")
+    sq = torch.ones((2, 3), device="cuda")
+    assert lik.maxsim_inference_int8(qi[:0], qi, scale_Q=sq[:0], scale_D=sq).shape == (0, 2)
+    with pytest.raises(ValueError, match="scale_D is on cpu"):
+        lik.maxsim_inference_int8(qi, qi, scale_Q=sq, scale_D=sq.cpu())
+    with pytest.raises(lik.LikError, match="quantisers run on the CPU"):
+        lik.quantize_int8(torch.zeros((2, 4), device="cuda"))
+
+
+def test_retrieve_binary_cuda_matches_cpu(rng):
+    Q, D, qm, dm = _case(rng, 3, 200, 8, 30, 64)
+    bits = lik.quantize_binary(D)
+    s, i = lik.retrieve_binary(Q, D, bits, 5, candidates=4, q_mask=qm, d_mask=dm)
+    sg, ig = lik.retrieve_binary(*cuda(Q, D, bits), 5, candidates=4, q_mask=cuda(qm)[0], d_mask=cuda(dm)[0])
+    np.testing.assert_array_equal(ig.cpu().numpy(), i)
+    np.testing.assert_allclose(sg.cpu().numpy(), s, rtol=2e-6)
