@@ -3,6 +3,7 @@
 
     python3 bench/gpu_forward.py [--build] [--peers eager,bf16mm,compile,flash,lik045]
                                  [--shapes name,...] [--dtype bf16|f16|f32] [--out results.json]
+    python3 bench/gpu_forward.py --users all|row,... [--peers ...] [--out users.json]
 
 * builds liblik.so with CMake (build/) if --build or it is missing, and
   points the Python package at it (LIK_LIBRARY);
@@ -21,6 +22,12 @@
   inputs;
 * first-call latency: a fresh process per method (text-short), wall time of
   the first call including module load / JIT / autotune, synchronised.
+
+--users times the calls users make (USERS: padding as a prefix d_mask, as
+d_lengths and as a random mask; KD; pairs; packed varlen; fp32 under both
+torch matmul precisions; short documents), each method under CUDA-graph
+replay and eagerly (back-to-back calls, host cost included); a method that
+cannot express a row (flash-maxsim: boolean masks, pairs) is left out.
 
 Peers: torch eager fp32 einsum (the seed's reference), a torch bf16 matmul
 path (einsum in the input dtype, fp32 max/sum), torch.compile of the eager
@@ -203,6 +210,202 @@ def first_call(m):
     return None
 
 
+# ---- the calls users make (--users): masks, lengths, KD, pairs, varlen, fp32, short documents ----
+#
+# name: (kind, Nq or B, Nd or K, Lq, Ld, d, dtype, padding); kind: cross | kd | pairs | varlen;
+# padding: None, "prefix" (the last 10-30 % of each document masked, as d_mask),
+# "lengths" (the same as d_lengths), "random" (a non-prefix d_mask, 80 % valid),
+# or for fp32 rows the torch precision ("highest" / "high").
+USERS = {
+    "text-short": ("cross", 1, 1000, 32, 300, 128, "bf16", None),
+    "text-short+prefix": ("cross", 1, 1000, 32, 300, 128, "bf16", "prefix"),
+    "text-short+lengths": ("cross", 1, 1000, 32, 300, 128, "bf16", "lengths"),
+    "text-short+random": ("cross", 1, 1000, 32, 300, 128, "bf16", "random"),
+    "colpali": ("cross", 1, 1000, 128, 1024, 128, "bf16", None),
+    "colpali+prefix": ("cross", 1, 1000, 128, 1024, 128, "bf16", "prefix"),
+    "colpali+random": ("cross", 1, 1000, 128, 1024, 128, "bf16", "random"),
+    "corpus-10k": ("cross", 1, 10000, 32, 300, 128, "bf16", None),
+    "corpus-10k+prefix": ("cross", 1, 10000, 32, 300, 128, "bf16", "prefix"),
+    "train-128": ("cross", 128, 128, 32, 300, 128, "bf16", None),
+    "train-128+prefix": ("cross", 128, 128, 32, 300, 128, "bf16", "prefix"),
+    "train-128+random": ("cross", 128, 128, 32, 300, 128, "bf16", "random"),
+    "kd-64x1": ("kd", 64, 1, 32, 300, 128, "bf16", None),
+    "kd-64x16": ("kd", 64, 16, 32, 300, 128, "bf16", None),
+    "kd-64x32+prefix": ("kd", 64, 32, 32, 300, 128, "bf16", "prefix"),
+    "kd-16x8-colpali": ("kd", 16, 8, 128, 1030, 128, "bf16", None),
+    "pairs-64": ("pairs", 64, 1, 32, 300, 128, "bf16", None),
+    "pairs-512": ("pairs", 512, 1, 32, 300, 128, "bf16", None),
+    "pairs-4096": ("pairs", 4096, 1, 32, 300, 128, "bf16", None),
+    "pairs-512-Ld1030+prefix": ("pairs", 512, 1, 32, 1030, 128, "bf16", "prefix"),
+    "varlen-32x1000": ("varlen", 32, 1000, 32, 300, 128, "bf16", "lengths"),
+    "fp32-text-short-highest": ("cross", 1, 1000, 32, 300, 128, "f32", "highest"),
+    "fp32-text-short-high": ("cross", 1, 1000, 32, 300, 128, "f32", "high"),
+    "fp32-train-128-high": ("cross", 128, 128, 32, 300, 128, "f32", "high"),
+    "short-docs-100k-Ld32": ("cross", 1, 100000, 32, 32, 128, "bf16", None),
+    "short-docs-1M-Ld32": ("cross", 1, 1000000, 32, 32, 128, "bf16", None),
+    "short-docs-100k-Ld64+prefix": ("cross", 1, 100000, 32, 64, 128, "bf16", "prefix"),
+}
+
+
+def user_inputs(spec, g):
+    """One input set: dict of tensors for the row's kind (random normal, never zeros)."""
+    import torch
+
+    kind, A, B, Lq, Ld, d, dt, pad = spec
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dt]
+    Q = torch.randn(A, Lq, d, device="cuda", generator=g).to(tdt)
+    dshape = {"cross": (B, Ld, d), "kd": (A, B, Ld, d), "pairs": (A, Ld, d), "varlen": (B, Ld, d)}[kind]
+    D = torch.empty(dshape, device="cuda", dtype=tdt)
+    flat = D.view(-1, Ld, d)
+    step = max(1, int(2e9 // (Ld * d * 4)))
+    for c in range(0, flat.shape[0], step):
+        flat[c:c + step] = torch.randn(min(step, flat.shape[0] - c), Ld, d, device="cuda", generator=g).to(tdt)
+    x = {"Q": Q, "D": D}
+    if pad in ("prefix", "lengths", "random"):
+        n = dshape[:-2]
+        lens = (Ld * (0.7 + 0.2 * torch.rand(n, device="cuda", generator=g))).round().to(torch.int32)
+        x["d_lengths"] = lens
+        if pad == "random":
+            x["d_mask"] = torch.rand(n + (Ld,), device="cuda", generator=g) < 0.8
+        else:
+            x["d_mask"] = torch.arange(Ld, device="cuda") < lens[..., None]
+    if kind == "varlen":  # packed documents of the lengths above, full queries
+        x["Dp"] = D[x["d_mask"]]
+        x["cu_d"] = torch.nn.functional.pad(x["d_lengths"].cumsum(0), (1, 0)).to(torch.int32)
+        x["Qp"] = Q.reshape(-1, d)
+        x["cu_q"] = torch.arange(0, A * Lq + 1, Lq, device="cuda", dtype=torch.int32)
+    return x
+
+
+def user_methods(spec, names):
+    """name -> fn(x) for the methods that can make this call (a peer without the
+    feature is left out: e.g. flash-maxsim has no boolean masks or pairs)."""
+    import torch
+
+    kind, A, B, Lq, Ld, d, dt, pad = spec
+    lengths_only = pad == "lengths"
+    masked = pad in ("prefix", "random")
+    out = {}
+
+    def dm(x):
+        return x.get("d_mask") if masked or lengths_only else None
+
+    def torch_ref(x, dtype):
+        Q, D, m = x["Q"].to(dtype), x["D"].to(dtype), dm(x)
+        if kind == "pairs":
+            S = torch.einsum("bsd,btd->bst", Q, D)
+            m = None if m is None else m[:, None, :]
+        elif kind == "kd":
+            S = torch.einsum("isd,iktd->ikst", Q, D)
+            m = None if m is None else m[:, :, None, :]
+        else:
+            S = torch.einsum("isd,jtd->ijst", Q, D)
+            m = None if m is None else m[None, :, None, :]
+        if m is not None:
+            S = S.masked_fill(~m, float("-inf"))
+        return S.amax(-1).float().sum(-1)
+
+    if "lik" in names:
+        import lik
+
+        if kind == "varlen":
+            out["lik"] = lambda x: lik.maxsim_varlen(x["Qp"], x["Dp"], x["cu_q"], x["cu_d"], max_seqlen_q=Lq,
+                                                     max_seqlen_d=Ld)
+        elif lengths_only:
+            lf = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
+            out["lik"] = lambda x: lf(x["Q"], x["D"], d_lengths=x["d_lengths"])
+        else:
+            lf = lik.maxsim_pairs if kind == "pairs" else lik.maxsim
+            out["lik"] = lambda x: lf(x["Q"], x["D"], None, dm(x))
+    if "lik045" in names:
+        import late_interaction_kernels as lk
+
+        if kind == "varlen":
+            out["lik045"] = lambda x: lk.maxsim_varlen(x["Qp"], x["Dp"], x["cu_q"], x["cu_d"], Lq, Ld)
+        else:
+            pf = lk.maxsim_pairs if kind == "pairs" else lk.maxsim
+            out["lik045"] = lambda x: pf(x["Q"], x["D"], None, dm(x))
+    if "flash" in names and kind in ("cross", "kd") and pad != "random":
+        import flash_maxsim
+
+        if masked or lengths_only:
+            out["flash"] = lambda x: flash_maxsim.flash_maxsim_batched(
+                x["Q"], x["D"], doc_lengths=x["d_lengths"].reshape(-1), shared_docs=kind == "cross")
+        else:
+            out["flash"] = lambda x: flash_maxsim.flash_maxsim_batched(x["Q"], x["D"], shared_docs=kind == "cross")
+    small = A * B * Lq * Ld < 3e9
+    if "eager" in names and kind != "varlen" and small:
+        out["eager"] = lambda x: torch_ref(x, torch.float32)
+    if "bf16mm" in names and kind != "varlen" and small and dt != "f32":
+        out["bf16mm"] = lambda x: torch_ref(x, x["Q"].dtype)
+    return out
+
+
+def time_eager(fn, sets, reps=20, iters=9):
+    """Median µs per call of `reps` back-to-back eager calls (host cost included:
+    the GPU waits for the host when the host is the slower)."""
+    import torch
+
+    for k in range(3):
+        fn(sets[k % len(sets)])
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for k in range(reps):
+            fn(sets[k % len(sets)])
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0 / reps)
+    return statistics.median(ts)
+
+
+def users_table(names, only, out_path):
+    """The --users table: graph-replay and eager µs per call for every method."""
+    import torch
+
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1)
+    rows = []
+    for name in (only or list(USERS)):
+        spec = USERS[name]
+        kind, A, B, Lq, Ld, d, dt, pad = spec
+        prec = pad if dt == "f32" else None
+        torch.set_float32_matmul_precision(prec or "highest")
+        esz = 4 if dt == "f32" else 2
+        nd = A * B if kind == "kd" else A if kind == "pairs" else B
+        byts = (A * Lq * d + nd * Ld * d) * esz + A * (1 if kind == "pairs" else B) * 4
+        pairs_qd = A * B if kind in ("cross", "kd", "varlen") else A
+        fl = max(byts / BW, 2.0 * pairs_qd * Lq * Ld * d / FL) * 1e6
+        nsets = max(1, min(8, int(-(-256e6 // byts))))
+        sets = [user_inputs(spec, g) for _ in range(nsets)]
+        fns = user_methods(spec, names)
+        ref = fns["eager"](sets[0]).double() if "eager" in fns else None
+        row = {"row": name, "spec": list(spec), "floor_us": fl, "graph_us": {}, "eager_us": {}, "err": {}}
+        for m, fn in fns.items():
+            try:
+                o = fn(sets[0])
+                torch.cuda.synchronize()
+                if ref is not None:
+                    row["err"][m] = ((o.double().reshape(ref.shape) - ref).norm() / ref.norm()).item()
+                row["eager_us"][m] = time_eager(fn, sets)
+                row["graph_us"][m] = None if kind == "varlen" else time_method(lambda *x: fn(x[0]), [(s,) for s in sets])[0]
+            except Exception as e:  # a peer failing is recorded, not fatal
+                row["err"][m] = f"{type(e).__name__}: {str(e)[:100]}"
+            torch.cuda.empty_cache()
+        rows.append(row)
+        ge, ee = row["graph_us"], row["eager_us"]
+        cells = " ".join(f"{m}={ge.get(m) or 0:.1f}/{ee.get(m) or 0:.1f}" for m in fns)
+        print(f"{name:28s} floor {fl:7.1f}  graph/eager µs: {cells}", flush=True)
+        if out_path:
+            Path(out_path).write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+        del sets
+        torch.cuda.empty_cache()
+    torch.set_float32_matmul_precision("highest")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", action="store_true")
@@ -213,11 +416,17 @@ def main():
     ap.add_argument("--no-first-call", action="store_true")
     ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default=None,
                     help="every shape in this dtype (default: the shape's own)")
+    ap.add_argument("--users", default=None,
+                    help="the users' calls table instead (masks, lengths, KD, pairs, varlen, fp32, short "
+                         "documents; graph and eager columns): 'all' or row names")
     args = ap.parse_args()
     build(args.build)
     import torch
 
     names = ["lik"] + [p for p in args.peers.split(",") if p]
+    if args.users:
+        users_table(names, None if args.users == "all" else args.users.split(","), args.out)
+        return
     fns = methods(names)
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}", flush=True)

@@ -165,6 +165,15 @@ typedef enum lik_backward {
  * setting them later changes nothing). */
 typedef struct lik_context lik_context;
 
+/* How fp32 inputs meet the tensor cores (CUDA; torch's
+ * torch.get_float32_matmul_precision()).  fp16 / bf16 / fp64 inputs and the
+ * CPU ignore it (the CPU always keeps fp32 accuracy). */
+typedef enum lik_fp32_precision {
+  LIK_FP32_HIGHEST = 0, /* fp32 accuracy: 3xTF32 (torch "highest")            */
+  LIK_FP32_TF32 = 1     /* one TF32 product per term (inputs rounded to 10-bit
+                           mantissas; fp32 accumulate): torch "high" / "medium" */
+} lik_fp32_precision;
+
 typedef struct lik_options {
   int normalize;         /* fused per-token L2 normalisation (0/1)          */
   int num_threads;       /* CPU threads; 0 = the context's (default context:
@@ -174,10 +183,25 @@ typedef struct lik_options {
   int64_t max_seqlen_q;  /* packed calls: >= every query's length, 0 = unknown
                             (FlashAttention's max_seqlen_q; lik_maxsim_varlen) */
   lik_context *context;  /* NULL = the default context                      */
+  /* Sequence lengths of padded inputs (lik_maxsim, lik_maxsim_pairs,
+   * lik_retrieve and their backwards): NULL, or an I32 view with Q's / D's
+   * shape without the last two dimensions (cross [Nq] / [Nd], 0-d for a 2-D
+   * Q / D; KD D: [Nq, K]; pairs [B]), on the tensors' device.  Token l of
+   * sequence n is valid iff l < lengths[n] (and its mask, if any, is set):
+   * exactly a prefix mask, which it may replace (faster on CUDA).  Entries
+   * must lie in [0, L] (L = Lq / Ld): LIK_ERR_VALUE naming the entry on the
+   * CPU; on CUDA they are not read on the host and are clamped to [0, L].
+   * Packed calls take their lengths from cu_seqlens: non-NULL there is
+   * LIK_ERR_VALUE.  A backward must get the forward's lengths. */
+  const lik_tensor *q_lengths;
+  const lik_tensor *d_lengths;
+  lik_fp32_precision fp32_precision; /* forward only (another value:
+                                        LIK_ERR_VALUE); the CUDA backward of
+                                        fp32 inputs keeps fp32 accuracy   */
 } lik_options;
 
 /* Zero-initialised options are the defaults; NULL options means defaults. */
-#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO, 0, NULL}
+#define LIK_OPTIONS_INIT {0, 0, NULL, LIK_BACKWARD_AUTO, 0, NULL, NULL, NULL, LIK_FP32_HIGHEST}
 
 /* ---- forward ---------------------------------------------------------------
  *

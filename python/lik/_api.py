@@ -144,7 +144,7 @@ def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
 
 
 def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: bool = False,
-             with_argmax: bool = False):
+             with_argmax: bool = False, q_lengths=None, d_lengths=None):
     """Forward of :func:`maxsim` (``pairs=False``) or :func:`maxsim_pairs`
     (``pairs=True``) through the C call alone (no autograd), optionally with
     the argmax lik.h describes.
@@ -154,13 +154,21 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
     per query token (lowest index on ties), -1 where the query token is
     masked or no document token is valid.  Same output kind as the inputs.
     """
-    (Q, D, q_mask, d_mask), tm = _prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
+    return _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, with_argmax, q_lengths, d_lengths)
+
+
+def _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths):
+    """:func:`_prepare` of a padded call's arguments, lengths as int32."""
+    return _prepare(
+        ("Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths"),
+        (Q, D, q_mask, d_mask, _lib.lengths_arg(q_lengths, "q_lengths"), _lib.lengths_arg(d_lengths, "d_lengths")),
+        (False, False, True, True, True, True),
     )
-    return _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, with_argmax)
 
 
-def _run(Q, D, q_mask, d_mask, tm: bool, normalize: bool, pairs: bool, with_argmax: bool):
+def _run(Q, D, q_mask, d_mask, tm: bool, normalize: bool, pairs: bool, with_argmax: bool, q_lengths=None,
+         d_lengths=None):
     """:func:`_forward` on prepared arguments."""
     if pairs:
         shape = (Q.shape[0] if Q.ndim >= 1 else 0,)
@@ -172,26 +180,25 @@ def _run(Q, D, q_mask, d_mask, tm: bool, normalize: bool, pairs: bool, with_argm
         Lq = Q.shape[-2] if Q.ndim >= 2 else 0
         argmax = _empty(shape + (Lq,), "int32", tm, Q)
     call = _lib.call_maxsim_pairs if pairs else _lib.call_maxsim
-    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize)
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
     return scores, argmax
 
 
-def _scores(Q, D, q_mask, d_mask, normalize, backward, pairs: bool):
+def _scores(Q, D, q_mask, d_mask, normalize, backward, pairs: bool, q_lengths=None, d_lengths=None):
     """maxsim / maxsim_pairs: torch tensors of a well-formed layout go through
     the autograd-aware path (:func:`lik._autograd._maxsim_scores`), anything
     else through the C call alone (which names what is wrong)."""
     backward = _lib.check_backward(backward)
-    (Q, D, q_mask, d_mask), tm = _prepare(
-        ("Q", "D", "q_mask", "d_mask"), (Q, D, q_mask, d_mask), (False, False, True, True)
-    )
+    (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
     if pairs:
         layout_ok = Q.ndim == 3 and D.ndim == 3
     else:
         layout_ok = Q.ndim in (2, 3) and D.ndim in (2, 3, 4) and (D.ndim != 4 or Q.ndim == 3)
     if tm and _autograd is not None and layout_ok:
-        out = _autograd._maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), int(pairs), backward)
+        out = _autograd._maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), int(pairs), backward, q_lengths,
+                                       d_lengths)
     else:
-        out = _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, False)[0]
+        out = _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, False, q_lengths, d_lengths)[0]
     if not normalize and not _norms_checked:
         _warn_if_unnormalized(Q, tm)
     return out
@@ -200,7 +207,8 @@ def _scores(Q, D, q_mask, d_mask, normalize, backward, pairs: bool):
 # ---- maxsim ------------------------------------------------------------------------
 
 
-def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto"):
+def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto",
+           q_lengths=None, d_lengths=None):
     """Fused MaxSim scores, cross-product or per-query-candidate (KD) layout;
     differentiable for torch inputs.
 
@@ -239,6 +247,17 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
             deterministic and give bitwise identical gradients; on the CPU
             they differ in memory and speed only, on CUDA they run the same
             kernels.
+        q_lengths: optional integer ``[Nq]`` (0-d for 2-D ``Q``): query ``i``
+            is its first ``q_lengths[i]`` tokens, each in ``[0, Lq]`` -- a
+            prefix ``q_mask`` (both given: both apply).
+        d_lengths: optional integer ``[Nd]`` (0-d for 2-D ``D``, ``[Nq, K]``
+            for KD): document ``j`` is its first ``d_lengths[j]`` tokens, each
+            in ``[0, Ld]``.  Padding given as lengths costs nothing on CUDA (a
+            prefix ``d_mask`` is detected on the GPU and costs one small
+            kernel).  fp32 CUDA inputs follow
+            ``torch.get_float32_matmul_precision()``: ``"highest"`` keeps fp32
+            accuracy (3xTF32), ``"high"`` / ``"medium"`` use TF32 (the
+            backward keeps fp32 accuracy).
 
     Returns:
         Scores ``[Nq, Nd]`` (cross), ``[Nd]`` for 2-D ``Q``, ``[Nq]`` for 2-D
@@ -248,17 +267,20 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
 
     Raises:
         TypeError: an argument is not a numpy array / torch tensor, a dtype is
-            unsupported, Q and D dtypes differ, a mask is not bool / uint8.
-        ValueError: wrong ndim, ``d`` or batch mismatch, mask shape mismatch,
-            ``d`` or a sequence length beyond 2**31 - 1, tensors on different
-            devices, an unknown ``backward``.
+            unsupported, Q and D dtypes differ, a mask is not bool / uint8,
+            lengths are not integers.
+        ValueError: wrong ndim, ``d`` or batch mismatch, mask or lengths shape
+            mismatch, a length outside ``[0, L]`` (CPU; CUDA clamps), ``d`` or
+            a sequence length beyond 2**31 - 1, tensors on different devices,
+            an unknown ``backward``.
         lik.LikError (RuntimeError): allocation failure, CUDA tensors with a
             CPU-only build, CUDA runtime errors.
     """
-    return _scores(Q, D, q_mask, d_mask, normalize, backward, False)
+    return _scores(Q, D, q_mask, d_mask, normalize, backward, False, q_lengths, d_lengths)
 
 
-def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto"):
+def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward: str | None = "auto",
+                 q_lengths=None, d_lengths=None):
     """Paired MaxSim: one score per same-index pair ``(Q[b], D[b])``;
     differentiable for torch inputs.
 
@@ -277,6 +299,8 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
         d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
         normalize: per-token L2 normalisation of both sides in the kernel.
         backward: ``"auto" | "unified" | "lowmem"`` or None (see :func:`maxsim`).
+        q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
+        d_lengths: optional integer ``[B]``, each in ``[0, Ld]`` (a prefix mask).
 
     Returns:
         ``[B]`` scores, float32 (float64 for float64 torch inputs); zeros for
@@ -284,13 +308,14 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
 
     Raises:
         TypeError: non-array argument, unsupported or mismatched dtype, mask
-            not bool / uint8.
+            not bool / uint8, lengths not integers.
         ValueError: Q or D not 3-D, ``B`` or ``d`` mismatch (the message says
-            ``Q.shape[0] == D.shape[0]``), mask shape mismatch, a sequence
-            length beyond 2**31 - 1, different devices, an unknown ``backward``.
+            ``Q.shape[0] == D.shape[0]``), mask or lengths shape mismatch, a
+            length outside ``[0, L]`` (CPU), a sequence length beyond
+            2**31 - 1, different devices, an unknown ``backward``.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    return _scores(Q, D, q_mask, d_mask, normalize, backward, True)
+    return _scores(Q, D, q_mask, d_mask, normalize, backward, True, q_lengths, d_lengths)
 
 
 # ---- retrieve ------------------------------------------------------------------------

@@ -69,11 +69,12 @@ def _call(fn, tensors, opts, outs):
     del keep
 
 
-def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None):
+def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None, q_lengths=None,
+          d_lengths=None):
     """lik_options; for CUDA tensors (``like``) the current torch stream, so the
     C calls are ordered with torch's work (and captured in a CUDA graph)."""
     return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q,
-                             stream=_lib.cuda_stream_of(like))
+                             stream=_lib.cuda_stream_of(like), q_lengths=q_lengths, d_lengths=d_lengths)
 
 
 def _score_dtype(x: torch.Tensor) -> torch.dtype:
@@ -105,12 +106,14 @@ def _maxsim_fwd_impl(
     layout: int,
     backward: str,
     save_argmax: bool,
+    q_lengths: Optional[torch.Tensor] = None,
+    d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     grid = _grid(Q, D, layout)
     scores = torch.empty(grid, dtype=_score_dtype(Q), device=Q.device)
     argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if save_argmax else None
     call = _lib.call_maxsim_pairs if layout == 1 else _lib.call_maxsim
-    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize)
+    call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
     if not save_argmax:
         argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax
@@ -120,7 +123,7 @@ _maxsim_fwd = torch.library.custom_op("lik::maxsim_fwd", mutates_args=())(_maxsi
 
 
 @_maxsim_fwd.register_fake
-def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
+def _(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths=None, d_lengths=None):
     grid = _grid(Q, D, layout)
     scores = Q.new_empty(grid, dtype=_score_dtype(Q))
     argmax = Q.new_empty(grid + [Q.shape[-2]] if save_argmax else [0], dtype=torch.int32)
@@ -152,35 +155,40 @@ def _maxsim_bwd(
     backward: str,
     need_q: bool,
     need_d: bool,
+    q_lengths: Optional[torch.Tensor] = None,
+    d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
-    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), _opts(normalize, backward, like=Q), (gQ, gD))
+    opts = _opts(normalize, backward, like=Q, q_lengths=q_lengths, d_lengths=d_lengths)
+    _call(fn, (Q, D, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
     return _grads_or_empty(Q, D, gQ, gD)
 
 
 @_maxsim_bwd.register_fake
-def _(grad, Q, D, q_mask, d_mask, argmax, normalize, layout, backward, need_q, need_d):
+def _(grad, Q, D, q_mask, d_mask, argmax, normalize, layout, backward, need_q, need_d, q_lengths=None,
+      d_lengths=None):
     gQ = Q.new_empty(Q.shape) if need_q else Q.new_empty(0)
     gD = D.new_empty(D.shape) if need_d else D.new_empty(0)
     return gQ, gD
 
 
 def _maxsim_setup(ctx, inputs, output):
-    Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax = inputs
-    ctx.save_for_backward(Q, D, q_mask, d_mask, output[1])
+    Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths = inputs
+    ctx.save_for_backward(Q, D, q_mask, d_mask, q_lengths, d_lengths, output[1])
     ctx.normalize, ctx.layout, ctx.strategy, ctx.saved_argmax = normalize, layout, backward, save_argmax
 
 
 def _maxsim_backward(ctx, grad_scores, grad_argmax):
-    Q, D, q_mask, d_mask, argmax = ctx.saved_tensors
     if not ctx.saved_argmax:
         raise RuntimeError("lik: this forward ran without saving the argmax (no input required grad)")
+    Q, D, q_mask, d_mask, q_lengths, d_lengths, argmax = ctx.saved_tensors
     need_q, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     gQ, gD = torch.ops.lik.maxsim_bwd(
-        grad_scores, Q, D, q_mask, d_mask, argmax, ctx.normalize, ctx.layout, ctx.strategy, need_q, need_d
+        grad_scores, Q, D, q_mask, d_mask, argmax, ctx.normalize, ctx.layout, ctx.strategy, need_q, need_d,
+        q_lengths, d_lengths,
     )
-    return (gQ if need_q else None), (gD if need_d else None), None, None, None, None, None, None
+    return (gQ if need_q else None), (gD if need_d else None), *([None] * 8)
 
 
 _maxsim_fwd.register_autograd(_maxsim_backward, setup_context=_maxsim_setup)
@@ -193,10 +201,11 @@ class _MaxSimEager(torch.autograd.Function):
     torch.compile the custom op runs (:func:`_maxsim_scores`)."""
 
     @staticmethod
-    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax):
-        out = _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax)
+    def forward(ctx, Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths):
+        args = (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax, q_lengths, d_lengths)
+        out = _maxsim_fwd_impl(*args)
         ctx.mark_non_differentiable(out[1])
-        _maxsim_setup(ctx, (Q, D, q_mask, d_mask, normalize, layout, backward, save_argmax), out)
+        _maxsim_setup(ctx, args, out)
         return out
 
     @staticmethod
@@ -204,15 +213,17 @@ class _MaxSimEager(torch.autograd.Function):
         return _maxsim_backward(ctx, grad_scores, grad_argmax)
 
 
-def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str) -> torch.Tensor:
+def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward: str, q_lengths=None,
+                   d_lengths=None) -> torch.Tensor:
     """Scores of the padded layouts: the custom op under torch.compile, else
     the autograd.Function when a gradient is needed, else the C call alone."""
     grad = _needs_grad(Q, D)
+    args = (Q, D, q_mask, d_mask, normalize, layout, backward)
     if torch.compiler.is_compiling():
-        return torch.ops.lik.maxsim_fwd(Q, D, q_mask, d_mask, normalize, layout, backward, grad)[0]
+        return torch.ops.lik.maxsim_fwd(*args, grad, q_lengths, d_lengths)[0]
     if grad:
-        return _MaxSimEager.apply(Q, D, q_mask, d_mask, normalize, layout, backward, True)[0]
-    return _maxsim_fwd_impl(Q, D, q_mask, d_mask, normalize, layout, backward, False)[0]
+        return _MaxSimEager.apply(*args, True, q_lengths, d_lengths)[0]
+    return _maxsim_fwd_impl(*args, False, q_lengths, d_lengths)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------

@@ -120,6 +120,9 @@ class LikOptions(ctypes.Structure):
         ("backward", ctypes.c_int),
         ("max_seqlen_q", ctypes.c_int64),
         ("context", ctypes.c_void_p),
+        ("q_lengths", ctypes.c_void_p),
+        ("d_lengths", ctypes.c_void_p),
+        ("fp32_precision", ctypes.c_int),
     ]
 
 
@@ -323,7 +326,9 @@ class Context:
 
 
 def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None,
-                 max_seqlen_q: int = 0) -> LikOptions:
+                 max_seqlen_q: int = 0, q_lengths=None, d_lengths=None, tf32: bool = False) -> LikOptions:
+    """lik_options; ``q_lengths`` / ``d_lengths`` (int32 arrays or None) are
+    referenced by the returned object for as long as it lives."""
     o = LikOptions()
     o.normalize = 1 if normalize else 0
     o.num_threads = _num_threads
@@ -331,7 +336,37 @@ def make_options(*, normalize: bool = False, backward: str = "auto", stream: int
     o.backward = BACKWARD_CODES[backward]
     o.max_seqlen_q = max_seqlen_q
     o.context = getattr(_current, "handle", None)
+    o.fp32_precision = 1 if tf32 else 0
+    if q_lengths is not None or d_lengths is not None:
+        o.keep = (view(q_lengths), view(d_lengths))
+        o.q_lengths = ctypes.addressof(o.keep[0][1]) if q_lengths is not None else None
+        o.d_lengths = ctypes.addressof(o.keep[1][1]) if d_lengths is not None else None
     return o
+
+
+def tf32_of(x: Any) -> bool:
+    """fp32 CUDA tensors follow torch.get_float32_matmul_precision(): "high" /
+    "medium" allow TF32 (lik.h LIK_FP32_TF32), "highest" keeps fp32 accuracy."""
+    return (is_torch(x) and x.is_cuda and x.dtype == _torch.float32
+            and _torch.get_float32_matmul_precision() != "highest")
+
+
+def lengths_arg(x: Any, name: str):
+    """A q_lengths / d_lengths argument as int32 (None stays None).
+
+    Raises:
+        TypeError: not an array, or not of an integer dtype.
+    """
+    if x is None:
+        return None
+    check_array(x, name)
+    if is_torch(x):
+        if x.dtype.is_floating_point or x.dtype in (_torch.bool, _torch.uint8):
+            raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
+        return x if x.dtype == _torch.int32 else x.to(_torch.int32)
+    if x.dtype.kind not in "iu" or x.dtype == np.uint8:
+        raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
+    return x.astype(np.int32, copy=False)
 
 
 # ---- array kinds -------------------------------------------------------------
@@ -468,15 +503,20 @@ def _run(fn, Q, D, q_mask, d_mask, opts, extra, out1, out2):
     del keep
 
 
-def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto") -> None:
-    """lik_maxsim into caller-allocated ``scores`` (F32) and optional ``argmax`` (I32)."""
-    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q))
+def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto",
+                q_lengths=None, d_lengths=None) -> None:
+    """lik_maxsim into caller-allocated ``scores`` (F32) and optional ``argmax``
+    (I32); ``q_lengths`` / ``d_lengths``: None or int32 (lik_options)."""
+    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q),
+                        q_lengths=q_lengths, d_lengths=d_lengths, tf32=tf32_of(Q))
     _run(lib.lik_maxsim, Q, D, q_mask, d_mask, opts, [], scores, argmax)
 
 
-def call_maxsim_pairs(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto") -> None:
+def call_maxsim_pairs(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto",
+                      q_lengths=None, d_lengths=None) -> None:
     """lik_maxsim_pairs into caller-allocated ``scores`` [B] and optional ``argmax`` [B, Lq]."""
-    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q))
+    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q),
+                        q_lengths=q_lengths, d_lengths=d_lengths, tf32=tf32_of(Q))
     _run(lib.lik_maxsim_pairs, Q, D, q_mask, d_mask, opts, [], scores, argmax)
 
 

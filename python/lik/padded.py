@@ -160,7 +160,8 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
 
     ``score[b, c] = MaxSim(queries[b, :query_lengths[b]],
     documents[b, c, :doc_lengths[b, c]])``, run as :func:`lik.maxsim`'s KD
-    layout on the padded tensors with length masks (no packing copy).
+    layout on the padded tensors with the lengths (lik_options' q_lengths /
+    d_lengths: no mask, no packing copy).
 
     Args:
         queries: ``[B, Lq, d]`` torch tensor.
@@ -185,5 +186,6 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
     _, _, Lq, Ld = _check_padded(queries, documents, query_lengths, doc_lengths)
     if validate and not torch.compiler.is_compiling():
         _check_range(_length_range(query_lengths, doc_lengths), Lq, Ld)
-    q_mask, d_mask = _length_masks(queries, query_lengths, doc_lengths, Lq, Ld)
-    return _api.maxsim(queries, documents, q_mask, d_mask, normalize=normalize, backward=backward)
+    dev = queries.device
+    return _api.maxsim(queries, documents, normalize=normalize, backward=backward,
+                       q_lengths=query_lengths.to(dev).clamp(0, Lq), d_lengths=doc_lengths.to(dev).clamp(0, Ld))

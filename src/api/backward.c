@@ -114,6 +114,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
+  if ((st = lik_fill_lengths(p, Q, D, opts))) return st;
   fill_outputs(bw, argmax, grad_scores, grad_Q, grad_D, ndim, has_i, has_j);
   return route(bw, opts);
 }

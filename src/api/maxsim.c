@@ -26,10 +26,13 @@ static int64_t grid_size(const lik_problem *p) { return p->q.count * p->ncand; }
 /* The outputs share no memory with the inputs or with each other. */
 static lik_status check_aliasing(const lik_tensor *Q, const lik_tensor *D,
                                  const lik_tensor *q_mask, const lik_tensor *d_mask,
-                                 const lik_tensor *scores, const lik_tensor *argmax) {
-  const lik_tensor *ts[] = {Q, D, q_mask, d_mask, scores, argmax};
-  const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", "argmax"};
-  return lik_check_disjoint(ts, names, 6, 2);
+                                 const lik_options *opts, const lik_tensor *scores,
+                                 const lik_tensor *argmax) {
+  const lik_tensor *ts[] = {Q, D, q_mask, d_mask, opts ? opts->q_lengths : NULL,
+                            opts ? opts->d_lengths : NULL, scores, argmax};
+  const char *names[] = {"Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths", "scores",
+                         "argmax"};
+  return lik_check_disjoint(ts, names, 8, 2);
 }
 
 lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor *q_mask,
@@ -44,7 +47,7 @@ lik_status lik_maxsim(const lik_tensor *Q, const lik_tensor *D, const lik_tensor
   if ((st = lik_layout_of(Q, D, &p, grid, &ndim, &has_i, &has_j))) return st;
   if ((st = lik_fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   if ((st = fill_outputs(&p, scores, argmax, ndim, grid, has_i, has_j)) ||
-      (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
+      (st = check_aliasing(Q, D, q_mask, d_mask, opts, scores, argmax)))
     return st;
   return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }
@@ -60,7 +63,7 @@ lik_status lik_maxsim_pairs(const lik_tensor *Q, const lik_tensor *D,
   if ((st = lik_fill_common(&p, Q, D, q_mask, d_mask, scores, argmax, "argmax", opts))) return st;
   const int64_t grid[1] = {Q->shape[0]};
   if ((st = fill_outputs(&p, scores, argmax, 1, grid, 1, 0)) ||
-      (st = check_aliasing(Q, D, q_mask, d_mask, scores, argmax)))
+      (st = check_aliasing(Q, D, q_mask, d_mask, opts, scores, argmax)))
     return st;
   return grid_size(&p) == 0 ? LIK_OK : lik_route_maxsim(&p);
 }

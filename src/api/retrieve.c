@@ -28,9 +28,11 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
       (st = lik_check_no_overlap(indices, "indices")))
     return st;
   {
-    const lik_tensor *ts[] = {Q, D, q_mask, d_mask, scores, indices};
-    const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", "indices"};
-    if ((st = lik_check_disjoint(ts, names, 6, 2))) return st;
+    const lik_tensor *ts[] = {Q, D, q_mask, d_mask, opts ? opts->q_lengths : NULL,
+                              opts ? opts->d_lengths : NULL, scores, indices};
+    const char *names[] = {"Q", "D", "q_mask", "d_mask", "q_lengths", "d_lengths", "scores",
+                           "indices"};
+    if ((st = lik_check_disjoint(ts, names, 8, 2))) return st;
   }
   if (p.q.count == 0 || k == 0) return LIK_OK;
   const int64_t ssi = q3 ? scores->strides[0] : 0, ssr = scores->strides[ndim - 1];

@@ -29,7 +29,10 @@ static inline int64_t lik_index_at(const lik_index *ix, int64_t i) {
  * Packed (offsets.data != NULL, FlashAttention's cu_seqlens): sequence n is
  *          rows offsets[n] .. offsets[n+1]-1 of a [total, dim] tensor; token
  *          (n, l) is row r = offsets[n] + l at element r*sl + k*sk (sn = 0).
- * len is the (maximum) number of tokens per sequence. */
+ * len is the (maximum) number of tokens per sequence.
+ * Lengths (padded or grouped only; lens != NULL, lik_options' q_lengths /
+ *          d_lengths): sequence n has min(max(lens[i], 0), len) tokens,
+ *          i = n*lens_sn (grouped: g*lens_sg + r*lens_sn), a prefix mask. */
 typedef struct {
   const void *data;
   lik_dtype dtype; /* F32, F16, BF16 or F64 */
@@ -37,6 +40,8 @@ typedef struct {
   int64_t sn, sl, sk;
   int64_t group, sg; /* group = 0: not grouped */
   lik_index offsets;
+  const int32_t *lens;
+  int64_t lens_sn, lens_sg;
 } lik_seqs;
 
 /* A token mask over a lik_seqs: token (n, l) (padded) or packed row r is
@@ -71,6 +76,7 @@ typedef struct {
   int64_t argmax_si, argmax_sj, argmax_ss;
 
   int normalize;
+  int tf32;             /* fp32 inputs on CUDA: one TF32 product (LIK_FP32_TF32) */
   int num_threads;      /* resolved: >= 1 */
   lik_context *context; /* resolved: never NULL */
   lik_device_type device;
@@ -115,11 +121,18 @@ static inline int64_t lik_token_offset(const lik_seqs *s, int64_t n, int64_t l) 
   return n * s->sn + l * s->sl;
 }
 
+/* The given length of padded sequence n (s->lens set), unclamped. */
+static inline int64_t lik_lens_at(const lik_seqs *s, int64_t n) {
+  return s->group > 0 ? s->lens[(n / s->group) * s->lens_sg + (n % s->group) * s->lens_sn]
+                      : s->lens[n * s->lens_sn];
+}
+
 /* Number of tokens of sequence n. */
 static inline int64_t lik_seq_len(const lik_seqs *s, int64_t n) {
-  return s->offsets.data
-             ? lik_index_at(&s->offsets, n + 1) - lik_index_at(&s->offsets, n)
-             : s->len;
+  if (s->offsets.data) return lik_index_at(&s->offsets, n + 1) - lik_index_at(&s->offsets, n);
+  if (!s->lens) return s->len;
+  const int64_t v = lik_lens_at(s, n);
+  return v < 0 ? 0 : v > s->len ? s->len : v;
 }
 
 /* Whether token (n, l) is valid under a mask over s. */

@@ -358,6 +358,64 @@ void lik_fill_options(lik_problem *p, const lik_options *opts) {
   p->num_threads = opts && opts->num_threads > 0 ? opts->num_threads
                                                  : lik_context_threads(p->context);
   p->stream = opts ? opts->stream : NULL;
+  p->tf32 = opts && opts->fp32_precision == LIK_FP32_TF32;
+}
+
+/* One side's lengths (opts->q_lengths / d_lengths) over the sequences of x. */
+static lik_status seq_lengths(lik_seqs *s, const lik_tensor *len, const char *name,
+                              const lik_tensor *x, const char *xname, const lik_problem *p) {
+  const int nd = x->ndim - 2;
+  lik_status st = lik_check_tensor(len, name, nd, nd);
+  if (st) return st;
+  if (len->dtype != LIK_I32)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32", name,
+                    lik_dtype_name(len->dtype));
+  if (!same_shape(len, nd, x->shape)) {
+    char got[96], want[96];
+    return lik_fail(LIK_ERR_SHAPE, "%s: shape %s does not match %s's sequences %s", name,
+                    lik_shape_str(len, got), xname, dims_str(x->shape, nd, want));
+  }
+  if (device_of(len) != p->device || (p->device == LIK_CUDA && len->device_id != p->device_id))
+    return lik_fail(LIK_ERR_DEVICE, "%s: on a different device than %s", name, xname);
+  s->lens = (const int32_t *)len->data;
+  s->lens_sn = nd >= 1 ? len->strides[nd - 1] : 0;
+  s->lens_sg = nd == 2 ? len->strides[0] : 0;
+  if (p->device == LIK_CUDA || !s->lens) return LIK_OK; /* device data: clamped there */
+  for (int64_t n = 0; n < s->count; n++) {
+    const int64_t v = lik_lens_at(s, n);
+    if (v < 0 || v > s->len)
+      return lik_fail(LIK_ERR_VALUE, "%s: entry %lld is %lld, outside [0, %s's length %lld]", name,
+                      (long long)n, (long long)v, xname, (long long)s->len);
+  }
+  return LIK_OK;
+}
+
+static lik_status check_precision(const lik_options *opts) {
+  if (opts->fp32_precision != LIK_FP32_HIGHEST && opts->fp32_precision != LIK_FP32_TF32)
+    return lik_fail(LIK_ERR_VALUE, "opts: fp32_precision %d is not LIK_FP32_HIGHEST (0) or "
+                    "LIK_FP32_TF32 (1)", (int)opts->fp32_precision);
+  return LIK_OK;
+}
+
+lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
+                            const lik_options *opts) {
+  lik_status st;
+  if (!opts) return LIK_OK;
+  if ((st = check_precision(opts))) return st;
+  if (opts->q_lengths && (st = seq_lengths(&p->q, opts->q_lengths, "q_lengths", Q, "Q", p)))
+    return st;
+  if (opts->d_lengths && (st = seq_lengths(&p->d, opts->d_lengths, "d_lengths", D, "D", p)))
+    return st;
+  return LIK_OK;
+}
+
+lik_status lik_check_no_lengths(const lik_options *opts) {
+  lik_status st;
+  if (opts && (st = check_precision(opts))) return st;
+  if (opts && (opts->q_lengths || opts->d_lengths))
+    return lik_fail(LIK_ERR_VALUE, "%s: packed calls take their lengths from cu_seqlens; "
+                    "pass NULL", opts->q_lengths ? "q_lengths" : "d_lengths");
+  return LIK_OK;
 }
 
 lik_seqs lik_seqs_from(const lik_tensor *t) {
@@ -411,7 +469,7 @@ lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
-  return LIK_OK;
+  return lik_fill_lengths(p, Q, D, opts);
 }
 
 lik_status lik_no_cuda_backend(void) {

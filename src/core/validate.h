@@ -95,6 +95,17 @@ void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_
  * defaults). */
 void lik_fill_options(lik_problem *p, const lik_options *opts);
 
+/* opts->q_lengths / d_lengths of a padded call over Q / D (after p's
+ * sequences and device are set): I32, Q's / D's shape without [L, d], on
+ * the call's device; on the CPU every entry in [0, L] (LIK_ERR_VALUE).
+ * Also checks opts->fp32_precision. */
+lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
+                            const lik_options *opts);
+
+/* Packed calls: opts carries no lengths and a valid fp32_precision
+ * (LIK_ERR_VALUE). */
+lik_status lik_check_no_lengths(const lik_options *opts);
+
 /* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
 lik_seqs lik_seqs_from(const lik_tensor *t);
 

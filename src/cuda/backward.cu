@@ -81,7 +81,9 @@ __device__ __forceinline__ int64_t tok_index(const KSeq &s, int64_t n, int64_t l
   return s.off.data ? kidx(s.off, n) + l : n * s.len + l;
 }
 
+/* Token (n, l) is valid: inside its length (lik_options' lengths) and mask. */
 __device__ __forceinline__ bool mask_ok(const KMask &m, const KSeq &s, int64_t n, int64_t l) {
+  if (s.lens && l >= seq_len(s, n)) return false;
   return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
 }
 

@@ -25,11 +25,13 @@ struct KIndex {
   int is64;
 };
 
-/* A batch of sequences (see lik_seqs). */
+/* A batch of sequences (see lik_seqs; lens: per-sequence lengths, clamped). */
 struct KSeq {
   const void *data;
   int64_t count, len, dim, sn, sl, sk, group, sg;
   KIndex off;
+  const int32_t *lens;
+  int64_t lens_sn, lens_sg;
 };
 
 struct KMask {
@@ -63,6 +65,15 @@ struct KParams {
   int split;      /* CTAs of a thread-block cluster sharing each item's document
                      tiles (tile t to rank t % split; sm_90+), 1: none */
   int fast_q, fast_d; /* 16-byte vector loads are legal */
+  int tf32;           /* fp32 inputs: one TF32 product per term, not 3xTF32 */
+  /* NULL, or per document (launch.cu: prefix_kernel): v >= 0 means its
+   * d_mask is the prefix [0, v) of its tokens (the tiles then run as
+   * unmasked, v tokens long), -1 an arbitrary mask */
+  const int32_t *dpre;
+  /* with dpre (padded D): each document's valid tokens as bits, dwords
+   * 32-bit words per document (token t: bit t % 32 of word t / 32) */
+  const uint32_t *dbits;
+  int64_t dwords;
   /* D's tokens as a (feature, token, document) tensor for TMA tile loads
    * (the wgmma kernels' TMA variant; launch.cu: make_tmap_d) */
   CUtensorMap tmap_d;
@@ -82,7 +93,10 @@ __device__ __forceinline__ int64_t seq_base(const KSeq &s, int64_t n) {
 
 __device__ __forceinline__ int64_t seq_len(const KSeq &s, int64_t n) {
   if (s.off.data) return kidx(s.off, n + 1) - kidx(s.off, n);
-  return s.len;
+  if (!s.lens) return s.len;
+  const int64_t v = __ldg(s.lens + (s.group > 0 ? (n / s.group) * s.lens_sg + (n % s.group) * s.lens_sn
+                                                : n * s.lens_sn));
+  return v < 0 ? 0 : v > s.len ? s.len : v;
 }
 
 /* Offset of token 0 of sequence n in a mask (add l * m.sl for token l). */

@@ -33,6 +33,9 @@ static inline KSeq kseq(const lik_seqs &s) {
   k.group = s.group;
   k.sg = s.sg;
   k.off = kindex(s.offsets);
+  k.lens = s.lens;
+  k.lens_sn = s.lens_sn;
+  k.lens_sg = s.lens_sg;
   return k;
 }
 

@@ -2,8 +2,8 @@
  * launch.cu — extern "C" entry points of the CUDA backend (declared in
  * src/core/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
  *
- * Everything runs on p->stream; no host synchronisation, no allocation in
- * the forward (graph capturable).  The retrieve path allocates its bounded
+ * Everything runs on p->stream; no host synchronisation (graph capturable).
+ * A forward with a d_mask, and the retrieve path, allocate their bounded
  * scratch with cudaMallocAsync / cudaFreeAsync on the same stream.
  */
 #include <limits.h>
@@ -227,6 +227,7 @@ static KParams make_params(const lik_problem *p) {
   P.dm = kmask(p->d_mask);
   P.pairing = (int)p->pairing;
   P.normalize = p->normalize ? 1 : 0;
+  P.tf32 = p->tf32 ? 1 : 0;
   P.nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
   P.nq = p->q.count;
   P.qpc = 1;
@@ -305,7 +306,25 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   KParams P = make_params(p);
   P.fast_q = vec16_ok(p->q);
   P.fast_d = vec16_ok(p->d);
-  return run_forward(P, p->q.dtype, (cudaStream_t)p->stream, dev);
+  const cudaStream_t stream = (cudaStream_t)p->stream;
+  if (!P.dm.data || p->q.dtype == LIK_F64 || P.d.off.data)
+    return run_forward(P, p->q.dtype, stream, dev);
+  /* a padded D's d_mask, read once on the device: prefix documents
+   * (padding) run as unmasked documents of that length, the others' tiles
+   * read the mask as bits (prefix.cu) */
+  P.dwords = (P.d.len + 31) / 32;
+  int32_t *dpre = nullptr;
+  const size_t bytes = (size_t)p->d.count * (size_t)(1 + P.dwords) * 4;
+  cudaError_t e = cudaMallocAsync((void **)&dpre, bytes, stream);
+  if (e != cudaSuccess) return cuda_fail(e, "allocating the d_mask prefix lengths");
+  uint32_t *bits = reinterpret_cast<uint32_t *>(dpre + p->d.count);
+  e = launch_prefix(P, dpre, bits, stream);
+  P.dpre = dpre;
+  P.dbits = bits;
+  const lik_status rs = e == cudaSuccess ? run_forward(P, p->q.dtype, stream, dev)
+                                         : cuda_fail(e, "the d_mask prefix kernel launch");
+  cudaFreeAsync(dpre, stream);
+  return rs;
 }
 
 /* ---- retrieve ------------------------------------------------------------ */

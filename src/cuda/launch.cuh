@@ -40,6 +40,10 @@ cudaError_t launch_mma_f16(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, const Device &dev);
 cudaError_t launch_mma_f32(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, const Device &dev);
+/* KParams.dpre / dbits of P's padded documents (P.dm, P.dwords set) into
+ * dpre[P.d.count] and bits[P.d.count * P.dwords], on stream (prefix.cu). */
+cudaError_t launch_prefix(const KParams &P, int32_t *dpre, uint32_t *bits, cudaStream_t stream);
+
 cudaError_t launch_simt(KParams &P, lik_dtype dt, bool argmax,
                         cudaStream_t stream, const Device &dev);
 

@@ -277,6 +277,7 @@ struct Cursor {
   int rank, split; /* this cursor's tiles: rank, rank + split, ... (1 CTA: 0, 1) */
   int64_t it, tile;
   int64_t qi, doc, len, ntiles, base;
+  bool masked; /* the item's tiles read d_mask (not a detected prefix) */
   bool done;
 };
 
@@ -285,6 +286,14 @@ __device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
                                             int64_t row, int64_t j0) {
   item_of(P, row, j0 + c.it, c.qi, c.doc);
   c.len = seq_len(P.d, c.doc);
+  c.masked = P.dm.data != nullptr;
+  if (P.dpre) { /* a prefix mask: the item runs unmasked, shortened */
+    const int64_t v = __ldg(P.dpre + c.doc);
+    if (v >= 0) {
+      c.masked = false;
+      if (v < c.len) c.len = v;
+    }
+  }
   /* a query block wholly past a packed query's end (P.q.len only bounds it):
    * one empty tile, no loads, no MMAs; it adds 0 and writes argmax -1 */
   if (c.qb > 0 && (int64_t)c.qb * P.qrows >= seq_len(P.q, c.qi)) c.len = 0;
@@ -715,7 +724,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       for (int i = 0; i < DR; ++i) dss[i] = 0.f;
       /* validity of this thread's 8 columns */
       const int64_t rows = cc.len - t0;
-      if (P.dm.data || rows < BD) {
+      if (cc.masked || rows < BD) {
         full = false;
         vbits = 0;
         /* this thread's column c0 + ni * 8 + e is in range iff ni * 8 + e < lim */
@@ -725,7 +734,26 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) vbits |= (uint32_t)(ni * 8 + e < lim) << (ni * 2 + e);
-        if (P.dm.data) {
+        if (cc.masked && P.dbits) {
+          /* the mask as bits (prefix.cu): this thread's 8 NI columns from
+           * t0 + c0 are bits s .. of words w0 .., one funnel shift per 32 */
+          constexpr int NG = (8 * NI + 31) / 32;
+          const uint32_t *mw = P.dbits + cc.doc * P.dwords;
+          const int64_t at = t0 + c0, w0 = at >> 5;
+          const int s = (int)(at & 31);
+          uint32_t w[NG + 1], x[NG];
+#pragma unroll
+          for (int k = 0; k <= NG; ++k) w[k] = w0 + k < P.dwords ? __ldg(mw + w0 + k) : 0u;
+#pragma unroll
+          for (int k = 0; k < NG; ++k) x[k] = __funnelshift_r(w[k], w[k + 1], s);
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int o = ni * 8 + e;
+              if (!((x[o >> 5] >> (o & 31)) & 1u)) vbits &= ~(1u << (ni * 2 + e));
+            }
+        } else if (cc.masked) {
           const uint8_t *mrow = P.dm.data + mask_base(P.dm, P.d, cc.doc) + (t0 + c0) * P.dm.sl;
 #pragma unroll
           for (int ni = 0; ni < NI; ++ni)
@@ -807,6 +835,23 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           const int r = wn * WC + (NI - 1) * 8 + (lane & 7);
           const int ch = ks * 2 + ((lane >> 3) & 1);
           ldsm_x2(sb + C::doff(r, ch), b[NI - 1][0], b[NI - 1][1]);
+        }
+        if constexpr (std::is_same_v<T, float>) {
+          if (P.tf32) { /* one TF32 product: operands rounded to tf32 once */
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+              for (int x = 0; x < 4; ++x) a[mi][x] = tf32_rna(__uint_as_float(a[mi][x]));
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+              for (int x = 0; x < 2; ++x) b[ni][x] = tf32_rna(__uint_as_float(b[ni][x]));
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+              for (int ni = 0; ni < NI; ++ni) mma_tf32(acc[mi][ni], a[mi], b[ni]);
+            return;
+          }
         }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)

@@ -248,6 +248,7 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
     } else {
       dsh.data = (const char *)dsh.data + j * dsh.sn * esz;
       if (P.dm.data) P.dm.data += j * P.dm.sn;
+      if (dsh.lens) dsh.lens += j * dsh.lens_sn;
     }
     P.d = kseq(dsh);
     P.fast_q = vec16_ok(p->q);

@@ -330,6 +330,48 @@ static void group_pairs_errors(void) {
   group_end();
 }
 
+/* lik_options' q_lengths / d_lengths: dtype, shape, range, aliasing, packed. */
+static void group_lengths_errors(void) {
+  group_begin("lengths-errors");
+  static int32_t lens[16];
+  lik_options o = LIK_OPTIONS_INIT;
+  reset();
+  lik_tensor DL = T(lens, LIK_I32, 1, 5, 0, 0, 0), QL = T(lens, LIK_I32, 1, 2, 0, 0, 0);
+  for (int i = 0; i < 16; i++) lens[i] = 2;
+  o.d_lengths = &DL;
+  case_begin("base call with d_lengths");
+  lik_status st = lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A);
+  CHECK(st == LIK_OK, "%s: %s", lik_status_string(st), lik_last_error());
+  reset();
+  lens[3] = 7; /* Ld = 6 */
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_VALUE, "d_lengths", "entry 3 is 7",
+        "6");
+  lens[3] = -1;
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_VALUE, "entry 3 is -1");
+  lens[3] = 2;
+  lik_tensor bad = T(lens, LIK_I32, 1, 4, 0, 0, 0);
+  o.d_lengths = &bad;
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_SHAPE, "d_lengths", "[4]", "[5]");
+  bad = T(lens, LIK_I64, 1, 5, 0, 0, 0);
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_DTYPE, "d_lengths", "int64");
+  o.d_lengths = NULL;
+  o.q_lengths = &QL;
+  lik_tensor Sa = T(lens, LIK_F32, 2, 2, 5, 0, 0); /* scores over the lengths' memory */
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &Sa, NULL), LIK_ERR_VALUE, "scores", "q_lengths");
+  /* packed calls take their lengths from cu_seqlens */
+  int32_t cu[3] = {0, 1, 3};
+  lik_tensor P2 = T(qbuf, LIK_F32, 2, 3, 4, 0, 0), CU = T(cu, LIK_I32, 1, 3, 0, 0, 0);
+  lik_tensor SV = T(sbuf, LIK_F32, 2, 2, 2, 0, 0);
+  FAIL1(lik_maxsim_varlen(&P2, &P2, &CU, &CU, NULL, NULL, &o, &SV, NULL), LIK_ERR_VALUE,
+        "q_lengths", "cu_seqlens");
+  o.q_lengths = NULL;
+  o.fp32_precision = (lik_fp32_precision)5;
+  FAIL1(lik_maxsim(&Q, &D, &QM, &DM, &o, &S, &A), LIK_ERR_VALUE, "fp32_precision 5");
+  FAIL1(lik_maxsim_varlen(&P2, &P2, &CU, &CU, NULL, NULL, &o, &SV, NULL), LIK_ERR_VALUE,
+        "fp32_precision");
+  group_end();
+}
+
 #define RETRIEVE(k) lik_retrieve(&Q, &D, &QM, &DM, (k), NULL, &RS, &RI)
 
 static void group_retrieve_errors(void) {
@@ -500,6 +542,7 @@ int main(void) {
   group_status_strings();
   group_maxsim_errors();
   group_pairs_errors();
+  group_lengths_errors();
   group_retrieve_errors();
   group_device_errors();
   group_last_error();

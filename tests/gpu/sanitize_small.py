@@ -10,7 +10,8 @@ tiles),
 fp16, fp32 on tensor cores (3xTF32: d 40, 17, 300 K-streamed), fp64
 CUDA-core kernel, KD, pairs, retrieve, a packed
 (cu_seqlens) scores-only call with short queries; on sm_90+ the scores-only
-calls of the few-document one-query cases run the Ld split (clusters)."""
+calls of the few-document one-query cases run the Ld split (clusters); padding
+as a prefix d_mask, lengths, a mixed mask, KD lengths; fp32 as TF32."""
 import os
 import sys
 from pathlib import Path
@@ -50,5 +51,16 @@ _api._forward(r((3, 32, 64), bf), r((3, 40, 64), bf), pairs=True, with_argmax=Tr
 _api.retrieve(r((2, 32, 64), bf), r((700, 30, 64), bf), 5, normalize=True)
 cq = torch.tensor([0, 5, 37, 38], device="cuda", dtype=torch.int32)
 lik.maxsim_varlen(r((38, 64), bf), r((80, 64), bf), cq, torch.tensor([0, 10, 80], device="cuda"))
+# padding: a prefix d_mask (detected on the device), lengths, a mixed mask, KD
+n = torch.tensor([0, 7, 150, 99], device="cuda", dtype=torch.int32)
+pm = torch.arange(150, device="cuda") < n[:, None]
+Q, D = r((3, 32, 128), bf), r((4, 150, 128), bf)
+_api._forward(Q, D, None, pm, with_argmax=True)
+_api.maxsim(Q, D, q_lengths=torch.tensor([32, 0, 5], device="cuda", dtype=torch.int32), d_lengths=n)
+pm[2, 3] = False
+_api.maxsim(r((1, 20, 48), hf), r((4, 150, 48), hf), None, pm)
+_api.maxsim(Q[:2], r((2, 2, 150, 128), bf), d_lengths=n.reshape(2, 2))
+torch.set_float32_matmul_precision("high")  # fp32 as TF32
+_api.maxsim(r((2, 20, 64), torch.float32), r((3, 70, 64), torch.float32))
 torch.cuda.synchronize()
 print("sanitize_small: ok")

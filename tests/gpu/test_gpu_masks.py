@@ -1,0 +1,188 @@
+"""GPU parity of padding: prefix d_masks (detected on the device and run as
+unmasked documents of their length), q_lengths / d_lengths, masks mixing
+prefix and non-prefix documents, KD and pairs, graph capture, the
+backward with lengths, and fp32 under both matmul precisions.
+
+Tokens past a length hold NaN: a kernel that read them as valid fails.
+Marked ``gpu``; skipped without CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+from test_gpu_parity import (  # noqa: E402  (pytest puts tests/gpu on sys.path)
+    CASES, DT, FAMILY_OFF, check_argmax, check_scores, gen, rand, ref_scores, ref_sim, rmask,
+)
+
+__all__ = ["gen"]  # the fixture
+
+
+def lengths(n, L, g):
+    """Random lengths in [0, L] with 0 and L present (n >= 2)."""
+    x = torch.randint(0, L + 1, (n,), device="cuda", generator=g, dtype=torch.int32)
+    if n >= 2:
+        x[0], x[-1] = 0, L
+    return x
+
+
+def prefix(n, L):
+    return torch.arange(L, device="cuda") < n[..., None]
+
+
+MASK_CASES = [c for c in CASES if c[0] != "f64" and c[5] <= 1000]
+
+
+@pytest.mark.parametrize("form", ["d_mask", "d_lengths", "mixed"])
+@pytest.mark.parametrize("family,case", [(f, c) for f in ("default", "mma.sync") for c in MASK_CASES],
+                         ids=[f + "-" + "-".join(map(str, c)) for f in ("default", "mma.sync") for c in MASK_CASES])
+def test_padding(case, family, form, gen):
+    import lik
+    from lik import _api
+
+    dt, Nq, Nd, Lq, Ld, d = case
+    Nd = max(Nd, 3)
+    Q = rand((Nq, Lq, d), DT[dt], gen)
+    D = rand((Nd, Ld, d), DT[dt], gen)
+    nq, nd = lengths(Nq, Lq, gen), lengths(Nd, Ld, gen)
+    qm, dm = prefix(nq, Lq), prefix(nd, Ld)
+    if form == "mixed":  # document 1: a mask that is not a prefix
+        dm[1] = rmask((Ld,), gen, 0.6)
+        dm[1, 0] = False
+    D[~dm] = float("nan")
+    Q[~qm] = float("nan")
+    kw = dict(q_lengths=nq, d_lengths=nd) if form == "d_lengths" else dict(q_mask=qm, d_mask=dm)
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        scores, am = _api._forward(Q, D, normalize=True, with_argmax=True, **kw)
+        s2 = _api.maxsim(Q, D, normalize=True, **kw)
+    ref, mx, live, Sm = ref_scores(ref_sim(torch.nan_to_num(Q), torch.nan_to_num(D), True),
+                                   qm[:, None, :], dm[None, :, None, :])
+    check_scores(scores, ref, Lq)
+    check_argmax(am, Sm, mx, live)
+    check_scores(s2, ref, Lq)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("Lq", [32, 100])
+def test_kd_and_pairs_padding(dt, Lq, gen):
+    from lik import _api
+
+    Nq, K, Ld, d = 3, 5, 300, 128
+    Q = rand((Nq, Lq, d), DT[dt], gen)
+    D = rand((Nq, K, Ld, d), DT[dt], gen)
+    nq = lengths(Nq, Lq, gen)
+    nd = lengths(Nq * K, Ld, gen).reshape(Nq, K)
+    qm, dm = prefix(nq, Lq), prefix(nd, Ld)
+    D[~dm] = float("nan")
+    ref, mx, live, Sm = ref_scores(ref_sim(Q, torch.nan_to_num(D), False, kd=True), qm[:, None, :],
+                                   dm[:, :, None, :])
+    for kw in (dict(q_mask=qm, d_mask=dm), dict(q_lengths=nq, d_lengths=nd)):
+        scores, am = _api._forward(Q, D, with_argmax=True, **kw)
+        check_scores(scores, ref, Lq)
+        check_argmax(am, Sm, mx, live)
+        p, pam = _api._forward(Q, D[:, 2], kw.get("q_mask"), kw["d_mask"][:, 2] if "d_mask" in kw else None,
+                               pairs=True, with_argmax=True, q_lengths=kw.get("q_lengths"),
+                               d_lengths=kw["d_lengths"][:, 2] if "d_lengths" in kw else None)
+        check_scores(p, ref[:, 2], Lq)
+        check_argmax(pam[:, None], Sm[:, 2:3], mx[:, 2:3], live[:, 2:3])
+
+
+def test_strided_and_uint8_prefix_masks(gen):
+    """The detection's scalar path: a mask view with token stride 2, uint8."""
+    from lik import _api
+
+    Nq, Nd, Lq, Ld, d = 2, 40, 32, 150, 128
+    Q = rand((Nq, Lq, d), torch.bfloat16, gen)
+    D = rand((Nd, Ld, d), torch.bfloat16, gen)
+    nd = lengths(Nd, Ld, gen)
+    big = torch.zeros(Nd, 2 * Ld, dtype=torch.uint8, device="cuda")
+    big[:, ::2] = prefix(nd, Ld).to(torch.uint8)
+    dm = big[:, ::2]
+    D[~prefix(nd, Ld)] = float("nan")
+    ref, *_ = ref_scores(ref_sim(Q, torch.nan_to_num(D), False), torch.ones(1, 1, Lq, dtype=torch.bool, device="cuda"),
+                         prefix(nd, Ld)[None, :, None, :])
+    check_scores(_api.maxsim(Q, D, None, dm), ref, Lq)
+    assert torch.equal(_api.maxsim(Q, D, None, dm), _api.maxsim(Q, D, d_lengths=nd))
+
+
+def test_prefix_mask_scores_equal_lengths_bitwise(gen):
+    """A detected prefix runs the kernel the lengths run: identical bits."""
+    from lik import _api
+
+    Q = rand((64, 32, 128), torch.bfloat16, gen)
+    D = rand((300, 300, 128), torch.bfloat16, gen)
+    nd = torch.randint(200, 301, (300,), device="cuda", generator=gen, dtype=torch.int32)
+    assert torch.equal(_api.maxsim(Q, D, None, prefix(nd, 300)), _api.maxsim(Q, D, d_lengths=nd))
+
+
+def test_graph_capture_with_mask_and_lengths(gen):
+    from lik import _api
+
+    Q = rand((2, 32, 128), torch.bfloat16, gen)
+    D = rand((50, 300, 128), torch.bfloat16, gen)
+    nd = lengths(50, 300, gen)
+    dm = prefix(nd, 300)
+    dm[3] = rmask((300,), gen)
+    ref_m, ref_l = _api.maxsim(Q, D, None, dm), _api.maxsim(Q, D, d_lengths=nd)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _api.maxsim(Q, D, None, dm)
+        _api.maxsim(Q, D, d_lengths=nd)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out_m = _api.maxsim(Q, D, None, dm)
+        out_l = _api.maxsim(Q, D, d_lengths=nd)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out_m, ref_m) and torch.equal(out_l, ref_l)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f32"])
+def test_backward_with_lengths_equals_prefix_masks(dt, gen):
+    import lik
+
+    Nq, Nd, Lq, Ld, d = 3, 7, 40, 90, 64
+    Q0 = rand((Nq, Lq, d), DT[dt], gen)
+    D0 = rand((Nd, Ld, d), DT[dt], gen)
+    nq, nd = lengths(Nq, Lq, gen), lengths(Nd, Ld, gen)
+    w = torch.randn(Nq, Nd, device="cuda", generator=gen)
+
+    def run(**kw):
+        Q, D = Q0.clone().requires_grad_(), D0.clone().requires_grad_()
+        (lik.maxsim(Q, D, normalize=True, **kw) * w).sum().backward()
+        return Q.grad, D.grad
+
+    a = run(q_lengths=nq, d_lengths=nd)
+    b = run(q_mask=prefix(nq, Lq), d_mask=prefix(nd, Ld))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("d", [17, 128, 300])
+def test_fp32_precision_switch(d, gen):
+    """"highest": fp32 accuracy (3xTF32); "high": TF32 (10-bit mantissas)."""
+    import lik
+
+    Q = rand((3, 32, d), torch.float32, gen)
+    D = rand((20, 150, d), torch.float32, gen)
+    ref, *_ = ref_scores(ref_sim(Q, D, True), torch.ones(1, 1, 32, dtype=torch.bool, device="cuda"),
+                         torch.ones(1, 1, 1, 150, dtype=torch.bool, device="cuda"))
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        hi = lik.maxsim(Q, D, normalize=True)
+        torch.set_float32_matmul_precision("high")
+        lo = lik.maxsim(Q, D, normalize=True)
+    finally:
+        torch.set_float32_matmul_precision(old)
+    check_scores(hi, ref, 32)
+    err = (lo.double() - ref).abs().max().item()
+    assert err <= 32 * 2.0 ** -9, f"TF32 scores off by {err}"  # unit vectors: each term |err| <= ~2^-10
+    assert not torch.equal(hi, lo), "the precision switch changed nothing"
