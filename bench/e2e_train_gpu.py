@@ -49,13 +49,14 @@ On the device (torch 2.11 + transformers + sentence-transformers there, PyLate
 and colpali-engine not): carry the wheels listed by --wheels-help in .whl/,
 then
 
-    python3 -m venv --system-site-packages /tmp/e2e
-    /tmp/e2e/bin/pip install --no-deps .whl/*.whl
-    LIK_LIBRARY=$PWD/.gpubin/liblik.so PYTHONPATH=$PWD/python \\
-        /tmp/e2e/bin/python bench/e2e_train_gpu.py --out bench/e2e_h200.json
+    python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
+    LIK_LIBRARY=$PWD/.gpubin/liblik.so PYTHONPATH=/tmp/site:$PWD/python \\
+        python3 bench/e2e_train_gpu.py --out bench/e2e_h200.json
 
---check prints what is missing first.  --tiny runs every code path on the CPU
-with tiny sizes (the test of this script).
+(a ``python3 -m venv --system-site-packages`` there does not see the image's
+torch, which lives in a venv of its own).  --check prints what is missing
+first.  --tiny runs every code path on the CPU with tiny sizes (the test of
+this script).
 """
 
 from __future__ import annotations
