@@ -12,6 +12,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "emb_io.h"
 
+#include "dtype.h" /* src/core: the library's one fp16 / bf16 <-> fp32 conversion */
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -639,33 +641,8 @@ void emb_free(emb_set *s) {
 
 /* ---- conversion and blocks ----------------------------------------------------- */
 
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal */
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        exp--;
-      }
-      man &= 0x3ffu;
-      bits = sign | (exp << 23) | (man << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
 /* Converts `n` elements from `src` (dtype `from`) into `dst` (dtype `to`);
- * `to` is either `from` (plain copy) or F32 / F64. */
+ * `to` is either `from` (plain copy), F32, F64 or F16 (--precision fp16). */
 static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, int64_t n) {
   if (to == from) {
     memcpy(dst, src, (size_t)n * dtype_size(from));
@@ -674,24 +651,16 @@ static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, in
   for (int64_t i = 0; i < n; i++) {
     double v = 0;
     switch (from) {
-    case LIK_F16: { uint16_t h; memcpy(&h, (const char *)src + 2 * i, 2); v = half_to_float(h); break; }
-    case LIK_BF16: {
-      uint16_t h;
-      memcpy(&h, (const char *)src + 2 * i, 2);
-      uint32_t b = (uint32_t)h << 16;
-      float f;
-      memcpy(&f, &b, 4);
-      v = f;
-      break;
-    }
+    case LIK_F16: { uint16_t h; memcpy(&h, (const char *)src + 2 * i, 2); v = lik_tr_f16_to_f32(h); break; }
+    case LIK_BF16: { uint16_t h; memcpy(&h, (const char *)src + 2 * i, 2); v = lik_tr_bf16_to_f32(h); break; }
     case LIK_F32: { float f; memcpy(&f, (const char *)src + 4 * i, 4); v = f; break; }
     case LIK_F64: memcpy(&v, (const char *)src + 8 * i, 8); break;
     default: break;
     }
     if (to == LIK_F64) {
       memcpy((char *)dst + 8 * i, &v, 8);
-    } else if (to == LIK_F16) { /* --precision fp16; round to nearest even */
-      _Float16 h = (_Float16)(float)v;
+    } else if (to == LIK_F16) { /* round to nearest even */
+      const uint16_t h = lik_tr_f32_to_f16((float)v);
       memcpy((char *)dst + 2 * i, &h, 2);
     } else {
       float f = (float)v;
