@@ -354,6 +354,10 @@ def tf32_of(x: Any) -> bool:
 def lengths_arg(x: Any, name: str):
     """A q_lengths / d_lengths argument as int32 (None stays None).
 
+    Wider integers are clamped to [-1, INT32_MAX] first, so an entry outside
+    int32 stays out of range (the library's error on the CPU, its clamp on
+    CUDA) instead of wrapping to a valid length.
+
     Raises:
         TypeError: not an array, or not of an integer dtype.
     """
@@ -363,10 +367,10 @@ def lengths_arg(x: Any, name: str):
     if is_torch(x):
         if x.dtype.is_floating_point or x.dtype in (_torch.bool, _torch.uint8):
             raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-        return x if x.dtype == _torch.int32 else x.to(_torch.int32)
+        return x if x.dtype == _torch.int32 else x.to(_torch.int64).clamp(-1, 2**31 - 1).to(_torch.int32)
     if x.dtype.kind not in "iu" or x.dtype == np.uint8:
         raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-    return x.astype(np.int32, copy=False)
+    return x if x.dtype == np.int32 else np.clip(x.astype(np.int64), -1, 2**31 - 1).astype(np.int32)
 
 
 # ---- array kinds -------------------------------------------------------------
