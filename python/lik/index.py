@@ -66,7 +66,10 @@ def _packed(documents, cu_seqlens=None, doc_lengths=None):
         return X, np.ascontiguousarray(np.asarray(_to_np(cu_seqlens)), dtype=np.int64)
     if X.ndim == 3:
         N, L = X.shape[0], X.shape[1]
-        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths, dtype=np.int64)
+        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths)
+        if lens.dtype.kind not in "iu":  # a float length would be truncated
+            raise TypeError(f"doc_lengths: dtype {lens.dtype} is not an integer dtype")
+        lens = lens.astype(np.int64)
         if lens.shape != (N,) or (lens < 0).any() or (lens > L).any():
             raise ValueError(f"doc_lengths: expected [{N}] values in [0, {L}]")
         keep = np.arange(L)[None, :] < lens[:, None]
