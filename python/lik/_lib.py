@@ -370,7 +370,9 @@ def lengths_arg(x: Any, name: str):
         return x if x.dtype == _torch.int32 else x.to(_torch.int64).clamp(-1, 2**31 - 1).to(_torch.int32)
     if x.dtype.kind not in "iu" or x.dtype == np.uint8:
         raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-    return x if x.dtype == np.int32 else np.clip(x.astype(np.int64), -1, 2**31 - 1).astype(np.int32)
+    if x.dtype == np.int32:
+        return x
+    return np.asarray(np.clip(x.astype(np.int64), -1, 2**31 - 1)).astype(np.int32)  # 0-d stays an array
 
 
 # ---- array kinds -------------------------------------------------------------
