@@ -203,6 +203,8 @@ def test_errors(tmp_path):
     with pytest.raises(TypeError, match="nbits: expected an int, got bool"):
         plaid.Index.build(docs, nbits=True)
     padded = np.zeros((2, 5, 16), np.float32) + 1
+    with pytest.raises(TypeError, match="doc_ids: dtype float64 is not an integer dtype"):
+        ix.save(tmp_path / "float-ids", doc_ids=np.arange(30.0))
     with pytest.raises(TypeError, match="doc_lengths: dtype float64 is not an integer dtype"):
         plaid.Index.build(padded, doc_lengths=np.array([2.7, 5.0]))
     with pytest.raises(ValueError, match="d=8"):
