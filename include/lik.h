@@ -176,8 +176,9 @@ typedef enum lik_fp32_precision {
 
 typedef struct lik_options {
   int normalize;         /* fused per-token L2 normalisation (0/1)          */
-  int num_threads;       /* CPU threads; 0 = the context's (default context:
-                            $LIK_NUM_THREADS or all cores)                   */
+  int num_threads;       /* CPU threads; 0 (or negative) = the context's
+                            (default context: $LIK_NUM_THREADS or all cores);
+                            more than the work needs is not an error       */
   void *stream;          /* cudaStream_t for CUDA tensors; NULL = default   */
   lik_backward backward; /* backward strategy (training calls only)         */
   int64_t max_seqlen_q;  /* packed calls: >= every query's length, 0 = unknown
