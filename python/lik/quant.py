@@ -137,7 +137,8 @@ def _check_dequantize(X_fp8, scale, per_token: bool) -> None:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name}: expected a torch tensor, got {type(x).__name__}")
     want = tuple(X_fp8.shape[:-1]) if per_token else ()
-    if (tuple(scale.shape) != want) if per_token else scale.numel() != 1:
+    bad = tuple(scale.shape) != want if per_token else scale.numel() != 1
+    if bad:
         raise ValueError(f"scale: shape {tuple(scale.shape)}, expected {want} (one scale "
                          f"{'per token' if per_token else 'for the tensor'} of X_fp8 {tuple(X_fp8.shape)})")
 
