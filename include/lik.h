@@ -176,8 +176,9 @@ typedef enum lik_fp32_precision {
 
 typedef struct lik_options {
   int normalize;         /* fused per-token L2 normalisation (0/1)          */
-  int num_threads;       /* CPU threads; 0 = the context's (default context:
-                            $LIK_NUM_THREADS or all cores)                   */
+  int num_threads;       /* CPU threads; 0 (or negative) = the context's
+                            (default context: $LIK_NUM_THREADS or all cores);
+                            more than the work needs is not an error       */
   void *stream;          /* cudaStream_t for CUDA tensors; NULL = default   */
   lik_backward backward; /* backward strategy (training calls only)         */
   int64_t max_seqlen_q;  /* packed calls: >= every query's length, 0 = unknown
@@ -191,8 +192,10 @@ typedef struct lik_options {
    * exactly a prefix mask, which it may replace (faster on CUDA).  Entries
    * must lie in [0, L] (L = Lq / Ld): LIK_ERR_VALUE naming the entry on the
    * CPU; on CUDA they are not read on the host and are clamped to [0, L].
-   * Packed calls take their lengths from cu_seqlens: non-NULL there is
-   * LIK_ERR_VALUE.  A backward must get the forward's lengths. */
+   * Packed calls take their lengths from cu_seqlens, and the low-bit calls
+   * and the fused head of lik_experimental.h take none (masks only):
+   * non-NULL there is LIK_ERR_VALUE.  A backward must get the forward's
+   * lengths. */
   const lik_tensor *q_lengths;
   const lik_tensor *d_lengths;
   lik_fp32_precision fp32_precision; /* forward only (another value:

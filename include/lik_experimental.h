@@ -291,11 +291,12 @@ LIK_API lik_status lik_quantize_binary(const lik_tensor *X, const lik_options *o
  *
  *   Q, D      I8, F8E4M3 or F8E5M2, one dtype, the same d.
  *   scale_Q   F32, 0-d or Q's shape minus d; scale_D likewise for D.
- *   opts      normalize must be 0 (quantise normalised embeddings instead).
+ *   opts      normalize must be 0 (quantise normalised embeddings instead);
+ *             q_lengths / d_lengths must be NULL (padding as masks).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, d, scale / mask / scores
  * shapes), LIK_ERR_DTYPE (Q / D not int8 or fp8 or not the same, scales not
- * F32, masks, scores not F32), LIK_ERR_VALUE (normalize set, scores sharing
- * memory), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (see
+ * F32, masks, scores not F32), LIK_ERR_VALUE (normalize set, lengths given,
+ * scores sharing memory), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (see
  * Devices), LIK_ERR_CUDA.
  */
 LIK_API lik_status lik_maxsim_scaled(const lik_tensor *Q, const lik_tensor *scale_Q,
@@ -340,7 +341,8 @@ LIK_API lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scal
  *   b       NULL or [d_out], Q's dtype.
  *   q_mask  NULL or [Nq, Lq];  d_mask  NULL or H_d's shape without d_model
  *           (BOOL or U8).
- *   opts    normalize, num_threads, stream.
+ *   opts    normalize, num_threads, stream; q_lengths / d_lengths must be
+ *           NULL (padding as masks).
  *   scores  F32 (or F64 for F64 inputs) [Nq, Nd] (cross) or [Nq, K] (KD).
  *   argmax  NULL or I32 scores.shape + [Lq] (for the backward).
  * Accumulation is fp32 (fp64 for F64); the projection of a token is one
@@ -348,9 +350,10 @@ LIK_API lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scal
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
  * [d_out], batch / mask / output shapes, d_out or d_model outside
  * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),
- * LIK_ERR_VALUE (outputs sharing memory with an input), LIK_ERR_DEVICE,
- * LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors without the CUDA backend;
- * on CUDA, inputs other than F16 / BF16 or d_out > 256), LIK_ERR_CUDA.
+ * LIK_ERR_VALUE (outputs sharing memory with an input, lengths in opts),
+ * LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors without
+ * the CUDA backend; on CUDA, inputs other than F16 / BF16 or d_out > 256),
+ * LIK_ERR_CUDA.
  * CUDA: on opts->stream, no host synchronisation (docs/fused_head.md).
  */
 LIK_API lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,

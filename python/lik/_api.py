@@ -434,8 +434,9 @@ def retrieve(
         numpy for numpy inputs, torch if any input is a torch tensor.
 
     Raises:
-        TypeError: non-array argument, ``top_k`` not an int, unsupported or
-            mismatched dtype, mask not bool/uint8.
+        TypeError: non-array argument, ``top_k`` not an int, ``largest`` /
+            ``sorted`` not a bool, unsupported or mismatched dtype, mask not
+            bool/uint8.
         ValueError: ``top_k <= 0`` (the message says ``top_k must be
             positive``), wrong ndim (KD 4-D ``D`` is not accepted), d / mask shape mismatch, different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
@@ -444,6 +445,9 @@ def retrieve(
         top_k = operator.index(top_k)
     except TypeError:
         raise TypeError(f"top_k: expected an int, got {type(top_k).__name__}") from None
+    for name, flag in (("largest", largest), ("sorted", sorted)):
+        if not isinstance(flag, (bool, np.bool_)):  # "False" would be truthy
+            raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
     if chunk is not None:
         try:
             operator.index(chunk)

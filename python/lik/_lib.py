@@ -354,6 +354,10 @@ def tf32_of(x: Any) -> bool:
 def lengths_arg(x: Any, name: str):
     """A q_lengths / d_lengths argument as int32 (None stays None).
 
+    Wider integers are clamped to [-1, INT32_MAX] first, so an entry outside
+    int32 stays out of range (the library's error on the CPU, its clamp on
+    CUDA) instead of wrapping to a valid length.
+
     Raises:
         TypeError: not an array, or not of an integer dtype.
     """
@@ -363,10 +367,12 @@ def lengths_arg(x: Any, name: str):
     if is_torch(x):
         if x.dtype.is_floating_point or x.dtype in (_torch.bool, _torch.uint8):
             raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-        return x if x.dtype == _torch.int32 else x.to(_torch.int32)
+        return x if x.dtype == _torch.int32 else x.to(_torch.int64).clamp(-1, 2**31 - 1).to(_torch.int32)
     if x.dtype.kind not in "iu" or x.dtype == np.uint8:
         raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-    return x.astype(np.int32, copy=False)
+    if x.dtype == np.int32:
+        return x
+    return np.asarray(np.clip(x.astype(np.int64), -1, 2**31 - 1)).astype(np.int32)  # 0-d stays an array
 
 
 # ---- array kinds -------------------------------------------------------------
@@ -708,16 +714,28 @@ lib.lik_plaid_index_free.argtypes = [ctypes.c_void_p]
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
                         max_points_per_centroid=256, sample_docs=0, seed=42, chunk_docs=25000,
                         progress=None) -> tuple[LikPlaidBuildOptions, Any]:
-    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None."""
+    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None.
+
+    Raises:
+        TypeError: an option that is not an int (bool included).
+        ValueError: nbits not 1, 2, 4 or 8; a count outside its C field's
+            range (ctypes would wrap it, e.g. 2**32 to 0).  The library checks
+            the rest (negative counts).
+    """
     o = LikPlaidBuildOptions()
-    o.nbits = nbits
-    o.kmeans_niters = kmeans_niters
-    o.num_centroids = num_centroids
-    o.total_tokens = total_tokens
-    o.max_points_per_centroid = max_points_per_centroid
-    o.sample_docs = sample_docs
+    counts = {"nbits": nbits, "kmeans_niters": kmeans_niters, "num_centroids": num_centroids,
+              "total_tokens": total_tokens, "max_points_per_centroid": max_points_per_centroid,
+              "sample_docs": sample_docs, "chunk_docs": chunk_docs}
+    for name, value in counts.items():
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+        bits = 8 * ctypes.sizeof(dict(LikPlaidBuildOptions._fields_)[name])
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f"{name}: {value} is outside the {bits}-bit range")
+        setattr(o, name, int(value))
+    if nbits not in (1, 2, 4, 8):
+        raise ValueError(f"nbits: {nbits}, must be 1, 2, 4 or 8")
     o.seed = seed & (2**64 - 1)
-    o.chunk_docs = chunk_docs
     o.num_threads = _num_threads
     o.context = getattr(_current, "handle", None)
     cb = None

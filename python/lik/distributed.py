@@ -282,6 +282,8 @@ def _gather_merge(s, gid, width: int, k: int, group):
     ``(scores [Nq, k], ids [Nq, k])``; a query with fewer than k candidates
     on all ranks together ends with ids -1 and scores -inf."""
     nq, kr = s.shape
+    if nq == 0:  # every rank agreed on Nq: nothing to exchange (an empty int64 view would fail)
+        return torch.zeros((0, k)), torch.zeros((0, k), dtype=torch.int64)
     buf = torch.full((nq, width, 3), -1, dtype=torch.int32, device=_comm_device(group, s))
     if kr and nq:  # scores and ids in one int32 buffer: 12 bytes a candidate
         buf[:, :kr, 0] = s.to(buf.device, torch.float32).contiguous().view(torch.int32)

@@ -66,7 +66,10 @@ def _packed(documents, cu_seqlens=None, doc_lengths=None):
         return X, np.ascontiguousarray(np.asarray(_to_np(cu_seqlens)), dtype=np.int64)
     if X.ndim == 3:
         N, L = X.shape[0], X.shape[1]
-        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths, dtype=np.int64)
+        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths)
+        if lens.dtype.kind not in "iu":  # a float length would be truncated
+            raise TypeError(f"doc_lengths: dtype {lens.dtype} is not an integer dtype")
+        lens = lens.astype(np.int64)
         if lens.shape != (N,) or (lens < 0).any() or (lens > L).any():
             raise ValueError(f"doc_lengths: expected [{N}] values in [0, {L}]")
         keep = np.arange(L)[None, :] < lens[:, None]
@@ -152,9 +155,14 @@ class Index:
                 ``doc_ids.npy`` (search returns internal ids ``0 .. N-1``).
             progress: show a progress bar on a terminal.
 
+        Returns:
+            the :class:`Index` (``path`` set when saved).
+
         Raises:
-            ValueError: shapes, nbits, lengths, a NaN / infinite token.
-            TypeError: dtypes.
+            ValueError: shapes, nbits, lengths, a NaN / infinite token, an
+                option outside its C field's range.
+            TypeError: dtypes, an option that is not an int, lengths that
+                are not integers.
         """
         X, cu = _packed(documents, cu_seqlens, doc_lengths)
         o, keep = _lib.plaid_build_options(
@@ -171,10 +179,24 @@ class Index:
     def train(cls, sample, *, nbits: int = 2, total_tokens: int | None = None,
               num_centroids: int | None = None, kmeans_niters: int = 4,
               max_points_per_centroid: int = 256, seed: int = 42, chunk_docs: int = 25000) -> "Index":
-        """An empty index trained on ``sample [Ts, d]`` tokens (e.g. all tokens
-        of randomly drawn documents); add documents with :meth:`add`.
-        ``total_tokens``: the corpus's (estimated) token count, for K's rule
-        (None: the sample's)."""
+        """An empty index trained on sample tokens; add documents with :meth:`add`.
+
+        Args:
+            sample: ``[Ts, d]`` tokens (e.g. all tokens of randomly drawn
+                documents), float (numpy or torch CPU).
+            nbits, num_centroids, kmeans_niters, max_points_per_centroid,
+                seed, chunk_docs: as :meth:`build`.
+            total_tokens: the corpus's (estimated) token count, for K's rule
+                (None: the sample's).
+
+        Returns:
+            an :class:`Index` with the codec and no documents.
+
+        Raises:
+            ValueError: shapes, nbits, an empty sample, a NaN / infinite
+                token, an option outside its C field's range.
+            TypeError: dtypes, an option that is not an int.
+        """
         S = _to_np(sample)
         o, keep = _lib.plaid_build_options(
             nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
@@ -184,8 +206,15 @@ class Index:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, verify: bool = False) -> "Index":
-        """Map an index folder (lik's or fast-plaid's).  ``verify``: read every
-        code now (else a corrupt code is reported by the search reading it).
+        """Map an index folder (lik's or fast-plaid's).
+
+        Args:
+            path: the folder.
+            verify: read every code now (else a corrupt code is reported by
+                the search reading it).
+
+        Returns:
+            the :class:`Index` (``path`` set).
 
         Raises:
             ValueError: a missing or inconsistent file (the message names the
@@ -196,8 +225,22 @@ class Index:
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None, progress: bool = False) -> range:
         """Code documents with this index's codec and append them (the IVF
-        is extended; centroids and codec unchanged).  Returns their ids.
-        In memory until :meth:`save`.  Layouts as :meth:`build`."""
+        is extended; centroids and codec unchanged).  In memory until
+        :meth:`save`.
+
+        Args:
+            documents, cu_seqlens, doc_lengths: a layout of :meth:`build`
+                (an empty list adds nothing).
+            progress: show a progress bar on a terminal.
+
+        Returns:
+            ``range`` of the new documents' ids.
+
+        Raises:
+            ValueError: shapes, d not the index's, lengths, a NaN / infinite
+                token.
+            TypeError: dtypes, lengths that are not integers.
+        """
         first = self.num_docs
         if _is_seq(documents) and len(documents) == 0:
             return range(first, first)
@@ -210,9 +253,25 @@ class Index:
     def save(self, path: str | os.PathLike, *, doc_ids=None) -> None:
         """Write the index into folder ``path`` (fast-plaid 1.7's files; each
         through a temporary file and a rename, so saving over the folder it
-        was loaded from is safe)."""
+        was loaded from is safe).
+
+        Args:
+            path: the folder (created if missing).
+            doc_ids: None or integer ``[N]`` external ids (``doc_ids.npy``).
+
+        Returns:
+            None; ``self.path`` becomes ``path``.
+
+        Raises:
+            ValueError: ``doc_ids`` not ``[N]``; a folder or file that cannot
+                be written (the message names it).
+            TypeError: ``doc_ids`` not integers.
+        """
         p = os.fspath(path)
-        ids = None if doc_ids is None else np.ascontiguousarray(np.asarray(doc_ids), dtype=np.int64)
+        ids = None if doc_ids is None else np.asarray(doc_ids)
+        if ids is not None and ids.dtype.kind not in "iu":  # float ids would be truncated
+            raise TypeError(f"doc_ids: dtype {ids.dtype} is not an integer dtype")
+        ids = None if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
         _lib.call_plaid_save(self._handle(), p, ids)
         self.path = p
 

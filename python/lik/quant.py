@@ -128,19 +128,37 @@ def quantize_fp8_per_token(X, dtype=None):
     return (X.float() / scale[..., None]).clamp(-fmax, fmax).to(dtype).contiguous(), scale
 
 
+def _check_dequantize(X_fp8, scale, per_token: bool) -> None:
+    """``X_fp8`` / ``scale`` torch tensors; ``scale`` of ``X_fp8.shape[:-1]``
+    (per token) or of one element (per tensor)."""
+    import torch
+
+    for name, x in (("X_fp8", X_fp8), ("scale", scale)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch tensor, got {type(x).__name__}")
+    want = tuple(X_fp8.shape[:-1]) if per_token else ()
+    bad = tuple(scale.shape) != want if per_token else scale.numel() != 1
+    if bad:
+        raise ValueError(f"scale: shape {tuple(scale.shape)}, expected {want} (one scale "
+                         f"{'per token' if per_token else 'for the tensor'} of X_fp8 {tuple(X_fp8.shape)})")
+
+
 def dequantize_fp8_per_tensor(X_fp8, scale):
     """Reads per-tensor FP8 back.
 
     Args:
         X_fp8: float8 torch tensor ``[..., d]``.
-        scale: 0-d float32 tensor (from :func:`quantize_fp8_per_tensor`).
+        scale: 0-d float32 tensor (from :func:`quantize_fp8_per_tensor`;
+            any one-element tensor).
 
     Returns:
         float32 tensor ``X_fp8 * scale``.
 
     Raises:
-        AttributeError: ``X_fp8`` is not a torch tensor.
+        TypeError: ``X_fp8`` or ``scale`` is not a torch tensor.
+        ValueError: ``scale`` has more than one element.
     """
+    _check_dequantize(X_fp8, scale, False)
     return X_fp8.float() * scale
 
 
@@ -155,8 +173,10 @@ def dequantize_fp8_per_token(X_fp8, scale):
         float32 tensor ``X_fp8 * scale[..., None]``.
 
     Raises:
-        AttributeError: ``X_fp8`` is not a torch tensor.
+        TypeError: ``X_fp8`` or ``scale`` is not a torch tensor.
+        ValueError: ``scale``'s shape is not ``X_fp8.shape[:-1]``.
     """
+    _check_dequantize(X_fp8, scale, True)
     return X_fp8.float() * scale[..., None]
 
 

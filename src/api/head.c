@@ -133,6 +133,9 @@ lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
   if ((st = lik_check_devices(ts, names, 8, &p->device, &p->device_id)) ||
       (st = lik_check_disjoint(ts, names, 8, 2)))
     return st;
+  if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
+                                  "q_mask / d_mask)")))
+    return st;
   lik_fill_options(p, opts);
   p->score_si = scores->strides[0];
   p->score_sj = scores->strides[1];
@@ -178,6 +181,9 @@ lik_status lik_maxsim_from_hidden_backward(
                          "grad_scores", "grad_Q", "grad_H_d", "grad_W", "grad_b"};
   if ((st = lik_check_devices(ts, names, 12, &p->device, &p->device_id)) ||
       (st = lik_check_disjoint(ts, names, 12, 4)))
+    return st;
+  if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
+                                  "q_mask / d_mask)")))
     return st;
   lik_fill_options(p, opts);
   bw.gs = grad_scores->data;

@@ -39,7 +39,10 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
                             const lik_tensor *d_mask, const lik_options *opts,
                             lik_tensor *scores) {
   lik_status st;
-  if ((st = check_normalize(opts, call))) return st;
+  if ((st = check_normalize(opts, call)) ||
+      (st = lik_check_no_lengths(opts, "the low-bit calls take no lengths (give padding as "
+                                 "q_mask / d_mask)")))
+    return st;
   const int64_t lq = Q->shape[Q->ndim - 2], ld = D->shape[D->ndim - 2];
   if (lq > INT32_MAX || ld > INT32_MAX)
     return lik_fail(LIK_ERR_SHAPE, "%s: sequence length %lld exceeds %d", lq > INT32_MAX ? "Q" : "D",

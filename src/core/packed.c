@@ -129,7 +129,7 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
   lik_fill_options(p, opts);
-  return lik_check_no_lengths(opts);
+  return lik_check_no_lengths(opts, "packed calls take their lengths from cu_seqlens");
 }
 
 /* argmax of a packed call: I32, grid + [Lmax] with Lmax >= lq_max. */

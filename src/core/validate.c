@@ -409,12 +409,12 @@ lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tenso
   return LIK_OK;
 }
 
-lik_status lik_check_no_lengths(const lik_options *opts) {
+lik_status lik_check_no_lengths(const lik_options *opts, const char *why) {
   lik_status st;
   if (opts && (st = check_precision(opts))) return st;
   if (opts && (opts->q_lengths || opts->d_lengths))
-    return lik_fail(LIK_ERR_VALUE, "%s: packed calls take their lengths from cu_seqlens; "
-                    "pass NULL", opts->q_lengths ? "q_lengths" : "d_lengths");
+    return lik_fail(LIK_ERR_VALUE, "%s: %s; pass NULL",
+                    opts->q_lengths ? "q_lengths" : "d_lengths", why);
   return LIK_OK;
 }
 

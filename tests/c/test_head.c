@@ -275,6 +275,19 @@ static void group_errors(void) {
         lik_status_string(st), lik_last_error());
   st = lik_maxsim_from_hidden(&Q.t, &H.t, &W.t, NULL, NULL, NULL, NULL, &Q.t, NULL);
   CHECK(st != LIK_OK, "scores aliasing Q accepted");
+  /* lengths are not read by the fused head: an error, not a silent full-length score */
+  int32_t lens[5] = {6, 99, 0, 1, 2};
+  lik_tensor L = {.data = lens, .dtype = LIK_I32, .ndim = 1, .shape = {5}, .strides = {1}};
+  lik_options lo = LIK_OPTIONS_INIT;
+  lo.d_lengths = &L;
+  st = lik_maxsim_from_hidden(&Q.t, &H.t, &W.t, NULL, NULL, NULL, &lo, &S.t, NULL);
+  CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), "d_lengths: the fused head takes no lengths"),
+        "forward lengths: %s %s", lik_status_string(st), lik_last_error());
+  ((int32_t *)A.t.data)[1] = 0;
+  st = lik_maxsim_from_hidden_backward(&Q.t, &H.t, &W.t, NULL, NULL, NULL, &A.t, &GS.t, &lo,
+                                       NULL, NULL, NULL, NULL);
+  CHECK(st == LIK_ERR_VALUE && strstr(lik_last_error(), "d_lengths: the fused head takes no lengths"),
+        "backward lengths: %s %s", lik_status_string(st), lik_last_error());
   view_t *all[] = {&Q, &H, &W, &W2, &B, &S, &A, &GS, &GB};
   for (int v = 0; v < 9; v++) view_free(all[v]);
   group_end();

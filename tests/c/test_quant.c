@@ -126,6 +126,18 @@ static void errors(void) {
   lik_options opts = LIK_OPTIONS_INIT;
   opts.normalize = 1;
   CHECK(lik_maxsim_scaled(&Q, &S, &Q, &S, NULL, NULL, &opts, &O) == LIK_ERR_VALUE, "%s", lik_last_error());
+  /* lengths are not read by the low-bit calls: an error, not a silent full-length score */
+  int32_t lens[2] = {3, 9};
+  const int64_t ls[1] = {2};
+  lik_tensor L = dense(lens, LIK_I32, 1, ls);
+  opts.normalize = 0;
+  opts.d_lengths = &L;
+  CHECK(lik_maxsim_scaled(&Q, &S, &Q, &S, NULL, NULL, &opts, &O) == LIK_ERR_VALUE &&
+            strstr(lik_last_error(), "d_lengths: the low-bit calls take no lengths"), "%s", lik_last_error());
+  opts.d_lengths = NULL;
+  opts.q_lengths = &L;
+  CHECK(lik_maxsim_binary(&B, NULL, &B, 16, NULL, NULL, &opts, &O) == LIK_ERR_VALUE &&
+            strstr(lik_last_error(), "q_lengths: the low-bit calls take no lengths"), "%s", lik_last_error());
   CHECK(lik_quantize_int8(&Q, NULL, &Q, &S) == LIK_ERR_DTYPE, "%s", lik_last_error());
 }
 

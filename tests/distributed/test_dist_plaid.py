@@ -135,6 +135,7 @@ def _worker(rank: int, world: int, names, tmp):
     out["err_no_docs"] = error(lambda: ld.ShardedIndex.build([], num_centroids=K))
     out["err_nbits"] = error(lambda: ld.ShardedIndex.build(mine, nbits=3, num_centroids=K))
     out["ok_after_errors"] = ix.search(Q, 3)
+    out["no_queries"] = ix.search(Q[:0], 3)
     return out
 
 
@@ -207,4 +208,6 @@ def test_save_load_and_errors(ranks):
         else:
             assert kind == "RuntimeError" and "rank 0 failed to train the codec" in msg
         np.testing.assert_array_equal(res["ok_after_errors"][1], want_i[:, :3])
+        s0, i0 = res["no_queries"]  # Nq = 0: empty results, not a RuntimeError in the exchange
+        assert s0.shape == (0, 3) and s0.dtype == np.float32 and i0.shape == (0, 3) and i0.dtype == np.int64
     assert results[0]["shards_json"] == {"world_size": world, "num_docs": spec["sizes"][world]}

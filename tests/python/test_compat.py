@@ -209,6 +209,15 @@ def test_backward_kd_layout(rng):
     np.testing.assert_allclose(gQ.numpy(), Qd.grad.numpy(), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="multiple of Nq"):
         lk.backward.maxsim_backward_lowmem(torch.ones(Nq, K), Q, D[:5], argmax, kd_layout=True)
+    # wrong grad_scores / argmax sizes: ValueError, not torch's reshape RuntimeError
+    with pytest.raises(ValueError, match=r"grad_scores: shape \(1, 1\) has 1 elements, expected 6 \(\[2, 3\]"):
+        lk.backward.maxsim_backward_lowmem(torch.ones(1, 1), Q, D, argmax, kd_layout=True)
+    with pytest.raises(ValueError, match=r"argmax: shape \(6, 3\) has 18 elements, expected 24"):
+        lk.backward.maxsim_backward_unified(torch.ones(Nq, K), Q, D, argmax[:, :3], kd_layout=True)
+    # a non-contiguous D (a transposed copy) in the KD layout
+    Dt = D.transpose(0, 1).contiguous().transpose(0, 1)
+    gQt, gDt = lk.backward.maxsim_backward_lowmem(torch.ones(Nq, K), Q, Dt, argmax, kd_layout=True)
+    np.testing.assert_array_equal(gDt.numpy(), gD.numpy())
 
 
 @pytest.mark.parametrize("nbits", [2, 4])

@@ -71,6 +71,15 @@ def test_d_zero_is_an_error():
         lik.retrieve(z(1, 1, 0), z(3, 1, 0), 2)
 
 
+def test_retrieve_flags_are_bools():
+    Q, D = np.ones((2, 3, 4), np.float32), np.ones((3, 5, 4), np.float32)
+    with pytest.raises(TypeError, match="largest: expected a bool, got str"):
+        lik.retrieve(Q, D, 2, largest="False")  # a truthy string must not mean largest=True
+    with pytest.raises(TypeError, match="sorted: expected a bool, got NoneType"):
+        lik.retrieve(Q, D, 2, sorted=None)
+    assert lik.retrieve(Q, D, 2, largest=np.bool_(False))[1].shape == (2, 2)
+
+
 def test_top_k_beyond_int64_returns_every_document():
     Q, D = np.ones((2, 3, 4), np.float32), np.ones((3, 5, 4), np.float32)
     for top_k in (2**63, 2**64 + 2):

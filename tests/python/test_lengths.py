@@ -120,6 +120,16 @@ def test_length_errors(rng):
         lik.maxsim(Q, D, q_lengths=np.array([1.0, 2.0], np.float32))
     with pytest.raises(TypeError, match="d_lengths: dtype bool is not an integer dtype"):
         lik.maxsim_pairs(Q, D[:2], d_lengths=np.array([True, False]))
+    # int64 entries outside int32 must not wrap to a valid length (2^40 -> 0); 0-d int64 lengths of 2-D D
+    np.testing.assert_array_equal(lik.maxsim(Q, D[1], d_lengths=np.array(2)),
+                                  lik.maxsim(Q, D[1], d_lengths=np.array(2, np.int32)))
+    with pytest.raises(ValueError, match=r"d_lengths: entry 0 is 2147483647, outside \[0, D's length 6\]"):
+        lik.maxsim(Q, D, d_lengths=np.array([2**40, 1, 0]))
+    with pytest.raises(ValueError, match=r"q_lengths: entry 1 is -1, outside"):
+        lik.maxsim(Q, D, q_lengths=np.array([1, -(2**32)]))
+    if torch is not None:
+        with pytest.raises(ValueError, match=r"d_lengths: entry 2 is 2147483647"):
+            lik.maxsim(torch.from_numpy(Q), torch.from_numpy(D), d_lengths=torch.tensor([1, 2, 2**32 + 3]))
 
 
 @needs_torch

@@ -193,6 +193,20 @@ def test_errors(tmp_path):
     Q = queries(rng, docs, 2, 4, 16)
     with pytest.raises(ValueError, match="nbits"):
         plaid.Index.build(docs, nbits=3)
+    # options that ctypes would wrap or the C default would hide: errors, not a silent nbits=2
+    with pytest.raises(ValueError, match="nbits: 0, must be 1, 2, 4 or 8"):
+        plaid.Index.build(docs, nbits=0)
+    with pytest.raises(ValueError, match="nbits: 4294967298 is outside the 32-bit range"):
+        plaid.Index.build(docs, nbits=2**32 + 2)
+    with pytest.raises(ValueError, match="kmeans_niters: 4294967296 is outside"):
+        plaid.Index.train(np.concatenate(docs), kmeans_niters=2**32)
+    with pytest.raises(TypeError, match="nbits: expected an int, got bool"):
+        plaid.Index.build(docs, nbits=True)
+    padded = np.zeros((2, 5, 16), np.float32) + 1
+    with pytest.raises(TypeError, match="doc_ids: dtype float64 is not an integer dtype"):
+        ix.save(tmp_path / "float-ids", doc_ids=np.arange(30.0))
+    with pytest.raises(TypeError, match="doc_lengths: dtype float64 is not an integer dtype"):
+        plaid.Index.build(padded, doc_lengths=np.array([2.7, 5.0]))
     with pytest.raises(ValueError, match="d=8"):
         ix.search(Q[..., :8])
     with pytest.raises(ValueError, match="top_k"):

@@ -268,3 +268,10 @@ def test_fp8_quantisers_and_compat(request, dtype):
                                                                 d_mask=dm).numpy(), got.numpy())
     with pytest.raises(TypeError, match="fp8 dtype|float8"):
         lik.quantize_fp8_per_token(Q, torch.float16)
+    # a scale of the wrong shape is a ValueError naming it, not torch's broadcast RuntimeError
+    with pytest.raises(ValueError, match=r"scale: shape \(3,\), expected \(2, 5\)"):
+        lik.dequantize_fp8_per_token(q8, sq[0, :3])
+    with pytest.raises(ValueError, match=r"scale: shape \(2, 5\), expected \(\) \(one scale for the tensor"):
+        lik.dequantize_fp8_per_tensor(q8, sq)
+    with pytest.raises(TypeError, match="X_fp8: expected a torch tensor, got ndarray"):
+        lik.dequantize_fp8_per_token(q8.float().numpy(), sq)

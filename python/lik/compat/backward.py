@@ -9,6 +9,8 @@ strategy of the same name, which gives bitwise the same gradients).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import _autograd  # noqa: F401  (registers torch.ops.lik.maxsim_bwd)
@@ -28,10 +30,14 @@ def _backward(grad_scores, Q, D, argmax, q_mask, kd_layout: bool, strategy: str)
     if kd_layout:
         if Nq == 0 or D.shape[0] % Nq:
             raise ValueError(f"kd_layout=True requires D.shape[0] (={D.shape[0]}) to be a multiple of Nq (={Nq})")
-        D4 = D.view(Nq, D.shape[0] // Nq, D.shape[1], D.shape[2])
+        D4 = D.reshape(Nq, D.shape[0] // Nq, D.shape[1], D.shape[2])
     else:
         D4 = D
     grid = (Nq, D4.shape[1] if kd_layout else D.shape[0])
+    for name, x, want in (("grad_scores", grad_scores, grid), ("argmax", argmax, grid + (Lq,))):
+        if x.numel() != math.prod(want):
+            raise ValueError(f"{name}: shape {tuple(x.shape)} has {x.numel()} elements, expected "
+                             f"{math.prod(want)} ({list(want)} for Q {tuple(Q.shape)}, D {tuple(D.shape)})")
     if q_mask is not None and q_mask.dtype not in (torch.bool, torch.uint8):
         q_mask = q_mask != 0
     gQ, gD = torch.ops.lik.maxsim_bwd(grad_scores.reshape(grid), Q, D4, q_mask, None,
