@@ -18,11 +18,11 @@ fast-plaid-built 99.87 % set overlap, 216/225 equal lists).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 search = pytest.importorskip("fast_plaid.search")
 torch = pytest.importorskip("torch")
@@ -46,16 +46,8 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "cranfield"
 
 
 def read_safetensors(path):
-    b = Path(path).read_bytes()
-    n = int.from_bytes(b[:8], "little")
-    header = json.loads(b[8:8 + n])
-    dt = {"F16": np.float16, "F32": np.float32, "I64": np.int64}
-    out = {}
-    for name, v in header.items():
-        if name != "__metadata__":
-            s, e = v["data_offsets"]
-            out[name] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=dt[v["dtype"]]).reshape(v["shape"])
-    return out
+    """name -> ndarray (the safetensors package)."""
+    return safetensors.numpy.load_file(str(path))
 
 
 @pytest.fixture(scope="module")
