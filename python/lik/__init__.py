@@ -45,9 +45,8 @@ from ._lib import Context, LikError
 from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
-from .quant import (dequantize_fp8_per_tensor, dequantize_fp8_per_token, maxsim_inference_binary,
-                    maxsim_inference_fp8, maxsim_inference_int8, quantize_binary, quantize_fp8_per_tensor,
-                    quantize_fp8_per_token, quantize_int8, retrieve_binary)
+from . import quant
+from .quant import *  # noqa: F401,F403  (the names of quant.__all__, exported below)
 from .head import maxsim_from_hidden
 
 __version__: str = _lib.version_string()
@@ -120,16 +119,7 @@ __all__ = [
     "PackedBatch",
     "maxsim_residual",
     "maxsim_residual_varlen",
-    "quantize_int8",
-    "quantize_binary",
-    "maxsim_inference_int8",
-    "maxsim_inference_fp8",
-    "maxsim_inference_binary",
-    "retrieve_binary",
-    "quantize_fp8_per_tensor",
-    "quantize_fp8_per_token",
-    "dequantize_fp8_per_tensor",
-    "dequantize_fp8_per_token",
+    *quant.__all__,
     "maxsim_from_hidden",
     "plaid",
     "MaxSimScorer",
