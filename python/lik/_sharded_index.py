@@ -220,15 +220,18 @@ class ShardedIndex:
         """Save rank r's shard into ``path/shard-r`` (fast-plaid's files: each
         shard is an index fast-plaid or :class:`lik.plaid.Index` loads) and,
         from rank 0, ``path/shards.json`` (``world_size``, ``num_docs`` per
-        shard).  Collective (one exchange of the document counts).
+        shard).  Collective: returns on every rank once ``shards.json`` is in
+        place (two small exchanges).
 
         Args:
             path: a folder (created if missing), seen by each rank (a shared
                 file system is not needed: rank r writes only ``shard-r``).
 
         Raises:
-            ValueError: the folder or a file cannot be written (raised on the
-                failing rank; the others raise RuntimeError naming it).
+            ValueError: the folder or a shard's file cannot be written;
+            OSError: ``shards.json`` cannot be written (rank 0).  Each is
+                raised on the failing rank; the others raise RuntimeError
+                naming it.
         """
         _require("ShardedIndex.save")
         err = None
@@ -240,8 +243,15 @@ class ShardedIndex:
         meta = _exchange([err is not None, self.local.num_docs], self.group)
         _raise_if_failed("ShardedIndex.save", err, meta[:, 0], self.group)
         if dist.get_rank(self.group) == 0:
-            with open(os.path.join(os.fspath(path), "shards.json"), "w") as f:
-                json.dump({"world_size": len(meta), "num_docs": meta[:, 1].tolist()}, f)
+            try:  # atomic: a rank that loads right after save never reads a half-written file
+                info = os.path.join(os.fspath(path), "shards.json")
+                with open(info + ".tmp", "w") as f:
+                    json.dump({"world_size": len(meta), "num_docs": meta[:, 1].tolist()}, f)
+                os.replace(info + ".tmp", info)
+            except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
+                err = exc
+        # save returns on every rank only once shards.json is in place
+        _raise_if_failed("ShardedIndex.save", err, _exchange([err is not None], self.group)[:, 0], self.group)
 
     # ---- search -------------------------------------------------------------------------
 
