@@ -357,25 +357,33 @@ def tf32_of(x: Any) -> bool:
 def lengths_arg(x: Any, name: str):
     """A q_lengths / d_lengths argument as int32 (None stays None).
 
-    Wider integers are clamped to [-1, INT32_MAX] first, so an entry outside
-    int32 stays out of range (the library's error on the CPU, its clamp on
-    CUDA) instead of wrapping to a valid length.
+    Any integer dtype but uint8 (a mask dtype); other integers are clamped
+    to [-1, INT32_MAX] first, so an entry outside int32 stays out of range
+    (the library's error on the CPU, its clamp on CUDA) instead of wrapping
+    to a valid length.
 
     Raises:
         TypeError: not an array, or not of an integer dtype.
     """
     if x is None:
         return None
-    check_array(x, name)
+    if not isinstance(x, (np.ndarray, _Tensor)) or (isinstance(x, _Tensor) and x.layout != _torch.strided):
+        check_array(x, name)  # raises: not an array, a sparse tensor
     if is_torch(x):
-        if x.dtype.is_floating_point or x.dtype in (_torch.bool, _torch.uint8):
-            raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-        return x if x.dtype == _torch.int32 else x.to(_torch.int64).clamp(-1, 2**31 - 1).to(_torch.int32)
-    if x.dtype.kind not in "iu" or x.dtype == np.uint8:
-        raise TypeError(f"{name}: dtype {x.dtype} is not an integer dtype (int32 or int64)")
-    if x.dtype == np.int32:
-        return x
-    return np.asarray(np.clip(x.astype(np.int64), -1, 2**31 - 1)).astype(np.int32)  # 0-d stays an array
+        integer = not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype in (_torch.bool, _torch.uint8))
+    else:
+        integer = x.dtype.kind in "iu" and x.dtype != np.uint8
+    if not integer:
+        raise TypeError(f"{name}: dtype {dtype_name(x)} is not an integer dtype for lengths (int8 to int64, "
+                        "uint16 to uint64; bool and uint8 are mask dtypes)")
+    if is_torch(x):
+        if x.dtype != _torch.int32:
+            x = x.to(_torch.int64).clamp(-1, 2**31 - 1).to(_torch.int32)
+    elif x.dtype != np.int32:
+        info = np.iinfo(x.dtype)
+        x = np.asarray(np.clip(x, max(info.min, -1), min(info.max, 2**31 - 1))).astype(np.int32)  # 0-d: an array
+    check_array(x, name)
+    return x
 
 
 # ---- array kinds -------------------------------------------------------------
@@ -410,8 +418,9 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
     if x.ndim > LIK_MAX_DIMS:
         raise ValueError(f"{name}: ndim={x.ndim} exceeds the {LIK_MAX_DIMS} dims lik supports (shape {tuple(x.shape)})")
     if isinstance(x, _Tensor):
-        if x.layout != _torch.strided:
-            raise TypeError(f"{name}: torch layout {x.layout} is not supported (dense strided tensors only)")
+        if x.layout != _torch.strided or x.is_nested:
+            kind = "nested tensors are" if x.is_nested else f"torch layout {x.layout} is"
+            raise TypeError(f"{name}: {kind} not supported (dense strided tensors only)")
         if x.dtype not in _TORCH_DTYPES:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
         if not (x.is_cpu or x.is_cuda):
@@ -463,6 +472,8 @@ if _TENSOR_BYTES.size != ctypes.sizeof(LikTensor):  # pragma: no cover - a build
 def _torch_view(x) -> tuple[Any, LikTensor]:
     # one pack_into instead of a field assignment each: a warm call's host
     # cost is mostly building these views (bench/host_cost.py)
+    if x.is_neg():  # a view whose memory holds -x (x.conj().imag): read its values
+        x = x.resolve_neg()
     t = LikTensor()
     shape, strides = x.shape, x.stride()
     pad = _PAD[len(shape)]

@@ -179,6 +179,16 @@ def test_torch_errors():
         lik.maxsim(Q.to("meta"), torch.zeros(4, 5, 8))
 
 
+@needs_torch
+def test_nested_tensors_are_refused():
+    nt = torch.nested.nested_tensor([torch.zeros(3, 8), torch.zeros(2, 8)])
+    for args, name in (((nt, torch.zeros(4, 5, 8)), "Q"), ((torch.zeros(2, 3, 8), nt), "D")):
+        with pytest.raises(TypeError, match=f"{name}: nested tensors are not supported"):
+            lik.maxsim(*args)
+    with pytest.raises(TypeError, match="D: nested tensors are not supported"):
+        lik.retrieve(torch.zeros(2, 3, 8), nt, 1)
+
+
 def test_errors_leave_library_usable():
     with pytest.raises(ValueError):
         lik.maxsim(z(2, 3, 8), z(4, 5, 9))

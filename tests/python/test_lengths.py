@@ -132,6 +132,23 @@ def test_length_errors(rng):
             lik.maxsim(torch.from_numpy(Q), torch.from_numpy(D), d_lengths=torch.tensor([1, 2, 2**32 + 3]))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint16", "uint32", "uint64", "int64"])
+def test_any_integer_dtype_of_lengths(rng, dtype):
+    # "integer lengths" (the docstrings): every integer dtype but uint8 (a mask dtype) and bool
+    Q, D = rand(rng, (2, 5, 8)), rand(rng, (3, 6, 8))
+    nq, nd = np.array([5, 1], dtype), np.array([0, 6, 2], dtype)
+    ref, sc = maxsim_ref(Q, D, prefix(nq, 5), prefix(nd, 6))
+    assert_scores(lik.maxsim(Q, D, q_lengths=nq, d_lengths=nd), ref, sc)
+    if dtype.startswith("uint"):  # beyond int32 stays out of range, never wraps to a valid length
+        with pytest.raises(ValueError, match=r"d_lengths: entry 1 is \d+, outside \[0, D's length 6\]"):
+            lik.maxsim(Q, D, d_lengths=np.array([0, np.iinfo(dtype).max, 2], dtype))
+    if torch is not None:
+        tq, td = (torch.from_numpy(n.astype(np.int64)).to(getattr(torch, dtype)) for n in (nq, nd))
+        assert_scores(lik.maxsim(torch.from_numpy(Q), torch.from_numpy(D), q_lengths=tq, d_lengths=td), ref, sc)
+    with pytest.raises(TypeError, match="d_lengths: dtype uint8 is not an integer dtype for lengths"):
+        lik.maxsim(Q, D, d_lengths=nd.astype(np.uint8))
+
+
 @needs_torch
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16] if torch else [])
 def test_torch_lengths_gradients_equal_prefix_masks(rng, dtype):

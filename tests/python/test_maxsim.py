@@ -312,6 +312,32 @@ def test_strided_torch_views(rng):
     assert_scores(out, ref, sc)
 
 
+@needs_torch
+def test_torch_negative_bit_views(rng):
+    # x.conj().imag of a complex tensor is a view with torch's negative bit:
+    # its memory holds -x, so reading the raw data would score -x
+    def neg_bit(x, requires_grad=False):
+        im = torch.from_numpy(-x).requires_grad_(requires_grad)
+        return im, torch.complex(torch.zeros_like(im), im).conj().imag
+
+    q, dd = rand(rng, (2, 7, 17)), rand(rng, (3, 33, 17))
+    (_, Q), (_, D) = neg_bit(q), neg_bit(dd)
+    assert Q.is_neg() and D.is_neg()
+    ref, sc = maxsim_ref_einsum(q, dd)
+    tq, td = torch.from_numpy(q), torch.from_numpy(dd)
+    for Qx, Dx in ((Q, td), (tq, D)):  # one side at a time: -Q with -D would give the same scores
+        assert_scores(lik.maxsim(Qx, Dx), ref, sc)
+        assert_scores(lik.maxsim_pairs(Qx, Dx[:2]), np.diagonal(ref)[:2], np.diagonal(sc)[:2])
+        s, i = lik.retrieve(Qx, Dx, 2, normalize=False)
+        np.testing.assert_array_equal(i.numpy(), np.argsort(-ref, axis=1, kind="stable")[:, :2])
+    # gradients reach the leaf through the view: d/d(-q) = -d/dq
+    leaf, Qv = neg_bit(q, requires_grad=True)
+    lik.maxsim(Qv, torch.from_numpy(dd)).sum().backward()
+    plain = torch.from_numpy(q).requires_grad_()
+    lik.maxsim(plain, torch.from_numpy(dd)).sum().backward()
+    torch.testing.assert_close(leaf.grad, -plain.grad)
+
+
 # ---- invariances -----------------------------------------------------------------
 
 
