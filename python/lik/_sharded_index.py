@@ -17,7 +17,7 @@ import numpy as np
 from . import _lib
 from .distributed import (_agree, _all_gather, _exchange, _gather_merge, _index, _raise_if_failed, _require, dist,
                           torch)
-from .index import Index, _packed
+from .index import Index, _packed, _subset
 
 __all__ = ["ShardedIndex"]
 
@@ -345,22 +345,15 @@ class ShardedIndex:
 
 
 def _local_subset(subset, first: int, n: int, total: int):
-    """Global ``subset`` ids (one list, or one list per query, as
-    :meth:`lik.plaid.Index.search` takes them) -> this shard's local ids:
-    those in [first, first + n), minus first."""
-    def local(ids, where):
-        g = np.asarray(ids.detach().cpu() if _lib.is_torch(ids) else ids)
-        if g.size and (g.dtype.kind not in "iu" or g.min() < 0 or g.max() >= total):
-            raise ValueError(f"subset{where}: ids must be integers in [0, {total}) (the documents of all shards)")
-        g = g.astype(np.int64).reshape(-1)
-        return g[(g >= first) & (g < first + n)] - first
-
-    if _lib.is_torch(subset):
-        subset = subset.detach().cpu().numpy()
-    items = list(subset)
-    if items and (isinstance(items[0], (list, tuple)) or np.ndim(items[0]) == 1):
-        return [local(x, f"[{j}]") for j, x in enumerate(items)]
-    return local(items, "")
+    """Global ``subset`` ids (the forms :meth:`lik.plaid.Index.search` takes)
+    -> this shard's local ids: those in [first, first + n), minus first."""
+    ids, cu = _subset(subset)
+    if ids.size and (ids.min() < 0 or ids.max() >= total):
+        raise ValueError(f"subset: ids must be integers in [0, {total}) (the documents of all shards)")
+    keep = (ids >= first) & (ids < first + n)
+    if cu is None:
+        return ids[keep] - first
+    return [ids[a:b][keep[a:b]] - first for a, b in zip(cu[:-1], cu[1:])]
 
 
 def _gather_rows(part, d: int, group):

@@ -37,6 +37,45 @@ def _to_np(x):
     raise TypeError(f"expected numpy arrays or torch tensors, got {type(x).__name__}")
 
 
+def _ints(x, name: str) -> np.ndarray:
+    """An integer argument (a list, numpy array or torch CPU tensor) as a
+    contiguous int64 array.  Floats, bools and strings are a TypeError (they
+    would be truncated or parsed); uint64 beyond int64 is clamped to its
+    maximum, so it stays out of range."""
+    a = np.asarray(_to_np(x) if _lib.is_torch(x) else x)
+    if a.size and a.dtype.kind not in "iu":
+        raise TypeError(f"{name}: dtype {a.dtype} is not an integer dtype")
+    if a.dtype == np.uint64:
+        a = np.minimum(a, np.iinfo(np.int64).max)
+    return np.asarray(a, dtype=np.int64, order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _subset(subset):
+    """``subset=`` of :meth:`Index.search` as ``(ids, cu)``: int64 ids, and
+    None (one list for every query) or the int64 ``[Nq + 1]`` offsets of one
+    list per query in ``ids``.  Accepts a list / tuple / 1-D array of ids, a
+    list of such lists, or a 2-D array (one row per query)."""
+    if _lib.is_array(subset):
+        a = _ints(subset, "subset")
+        if a.ndim == 2:
+            return a.reshape(-1), np.arange(a.shape[0] + 1, dtype=np.int64) * a.shape[1]
+        if a.ndim != 1:
+            raise ValueError(f"subset: expected one list of ids [n] or one per query [Nq, n], got shape {a.shape}")
+        return a, None
+    if not isinstance(subset, (list, tuple, range)):
+        raise TypeError("subset: expected None, one list of document ids or one list per query, got "
+                        f"{type(subset).__name__}")
+    if not any(isinstance(x, (list, tuple, range)) or (_lib.is_array(x) and x.ndim) for x in subset):
+        return _ints(list(subset), "subset"), None
+    parts = [_ints(x, f"subset[{j}]") for j, x in enumerate(subset)]
+    for j, x in enumerate(parts):
+        if x.ndim != 1:
+            raise ValueError(f"subset[{j}]: expected a list of document ids, got shape {x.shape}")
+    cu = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in parts], out=cu[1:])
+    return np.concatenate(parts), cu
+
+
 def _packed(documents, cu_seqlens=None, doc_lengths=None):
     """(tokens [T, d], cu_seqlens int64 [N + 1]) of the accepted document
     layouts: a list of [L_i, d] arrays, a padded [N, L, d] array (with
@@ -63,13 +102,10 @@ def _packed(documents, cu_seqlens=None, doc_lengths=None):
     if cu_seqlens is not None:
         if X.ndim != 2:
             raise ValueError(f"documents: with cu_seqlens expected tokens [T, d], got shape {tuple(X.shape)}")
-        return X, np.ascontiguousarray(np.asarray(_to_np(cu_seqlens)), dtype=np.int64)
+        return X, _ints(cu_seqlens, "cu_seqlens")
     if X.ndim == 3:
         N, L = X.shape[0], X.shape[1]
-        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else np.asarray(doc_lengths)
-        if lens.dtype.kind not in "iu":  # a float length would be truncated
-            raise TypeError(f"doc_lengths: dtype {lens.dtype} is not an integer dtype")
-        lens = lens.astype(np.int64)
+        lens = np.full(N, L, dtype=np.int64) if doc_lengths is None else _ints(doc_lengths, "doc_lengths")
         if lens.shape != (N,) or (lens < 0).any() or (lens > L).any():
             raise ValueError(f"doc_lengths: expected [{N}] values in [0, {L}]")
         keep = np.arange(L)[None, :] < lens[:, None]
@@ -268,10 +304,7 @@ class Index:
             TypeError: ``doc_ids`` not integers.
         """
         p = os.fspath(path)
-        ids = None if doc_ids is None else np.asarray(doc_ids)
-        if ids is not None and ids.dtype.kind not in "iu":  # float ids would be truncated
-            raise TypeError(f"doc_ids: dtype {ids.dtype} is not an integer dtype")
-        ids = None if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
+        ids = None if doc_ids is None else _ints(doc_ids, "doc_ids")
         _lib.call_plaid_save(self._handle(), p, ids)
         self.path = p
 
@@ -292,9 +325,11 @@ class Index:
             centroid_score_threshold: None, or ColBERTv2's centroid pruning
                 threshold (e.g. 0.5).
             q_lengths: ``[Nq]`` valid tokens per padded query (None: all).
-            subset: None (all documents), a list of document ids searched for
-                every query, or one list per query (an empty list searches
-                nothing; fast-plaid reads a top-level ``[]`` as None).
+            subset: None (all documents); integer document ids searched for
+                every query (a list / tuple, 1-D numpy array or torch tensor);
+                or one such list per query (a list of them, or a 2-D array
+                ``[Nq, n]``).  An empty list searches nothing (fast-plaid
+                reads a top-level ``[]`` as None).
 
         Returns:
             ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:
@@ -303,8 +338,9 @@ class Index:
             sides L2-normalised).  torch in -> torch out.
 
         Raises:
-            ValueError: shapes, parameters, subset ids out of range.
-            TypeError: dtypes.
+            ValueError: shapes, parameters, ``subset`` ids out of range or
+                nested deeper than one list per query.
+            TypeError: dtypes; ``subset`` or ``q_lengths`` not integers.
         """
         torch_out = _lib.is_torch(Q) or (_is_seq(Q) and Q and _lib.is_torch(Q[0]))
         if _is_seq(Q):
@@ -332,18 +368,8 @@ class Index:
         if centroid_score_threshold is not None:
             p.prune = 1
             p.centroid_score_threshold = float(centroid_score_threshold)
-        ql = None if q_lengths is None else np.ascontiguousarray(np.asarray(q_lengths), dtype=np.int64)
-        sub = scu = None
-        if subset is not None:
-            items = list(subset)
-            if items and _is_seq(items[0]) or (items and isinstance(items[0], np.ndarray)):
-                lens = [len(s) for s in items]
-                sub = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in items]) if sum(lens) \
-                    else np.zeros(0, dtype=np.int64)
-                scu = np.zeros(len(items) + 1, dtype=np.int64)
-                np.cumsum(lens, out=scu[1:])
-            else:
-                sub = np.asarray(items, dtype=np.int64).reshape(-1)
+        ql = None if q_lengths is None else _ints(q_lengths, "q_lengths")
+        sub, scu = (None, None) if subset is None else _subset(subset)
         shape = ((Q.shape[0],) if Q.ndim == 3 else ()) + (int(top_k),)
         scores = np.empty(shape, dtype=np.float32)
         ids = np.empty(shape, dtype=np.int64)

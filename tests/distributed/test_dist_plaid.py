@@ -43,6 +43,9 @@ CASES = {
                         search=dict(EXHAUSTIVE, subset=[0, 5, 22, 23, 24, 40, 61, 62])),
     "subset_per_query": dict(sizes={2: [23, 40], 3: [11, 12, 40]}, top_k=4,
                              search=dict(EXHAUSTIVE, subset=[[1, 30], [], [10, 11, 12, 22, 23], [62], list(range(63))])),
+    "subset_tensor": dict(sizes={2: [23, 40], 3: [11, 12, 40]}, top_k=3,  # one row of global ids per query
+                          search=dict(EXHAUSTIVE, subset=torch.tensor([[0, 22, 23, 62], [1, 2, 3, 4], [60, 61, 62, 0],
+                                                                       [10, 11, 12, 13], [5, 30, 45, 50]]))),
     "cuts_bind": dict(sizes={2: [60, 45], 3: [40, 35, 30]}, top_k=8, cuts=True,
                       search=dict(n_ivf_probe=4, n_full_scores=16)),
 }
@@ -133,6 +136,7 @@ def _worker(rank: int, world: int, names, tmp):
     out["err_codec"] = error(lambda: ld.ShardedIndex.load(own))
     out["err_k"] = error(lambda: ix.search(Q, 3 + rank))
     out["err_subset"] = error(lambda: ix.search(Q, 3, subset=[0, sum(sizes)]))
+    out["err_subset_float"] = error(lambda: ix.search(Q, 3, subset=[[0.0, 1.5]] * Q.shape[0]))
     out["err_d"] = error(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
     mine = docs[off:off + sizes[rank]] or docs[:1]
     out["err_build_d"] = error(lambda: ld.ShardedIndex.build([x[:, :-4] for x in mine] if rank == world - 1 else mine,
@@ -178,6 +182,7 @@ def test_sharded_search(ranks, name):
         assert crossing > 0, "the case should have ties between documents of different ranks"
     sub = spec["search"].get("subset")
     if sub is not None:  # only ids of the subset come back, as many as it holds
+        sub = sub.tolist() if torch.is_tensor(sub) else sub
         per_query = sub if isinstance(sub[0], list) else [sub] * want_i.shape[0]
         for q, ids in enumerate(per_query):
             got = [int(j) for j in want_i[q] if j >= 0]
@@ -204,6 +209,8 @@ def test_save_load_and_errors(ranks):
         assert kind == "ValueError" and "do not share one codec" in msg
         kind, msg = res["err_subset"]  # every rank checks the global ids itself
         assert kind == "ValueError" and f"subset: ids must be integers in [0, {sum(spec['sizes'][world])})" in msg
+        kind, msg = res["err_subset_float"]  # ids are integers: 1.5 is not read as 1
+        assert kind == "TypeError" and "subset[0]: dtype float64 is not an integer dtype" in msg, msg
         kind, msg = res["err_k"]
         assert kind == "ValueError" and "ranks disagree on top_k" in msg
         kind, msg = res["err_d"]

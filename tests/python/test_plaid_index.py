@@ -87,6 +87,48 @@ def test_degenerate_search_is_exact(tmp_path, d, nbits):
             assert (got[len(ids):] == -1).all()
 
 
+def test_subset_forms_and_errors(tmp_path):
+    # every accepted form of subset= gives the result of its plain list form;
+    # floats, bools and strings are refused (they would be truncated or parsed)
+    rng = np.random.default_rng(SEED + 7)
+    docs = corpus(rng, 40, 16)
+    ix = plaid.Index.build(docs, nbits=2)
+    Q = queries(rng, docs, 2, 5, 16)
+    exhaustive = dict(top_k=6, n_ivf_probe=ix.num_centroids, n_full_scores=4 * len(docs))
+    flat, per = [3, 17, 5, 39, 0], [[1, 2, 3], [30, 31, 32]]
+    want_flat = ix.search(Q, subset=flat, **exhaustive)
+    want_per = ix.search(Q, subset=per, **exhaustive)
+    torch = pytest.importorskip("torch")
+    forms = [(np.array(flat, np.uint16), want_flat), (torch.tensor(flat), want_flat), (tuple(flat), want_flat),
+             ([np.int64(x) for x in flat], want_flat), ([torch.tensor(x) for x in flat], want_flat),
+             (np.array(per), want_per), (torch.tensor(per), want_per), ([torch.tensor(x) for x in per], want_per),
+             ([np.array(x, np.int32) for x in per], want_per), (tuple(map(tuple, per)), want_per)]
+    for sub, (ws, wi) in forms:
+        s, i = ix.search(Q, subset=sub, **exhaustive)
+        np.testing.assert_array_equal(i, wi, err_msg=repr(sub))
+        np.testing.assert_array_equal(s, ws, err_msg=repr(sub))
+    # empty lists: nothing is searched
+    for sub in ([], np.zeros(0, np.int64), [[], []], torch.zeros((2, 0), dtype=torch.int64)):
+        assert (ix.search(Q, subset=sub, **exhaustive)[1] == -1).all()
+    for sub in ([1.7, 2.2], [[1.5], [2.5]], np.array([1.0, 2.0]), torch.tensor([1.0]), [True, False],
+                [[1, 2], ["3"]]):
+        with pytest.raises(TypeError, match=r"subset(\[\d\])?: dtype \S+ is not an integer dtype"):
+            ix.search(Q, subset=sub)
+    for sub, msg in ((3, "subset: expected None, one list of document ids or one list per query, got int"),
+                     ("12", "subset: expected None, one list of document ids or one list per query, got str"),
+                     (np.array(3), r"subset: expected one list of ids \[n\] or one per query \[Nq, n\], got shape"),
+                     ([[1, 2], 3], r"subset\[1\]: expected a list of document ids, got shape \(\)"),
+                     ([[[1]], [[2]]], r"subset\[0\]: expected a list of document ids, got shape \(1, 1\)")):
+        with pytest.raises((TypeError, ValueError), match=msg):
+            ix.search(Q, subset=sub)
+    with pytest.raises(ValueError, match="subset"):  # beyond int64: out of range, not an OverflowError
+        ix.search(Q, subset=np.array([2, 2**64 - 1], np.uint64))
+    with pytest.raises((TypeError, ValueError), match="subset"):  # numpy reads these ints as float64
+        ix.search(Q, subset=[2, 2**63])
+    with pytest.raises(TypeError, match="q_lengths: dtype float64 is not an integer dtype"):
+        ix.search(Q, q_lengths=[1.5, 2])
+
+
 def test_roundtrip_threads_and_layouts(tmp_path):
     rng = np.random.default_rng(SEED)
     d = 32
