@@ -527,9 +527,13 @@ class _ScorerBase:
 
         Raises:
             ValueError: ``mask_pad_token`` was not set on the scorer.
+            TypeError: ``q_ids`` / ``d_ids`` not a numpy array or torch tensor.
         """
         if self.mask_pad_token is None:
             raise ValueError("forward_with_ids requires mask_pad_token set on the scorer")
+        for name, ids in (("q_ids", q_ids), ("d_ids", d_ids)):
+            if not _lib.is_array(ids):  # a list != pad would be one bool
+                raise TypeError(f"{name}: expected a numpy array or torch tensor, got {type(ids).__name__}")
         return self.forward(Q, D, q_ids != self.mask_pad_token, d_ids != self.mask_pad_token)
 
 

@@ -97,6 +97,7 @@ else:  # pragma: no cover
     _TORCH_DTYPES = {}
 
 _SUPPORTED_NAMES = ("float32, float16, bfloat16 (torch), float64; masks bool or uint8; "
+                    "int32 / int64 for lengths, offsets and indices; "
                     "int8, float8_e4m3fn / float8_e5m2 (torch) for low-bit MaxSim")
 
 
@@ -422,12 +423,12 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
             kind = "nested tensors are" if x.is_nested else f"torch layout {x.layout} is"
             raise TypeError(f"{name}: {kind} not supported (dense strided tensors only)")
         if x.dtype not in _TORCH_DTYPES:
-            raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
+            raise TypeError(f"{name}: dtype {dtype_name(x)} is not supported ({_SUPPORTED_NAMES})")
         if not (x.is_cpu or x.is_cuda):
             raise ValueError(f"{name}: device {x.device} is not supported (cpu or cuda)")
     else:
         if x.dtype.newbyteorder("=") not in _NP_DTYPES:
-            raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
+            raise TypeError(f"{name}: dtype {dtype_name(x)} is not supported ({_SUPPORTED_NAMES})")
 
 
 def _code(x: Any) -> int:

@@ -171,7 +171,7 @@ def test_torch_errors():
         lik.maxsim(Q, torch.zeros(4, 5, 8, dtype=torch.bfloat16))
     with pytest.raises(TypeError, match="q_mask"):
         lik.maxsim(Q, torch.zeros(4, 5, 8), torch.zeros(2, 3))
-    with pytest.raises(TypeError, match="Q"):
+    with pytest.raises(TypeError, match=r"Q: dtype int16 is not supported \(float32, .*int32 / int64 for lengths"):
         lik.maxsim(torch.zeros(2, 3, 8, dtype=torch.int16), torch.zeros(4, 5, 8))
     with pytest.raises(ValueError, match=r"(?=.*\b8\b)(?=.*\b7\b)"):
         lik.maxsim(Q, torch.zeros(4, 5, 7))
@@ -187,6 +187,12 @@ def test_nested_tensors_are_refused():
             lik.maxsim(*args)
     with pytest.raises(TypeError, match="D: nested tensors are not supported"):
         lik.retrieve(torch.zeros(2, 3, 8), nt, 1)
+
+
+def test_scorer_token_ids_must_be_arrays():
+    scorer = lik.MaxSimScorer(mask_pad_token=0)
+    with pytest.raises(TypeError, match="q_ids: expected a numpy array or torch tensor, got list"):
+        scorer.forward_with_ids(z(2, 3, 8), z(4, 5, 8), [[1, 2, 0], [1, 0, 0]], np.ones((4, 5), np.int64))
 
 
 def test_errors_leave_library_usable():
