@@ -154,6 +154,12 @@ int cmd_index(int argc, char **argv) {
     return 2;
   }
   const char *out_dir = argv[argc - 1];
+  struct stat out_st;
+  if (!stat(out_dir, &out_st) && !S_ISDIR(out_st.st_mode)) { /* e.g. `lik index docs.npy`: OUT_DIR forgotten */
+    fprintf(stderr, "%s index: OUT_DIR %s exists and is not a folder (expected [DOCS] OUT_DIR)\n"
+                    "Try '%s index --help'.\n", prog, out_dir, prog);
+    return 2;
+  }
   char data_dir[PATH_MAX], dpath[PATH_MAX + 32];
   if (npos == 2) {
     ds.path = argv[optind];

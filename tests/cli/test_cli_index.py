@@ -104,5 +104,9 @@ def test_errors(tmp_path):
     np.save(tmp_path / "q8.npy", np.zeros((2, 3, 8), np.float32))
     p = run("search", tmp_path / "ix", tmp_path / "q8.npy", check=False)
     assert p.returncode == 1 and "d=8" in p.stderr and "d=16" in p.stderr
+    # DOCS given but OUT_DIR forgotten: refused at once (it used to build the bundled Cranfield index first)
+    p = run("index", tmp_path / "d.npy", check=False)
+    assert p.returncode == 2 and "OUT_DIR" in p.stderr and "d.npy" in p.stderr and "not a folder" in p.stderr
+    assert not (tmp_path / "d.npy").is_dir()
     assert "index --help" in run("--help").stdout
     assert "--n-ivf-probe" in run("search", "--help").stdout
