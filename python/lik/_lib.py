@@ -368,7 +368,7 @@ def lengths_arg(x: Any, name: str):
     """
     if x is None:
         return None
-    if not isinstance(x, (np.ndarray, _Tensor)) or (isinstance(x, _Tensor) and x.layout != _torch.strided):
+    if not is_array(x) or (is_torch(x) and x.layout != _torch.strided):
         check_array(x, name)  # raises: not an array, a sparse tensor
     if is_torch(x):
         integer = not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype in (_torch.bool, _torch.uint8))

@@ -370,6 +370,9 @@ class Index:
             p.centroid_score_threshold = float(centroid_score_threshold)
         ql = None if q_lengths is None else _ints(q_lengths, "q_lengths")
         sub, scu = (None, None) if subset is None else _subset(subset)
+        nq = Q.shape[0] if Q.ndim == 3 else 1
+        if scu is not None and Q.ndim in (2, 3) and len(scu) - 1 != nq:  # (another ndim: the library's error)
+            raise ValueError(f"subset: {len(scu) - 1} lists (one per query) for {nq} queries")
         shape = ((Q.shape[0],) if Q.ndim == 3 else ()) + (int(top_k),)
         scores = np.empty(shape, dtype=np.float32)
         ids = np.empty(shape, dtype=np.int64)

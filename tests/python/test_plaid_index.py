@@ -121,6 +121,10 @@ def test_subset_forms_and_errors(tmp_path):
                      ([[[1]], [[2]]], r"subset\[0\]: expected a list of document ids, got shape \(1, 1\)")):
         with pytest.raises((TypeError, ValueError), match=msg):
             ix.search(Q, subset=sub)
+    with pytest.raises(ValueError, match=r"subset: 3 lists \(one per query\) for 2 queries"):
+        ix.search(Q, subset=[[1], [2], [3]])
+    with pytest.raises(ValueError, match=r"subset: 2 lists \(one per query\) for 1 queries"):
+        ix.search(Q[0], subset=[[1], [2]])
     with pytest.raises(ValueError, match="subset"):  # beyond int64: out of range, not an OverflowError
         ix.search(Q, subset=np.array([2, 2**64 - 1], np.uint64))
     with pytest.raises((TypeError, ValueError), match="subset"):  # numpy reads these ints as float64
