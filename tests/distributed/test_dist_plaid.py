@@ -136,6 +136,7 @@ def _worker(rank: int, world: int, names, tmp):
     out["err_codec"] = error(lambda: ld.ShardedIndex.load(own))
     out["err_k"] = error(lambda: ix.search(Q, 3 + rank))
     out["err_subset"] = error(lambda: ix.search(Q, 3, subset=[0, sum(sizes)]))
+    out["err_subset_neg"] = error(lambda: ix.search(Q, 3, subset=np.array([3, -1])))
     out["err_subset_float"] = error(lambda: ix.search(Q, 3, subset=[[0.0, 1.5]] * Q.shape[0]))
     out["err_d"] = error(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
     mine = docs[off:off + sizes[rank]] or docs[:1]
@@ -209,6 +210,7 @@ def test_save_load_and_errors(ranks):
         assert kind == "ValueError" and "do not share one codec" in msg
         kind, msg = res["err_subset"]  # every rank checks the global ids itself
         assert kind == "ValueError" and f"subset: ids must be integers in [0, {sum(spec['sizes'][world])})" in msg
+        assert res["err_subset_neg"] == res["err_subset"]
         kind, msg = res["err_subset_float"]  # ids are integers: 1.5 is not read as 1
         assert kind == "TypeError" and "subset[0]: dtype float64 is not an integer dtype" in msg, msg
         kind, msg = res["err_k"]

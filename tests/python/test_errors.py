@@ -180,6 +180,7 @@ def test_torch_errors():
 
 
 @needs_torch
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_nested_tensors_are_refused():
     nt = torch.nested.nested_tensor([torch.zeros(3, 8), torch.zeros(2, 8)])
     for args, name in (((nt, torch.zeros(4, 5, 8)), "Q"), ((torch.zeros(2, 3, 8), nt), "D")):
