@@ -42,12 +42,11 @@ from __future__ import annotations
 from . import _lib
 from ._api import MaxSimScorer, maxsim, maxsim_pairs, retrieve
 from ._lib import Context, LikError
-from ._torch_ops import PackedBatch, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
+from ._torch_ops import PackedBatch, maxsim_from_hidden, maxsim_padded, maxsim_varlen, pack_padded, score_pairs_packed
 from . import plaid
 from .plaid import maxsim_residual, maxsim_residual_varlen
 from . import quant
 from .quant import *  # noqa: F401,F403  (the names of quant.__all__, exported below)
-from .head import maxsim_from_hidden
 
 __version__: str = _lib.version_string()
 

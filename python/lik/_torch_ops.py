@@ -1,8 +1,10 @@
-"""The torch-only public functions (see :mod:`lik._autograd`, :mod:`lik.padded`).
+"""The torch-only public functions (see :mod:`lik._autograd`, :mod:`lik.padded`,
+:mod:`lik.head`).
 
 Imported by ``lik/__init__.py``.  With torch installed these are the packed
-layouts (``maxsim_varlen``, ``score_pairs_packed``) and the padded reranking
-helpers; without torch each raises ImportError.  ``maxsim`` / ``maxsim_pairs``
+layouts (``maxsim_varlen``, ``score_pairs_packed``), the padded reranking
+helpers and the fused head (``maxsim_from_hidden``); without torch each
+raises ImportError.  ``maxsim`` / ``maxsim_pairs``
 (one definition, :mod:`lik._api`) are re-exported for the integrations.
 """
 
@@ -19,6 +21,7 @@ except ImportError:  # pragma: no cover - exercised only without torch
 
 if _HAVE_TORCH:
     from ._autograd import maxsim_varlen, score_pairs_packed
+    from .head import maxsim_from_hidden
     from .padded import PackedBatch, maxsim_padded, pack_padded
 else:  # pragma: no cover
 
@@ -33,7 +36,8 @@ else:  # pragma: no cover
     score_pairs_packed = _needs_torch("score_pairs_packed")
     maxsim_padded = _needs_torch("maxsim_padded")
     pack_padded = _needs_torch("pack_padded")
+    maxsim_from_hidden = _needs_torch("maxsim_from_hidden")
     PackedBatch = None
 
 __all__ = ["maxsim", "maxsim_pairs", "maxsim_varlen", "score_pairs_packed", "maxsim_padded", "pack_padded",
-           "PackedBatch"]
+           "PackedBatch", "maxsim_from_hidden"]

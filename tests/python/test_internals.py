@@ -176,6 +176,40 @@ def test_every_cpu_isa(rng, isa, tmp_path):
             assert_scores(np.array(c["rs"])[q], ref[q, ri[q]], sc[q, ri[q]], dtype=tol_dtype, what=what)
 
 
+_NO_TORCH_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.modules["torch"] = None  # as if torch were not installed (pip install . has no torch)
+    import numpy as np
+    import lik
+
+    rng = np.random.default_rng(int(sys.argv[1]))
+    Q, D = rng.standard_normal((2, 3, 8)).astype(np.float32), rng.standard_normal((4, 5, 8)).astype(np.float32)
+    s = lik.maxsim(Q, D, normalize=True)
+    r = lik.retrieve(Q, D, 2)
+    assert s.shape == (2, 4) and r[1].shape == (2, 2), (s.shape, r[1].shape)
+    for name in ("maxsim_from_hidden", "maxsim_varlen", "maxsim_padded"):
+        try:
+            getattr(lik, name)(Q, D, D, None)
+        except ImportError as exc:
+            assert "needs torch" in str(exc), exc
+        else:
+            raise AssertionError(name + " ran without torch")
+    print("ok")
+    """
+)
+
+
+def test_import_without_torch(rng, tmp_path):
+    # torch is an optional extra: the numpy API and the README's first example work without it
+    script = tmp_path / "no_torch.py"
+    script.write_text(_NO_TORCH_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), LIK_SUPPRESS_NORM_WARN="1")
+    res = subprocess.run([sys.executable, str(script), str(int(rng.integers(2**31)))], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
 def test_package_metadata():
     from importlib import metadata
 
