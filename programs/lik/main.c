@@ -438,33 +438,10 @@ int main(int argc, char **argv) {
       j1++;
     }
     int64_t nb = j1 - j0, kb = K1 < nb ? K1 : nb;
-    if (lb.kind) {
-      if (lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)) {
-        fprintf(stderr, "%s: error: %s\n", prog, err);
-        goto out;
-      }
-    } else if (emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+    if (lb.kind ? lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)
+                : emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err) ||
+                      retrieve_topk(&qx, &qm, &dx, &dm, kb, &opts, blk_s, blk_i, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
-      goto out;
-    }
-    lik_tensor so = {0}, io = {0};
-    so.data = blk_s;
-    so.dtype = LIK_F32;
-    so.ndim = 2;
-    so.shape[0] = nq;
-    so.shape[1] = kb;
-    so.strides[0] = kb;
-    so.strides[1] = 1;
-    so.device = LIK_CPU;
-    io = so;
-    io.data = blk_i;
-    io.dtype = LIK_I64;
-    lik_status st = lb.kind ? LIK_OK
-                            : lik_retrieve(&qx, &dx, qm.data ? &qm : NULL,
-                                           dm.data ? &dm : NULL, kb, &opts, &so, &io);
-    if (st != LIK_OK) {
-      fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
-              lik_last_error());
       goto out;
     }
     /* Merge: earlier blocks have lower document indices and win ties. */

@@ -18,8 +18,8 @@ int precision_parse(const char *s) {
   return -1;
 }
 
-static lik_tensor view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
-                       const int64_t *strides) {
+lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
+                    const int64_t *strides) {
   lik_tensor t = {0};
   t.data = data;
   t.dtype = dt;
@@ -65,8 +65,8 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   }
   /* queries: int8 with per-token scales (normalize: of the unit vectors) */
   const int64_t qs[3] = {c->nq, lq, c->d}, qst[3] = {lq * c->d, c->d, 1}, ss[2] = {lq, 1};
-  c->qx = view(c->q, LIK_I8, 3, qs, qst);
-  lik_tensor qsc = view(c->qscale, LIK_F32, 2, qs, ss);
+  c->qx = cpu_view(c->q, LIK_I8, 3, qs, qst);
+  lik_tensor qsc = cpu_view(c->qscale, LIK_F32, 2, qs, ss);
   lik_status st = lik_quantize_int8(qx, opts, &c->qx, &qsc);
   if (st) return fail(err, "lik_quantize_int8 (queries)", st);
   c->qm = *qm;
@@ -84,9 +84,9 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
     const int64_t nb = x.shape[0], lb = x.shape[1];
     const int64_t os[3] = {nb, lb, dl}, ost[3] = {c->lmax * dl, dl, 1};
     const int64_t sc[2] = {nb, lb}, sst[2] = {c->lmax, 1};
-    lik_tensor out = view((uint8_t *)c->docs + j0 * c->lmax * dl,
+    lik_tensor out = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
                           kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
-    lik_tensor scl = view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
+    lik_tensor scl = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
     st = kind == PRECISION_INT8 ? lik_quantize_int8(&x, opts, &out, &scl)
                                 : lik_quantize_binary(&x, opts, &out);
     if (st) rc = fail(err, "quantising the documents", st);
@@ -140,8 +140,8 @@ static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_ten
     qm.shape[0] = nqs;
   }
   const int64_t qss[2] = {nqs, lq}, ss[2] = {nqs, nb};
-  lik_tensor qsc = view(c->qscale + q0 * lq, LIK_F32, 2, qss, (const int64_t[2]){lq, 1});
-  lik_tensor sc = view(c->scores, LIK_F32, 2, ss, (const int64_t[2]){nb, 1});
+  lik_tensor qsc = cpu_view(c->qscale + q0 * lq, LIK_F32, 2, qss, (const int64_t[2]){lq, 1});
+  lik_tensor sc = cpu_view(c->scores, LIK_F32, 2, ss, (const int64_t[2]){nb, 1});
   lik_options o = *opts;
   o.normalize = 0; /* the quantised values are what is scored */
   lik_status st;
@@ -172,10 +172,10 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
   const int64_t nb = j1 - j0, dl = row_bytes(c);
   const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
   const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
-  lik_tensor D = view((uint8_t *)c->docs + j0 * c->lmax * dl,
+  lik_tensor D = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
                       c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
-  lik_tensor dm = view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
-  lik_tensor dsc = view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
+  lik_tensor dm = cpu_view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
   return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, err);
 }
 
@@ -204,12 +204,10 @@ int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t
   }
   const int64_t ds[3] = {n, c->lmax, dl}, dst[3] = {cell, dl, 1};
   const int64_t ms[2] = {n, c->lmax}, mst[2] = {c->lmax, 1};
-  lik_tensor D = view(c->gdocs, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
-  lik_tensor dm = view(c->gmask, LIK_U8, 2, ms, mst);
-  lik_tensor dsc = view(c->gscale, LIK_F32, 2, ms, mst);
-  if (score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, err)) return 1;
-  for (int64_t k = 0; k < kb; k++) out_i[k] = idx[out_i[k]];
-  return 0;
+  lik_tensor D = cpu_view(c->gdocs, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = cpu_view(c->gmask, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = cpu_view(c->gscale, LIK_F32, 2, ms, mst);
+  return score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, err);
 }
 
 void lowbit_free(lowbit *c) {

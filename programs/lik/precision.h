@@ -29,6 +29,10 @@ typedef struct {
   int64_t gather_cap;
 } lowbit;
 
+/* A CPU tensor view of data (ndim <= 3; strides in elements). */
+lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
+                    const int64_t *strides);
+
 /* Parses "fp16", "int8", "binary"; -1 for anything else. */
 int precision_parse(const char *s);
 
@@ -44,7 +48,7 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
                 float *out_s, int64_t *out_i, char *err);
 
 /* The top-kb of query qi against the documents idx[0..n) (kb <= n), sorted
- * as lik_retrieve: out_s / out_i [kb], document indices (idx's values).
+ * as lik_retrieve: out_s / out_i [kb], positions in idx.
  * Returns 0, or 1 with err set. */
 int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t kb,
                    const lik_options *opts, float *out_s, int64_t *out_i, char *err);
