@@ -34,6 +34,9 @@ try:  # torch is optional
 except ImportError:  # pragma: no cover - exercised only without torch
     _torch = None
 
+# isinstance(x, _Tensor) is is_torch(x) without a call (the hot paths use it)
+_Tensor = _torch.Tensor if _torch is not None else ()
+
 # ---- constants mirrored from lik.h -------------------------------------------
 
 LIK_MAX_DIMS = 4
@@ -379,16 +382,16 @@ def lengths_arg(x: Any, name: str):
 
 
 def is_torch(x: Any) -> bool:
-    return _torch is not None and isinstance(x, _torch.Tensor)
+    return isinstance(x, _Tensor)
 
 
 def is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or is_torch(x)
+    return isinstance(x, (np.ndarray, _Tensor))
 
 
 def to_torch(x: Any):
     """numpy -> torch CPU tensor (zero-copy when strides allow)."""
-    if x is None or is_torch(x):
+    if x is None or isinstance(x, _Tensor):
         return x
     if any(s < 0 for s in x.strides) or not x.dtype.isnative:
         x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
@@ -402,16 +405,16 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
         if optional:
             return
         raise TypeError(f"{name}: expected a numpy array or torch tensor, got None")
-    if not is_array(x):
+    if not isinstance(x, (np.ndarray, _Tensor)):
         raise TypeError(f"{name}: expected a numpy array or torch tensor, got {type(x).__name__}")
     if x.ndim > LIK_MAX_DIMS:
         raise ValueError(f"{name}: ndim={x.ndim} exceeds the {LIK_MAX_DIMS} dims lik supports (shape {tuple(x.shape)})")
-    if is_torch(x):
+    if isinstance(x, _Tensor):
         if x.layout != _torch.strided:
             raise TypeError(f"{name}: torch layout {x.layout} is not supported (dense strided tensors only)")
         if x.dtype not in _TORCH_DTYPES:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
-        if x.device.type not in ("cpu", "cuda"):
+        if not (x.is_cpu or x.is_cuda):
             raise ValueError(f"{name}: device {x.device} is not supported (cpu or cuda)")
     else:
         if x.dtype.newbyteorder("=") not in _NP_DTYPES:
@@ -476,7 +479,7 @@ def view(x: Any) -> tuple[Any, LikTensor | None]:
     """
     if x is None:
         return None, None
-    if is_torch(x):
+    if isinstance(x, _Tensor):
         return _torch_view(x)
     return _np_view(x)
 
@@ -495,18 +498,9 @@ def cuda_stream_of(x: Any) -> int | None:
 
 
 def _run(fn, Q, D, q_mask, d_mask, opts, extra, out1, out2):
-    keep = []
-    tv = []
-    for x in (Q, D, q_mask, d_mask, out1, out2):
-        k, t = view(x)
-        keep.append(k)
-        tv.append(t)
-    args = [_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), _ptr(tv[3])]
-    args += extra
-    args += [ctypes.byref(opts), _ptr(tv[4]), _ptr(tv[5])]
-    status = fn(*args)
-    check(status)
-    del keep
+    views = [view(x) for x in (Q, D, q_mask, d_mask, out1, out2)]  # referenced until the call returns
+    p = [_ptr(t) for _, t in views]
+    check(fn(p[0], p[1], p[2], p[3], *extra, ctypes.byref(opts), p[4], p[5]))
 
 
 def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto",
