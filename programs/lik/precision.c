@@ -85,7 +85,7 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
     const int64_t os[3] = {nb, lb, dl}, ost[3] = {c->lmax * dl, dl, 1};
     const int64_t sc[2] = {nb, lb}, sst[2] = {c->lmax, 1};
     lik_tensor out = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
-                          kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
+                              kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
     lik_tensor scl = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
     st = kind == PRECISION_INT8 ? lik_quantize_int8(&x, opts, &out, &scl)
                                 : lik_quantize_binary(&x, opts, &out);
@@ -173,7 +173,7 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
   const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
   const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
   lik_tensor D = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
-                      c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+                          c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
   lik_tensor dm = cpu_view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
   lik_tensor dsc = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
   return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, err);
