@@ -594,8 +594,11 @@ def _quantize_int8(x):
     return q.astype(np.float64), s.astype(np.float64)
 
 
-def _lowbit_ref(Q, D, precision):
-    """float64 scores [Nq, Nd] of padded Q / D scored as the command's --precision does."""
+def _lowbit_ref(Q, D, precision, ql, dl):
+    """float64 scores [Nq, Nd] of padded Q / D (valid lengths ql / dl; a document
+    without tokens scores 0) scored as the command's --precision does."""
+    Q = np.where(np.arange(Q.shape[1])[None, :, None] < ql[:, None, None], Q, 0)
+    D = np.where(np.arange(D.shape[1])[None, :, None] < dl[:, None, None], D, 0)
     q, sq = _quantize_int8(Q)
     if precision == "int8":
         d, sd = _quantize_int8(D)
@@ -607,24 +610,39 @@ def _lowbit_ref(Q, D, precision):
                          D.astype(np.float16).astype(np.float64))
     else:
         sims = np.einsum("isk,jtk->ijst", Q.astype(np.float64), D.astype(np.float64))
-    return sims.max(-1).sum(-1)
+    valid_d = np.arange(D.shape[1])[None, :] < dl[:, None]  # [Nd, Ld]
+    best = np.where(valid_d[None, :, None, :], sims, -np.inf).max(-1)  # [Nq, Nd, Lq]
+    best[:, dl == 0] = 0
+    valid_q = np.arange(Q.shape[1])[None, :] < ql[:, None]  # [Nq, Lq]
+    return np.where(valid_q[:, None, :], best, 0).sum(-1)
 
 
 def _random_qd(tmp_path, nq, nd, lq, ld, d):
+    """Padded .npy queries / documents with valid lengths (1 and full among them, a
+    document without tokens) and NaN / Inf garbage in the padding."""
     seed = int(np.random.SeedSequence().entropy % 2**32)
     rng = np.random.default_rng(seed)
     Q = rng.standard_normal((nq, lq, d)).astype(np.float32)
     D = rng.standard_normal((nd, ld, d)).astype(np.float32)
-    np.save(tmp_path / "q.npy", Q)
-    np.save(tmp_path / "d.npy", D)
-    return Q, D, seed
+    ql = rng.integers(1, lq + 1, nq)
+    ql[:2] = 1, lq
+    dl = rng.integers(1, ld + 1, nd)
+    dl[:3] = 1, ld, 0
+    for x, lens in ((Q, ql), (D, dl)):
+        pad = np.arange(x.shape[1])[None, :] >= lens[:, None]
+        x[pad] = rng.choice(np.array([np.nan, np.inf, -np.inf, 1e30], np.float32), (int(pad.sum()), d))
+    for name, arr in (("q", Q), ("d", D), ("ql", ql.astype(np.int64)), ("dl", dl.astype(np.int64))):
+        np.save(tmp_path / f"{name}.npy", arr)
+    files = (tmp_path / "q.npy", tmp_path / "d.npy", "--query-lengths", tmp_path / "ql.npy",
+             "--doc-lengths", tmp_path / "dl.npy")
+    return Q, D, ql, dl, files, seed
 
 
 @pytest.mark.parametrize("precision", ["int8", "binary", "fp16"])
 def test_precision_matches_quantised_reference(tmp_path, precision):
-    Q, D, seed = _random_qd(tmp_path, 4, 30, 6, 9, 17)
-    out = run_json("--precision", precision, "-k", 5, tmp_path / "q.npy", tmp_path / "d.npy")
-    ref = _lowbit_ref(Q, D, precision)
+    Q, D, ql, dl, files, seed = _random_qd(tmp_path, 4, 30, 6, 9, 17)
+    out = run_json("--precision", precision, "-k", 5, *files)
+    ref = _lowbit_ref(Q, D, precision, ql, dl)
     for i, res in enumerate(out["results"]):
         want = np.argsort(-ref[i], kind="stable")[:5]
         np.testing.assert_allclose(res["scores"], ref[i][want], rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
@@ -643,16 +661,14 @@ def _check_two_stage(out, first, exact, pools, k, c, seed):
 
 @pytest.mark.parametrize("precision", ["int8", "binary"])
 def test_rescore_is_lowbit_top_kc_then_exact(tmp_path, precision):
-    Q, D, seed = _random_qd(tmp_path, 5, 41, 7, 11, 17)
-    out = run_json("--precision", precision, "--rescore", 3, "-k", 4, tmp_path / "q.npy",
-                   tmp_path / "d.npy")
+    Q, D, ql, dl, files, seed = _random_qd(tmp_path, 5, 41, 7, 11, 17)
+    out = run_json("--precision", precision, "--rescore", 3, "-k", 4, *files)
     assert out["rescore"] == 3 and out["rescored_as"] == "F32" and out["dtype"] == precision
-    first, exact = _lowbit_ref(Q, D, precision), _lowbit_ref(Q, D, "exact")
-    _check_two_stage(out, first, exact, [range(41)] * 5, 4, 3, seed)
+    first, exact = _lowbit_ref(Q, D, precision, ql, dl), _lowbit_ref(Q, D, "exact", ql, dl)
+    _check_two_stage(out, first, exact, [np.arange(41)] * 5, 4, 3, seed)
     # when k*C covers the corpus the result is the exact top-k, scores bitwise
-    full = run_json("-k", 4, tmp_path / "q.npy", tmp_path / "d.npy")
-    out = run_json("--precision", precision, "--rescore", 11, "-k", 4, tmp_path / "q.npy",
-                   tmp_path / "d.npy")
+    full = run_json("-k", 4, *files)
+    out = run_json("--precision", precision, "--rescore", 11, "-k", 4, *files)
     for a, b in zip(out["results"], full["results"]):
         assert (a["doc_index"], a["scores"]) == (b["doc_index"], b["scores"]), f"seed {seed}"
 
@@ -666,10 +682,10 @@ def _candidates(tmp_path, nq, nd, per_query, seed):
 
 
 def test_rerank_in_int8_and_binary_with_rescore(tmp_path):
-    Q, D, seed = _random_qd(tmp_path, 4, 60, 5, 8, 48)
+    Q, D, ql, dl, files, seed = _random_qd(tmp_path, 4, 60, 5, 8, 48)
     pools = _candidates(tmp_path, 4, 60, 25, seed)
-    args = ("-k", 5, "--rerank", tmp_path / "cand.txt", tmp_path / "q.npy", tmp_path / "d.npy")
-    int8 = _lowbit_ref(Q, D, "int8")
+    args = ("-k", 5, "--rerank", tmp_path / "cand.txt", *files)
+    int8 = _lowbit_ref(Q, D, "int8", ql, dl)
     out = run_json("--precision", "int8", *args)
     assert out["rerank"] is True and out["dtype"] == "int8" and out["pairs_scored"] == 4 * 25
     for i, res in enumerate(out["results"]):
@@ -678,7 +694,8 @@ def test_rerank_in_int8_and_binary_with_rescore(tmp_path):
         np.testing.assert_allclose(res["scores"], int8[i][want], rtol=1e-5, atol=1e-5)
     out = run_json("--precision", "binary", "--rescore", 2, *args)
     assert out["pairs_scored"] == 4 * 25 + 4 * 10
-    _check_two_stage(out, _lowbit_ref(Q, D, "binary"), _lowbit_ref(Q, D, "exact"), pools, 5, 2, seed)
+    _check_two_stage(out, _lowbit_ref(Q, D, "binary", ql, dl), _lowbit_ref(Q, D, "exact", ql, dl),
+                     pools, 5, 2, seed)
 
 
 def test_rescore_cranfield_top10_is_exact(cranfield):
