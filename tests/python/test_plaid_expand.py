@@ -179,3 +179,20 @@ def test_mapped_index_expands_like_a_built_one_and_round_trips(tmp_path):
     r3 = back.search(Q, top_k=10)
     np.testing.assert_array_equal(r1[1], r3[1])
     np.testing.assert_array_equal(r1[0], r3[0])
+
+
+def test_fast_plaids_float64_threshold_is_read(tmp_path):
+    # fast-plaid's update rewrites cluster_threshold.npy as a 0-d float64
+    rng = np.random.default_rng(SEED + 5)
+    d = 16
+    A = corpus(rng, topics(rng, 4, d), 50)
+    plaid.Index.build(A, tmp_path / "a", seed=SEED)
+    np.save(tmp_path / "a" / "cluster_threshold.npy", np.float64(0.25))
+    ix = plaid.Index.load(tmp_path / "a")
+    X = np.concatenate(A[:5])
+    ix.add(A[:5], expand_centroids=True)
+    ix.save(tmp_path / "b")
+    q = np.quantile(nearest(X, load(tmp_path / "b", "centroids.npy"))[1], 0.75)
+    T = ix.num_tokens
+    assert float(load(tmp_path / "b", "cluster_threshold.npy")[0]) == pytest.approx(
+        (0.25 * (T - len(X)) + q * len(X)) / T, rel=1e-5)
