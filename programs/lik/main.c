@@ -66,7 +66,7 @@ static void usage(FILE *f) {
 "      --precision P           score the corpus as fp16, int8 (symmetric per token) or\n"
 "                              binary (sign bits, int8 queries), quantised once on load\n"
 "                              (default: as stored); with --rerank, the candidates are\n"
-"                              scored so\n"
+"                              scored at this precision\n"
 "      --rescore C             with --precision int8 / binary: rescore the low-bit top\n"
 "                              k*C of each query exactly (as stored) and keep the top k\n"
 "                              (binary with --rerank needs it: sign bits pre-filter)\n"

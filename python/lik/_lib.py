@@ -668,6 +668,7 @@ class LikPlaidBuildOptions(ctypes.Structure):
         ("context", ctypes.c_void_p),
         ("progress", _PROGRESS_FN),
         ("progress_user", ctypes.c_void_p),
+        ("expand_centroids", ctypes.c_int),
     ]
 
 
@@ -719,8 +720,9 @@ lib.lik_plaid_index_free.argtypes = [ctypes.c_void_p]
 
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
                         max_points_per_centroid=256, sample_docs=0, seed=42, chunk_docs=25000,
-                        progress=None) -> tuple[LikPlaidBuildOptions, Any]:
-    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None.
+                        progress=None, expand_centroids=False) -> tuple[LikPlaidBuildOptions, Any]:
+    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None;
+    ``expand_centroids`` (add only) a bool.
 
     Raises:
         TypeError: an option that is not an int (bool included).
@@ -742,6 +744,7 @@ def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_toke
     if nbits not in (1, 2, 4, 8):
         raise ValueError(f"nbits: {nbits}, must be 1, 2, 4 or 8")
     o.seed = seed & (2**64 - 1)
+    o.expand_centroids = 1 if expand_centroids else 0
     o.num_threads = _num_threads
     o.context = getattr(_current, "handle", None)
     cb = None

@@ -152,7 +152,7 @@ class ShardedIndex:
         err = None
         try:
             if X is not None:
-                local.add(X, cu_seqlens=cu)
+                local.add(X, cu_seqlens=cu, expand_centroids=False)
         except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
             err = exc
         _raise_if_failed(fn, err, _exchange([err is not None], group)[:, 0], group)
@@ -202,7 +202,10 @@ class ShardedIndex:
         return cls(local, group=group)
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None) -> range:
-        """Add documents to this rank's shard (local, not collective).
+        """Add documents to this rank's shard (local, not collective).  The
+        centroids never change (``expand_centroids=False``): the shards share
+        one codec bit for bit, and a shard expanding on its own documents
+        would no longer score like the others.
 
         Args:
             documents, cu_seqlens, doc_lengths: as :meth:`lik.plaid.Index.add`.
@@ -214,7 +217,7 @@ class ShardedIndex:
         Raises:
             ValueError, TypeError: as :meth:`lik.plaid.Index.add`.
         """
-        return self.local.add(documents, cu_seqlens=cu_seqlens, doc_lengths=doc_lengths)
+        return self.local.add(documents, cu_seqlens=cu_seqlens, doc_lengths=doc_lengths, expand_centroids=False)
 
     def save(self, path) -> None:
         """Save rank r's shard into ``path/shard-r`` (fast-plaid's files: each
