@@ -95,9 +95,13 @@ def test_subset_forms_and_errors(tmp_path):
     ix = plaid.Index.build(docs, nbits=2)
     Q = queries(rng, docs, 2, 5, 16)
     exhaustive = dict(top_k=6, n_ivf_probe=ix.num_centroids, n_full_scores=4 * len(docs))
-    flat, per = [3, 17, 5, 39, 0], [[1, 2, 3], [30, 31, 32]]
+    ok = [j for j in range(len(docs)) if len(docs[j])]  # (a document without tokens is never returned)
+    flat, per = [ok[3], ok[17], ok[5], ok[-1], ok[0]], [ok[1:4], ok[30:33]]
     want_flat = ix.search(Q, subset=flat, **exhaustive)
     want_per = ix.search(Q, subset=per, **exhaustive)
+    for q in range(2):  # exhaustive: every id of the list comes back, nothing else
+        assert sorted(want_flat[1][q][:5]) == sorted(flat) and (want_flat[1][q][5:] == -1).all()
+        assert sorted(want_per[1][q][:3]) == per[q] and (want_per[1][q][3:] == -1).all()
     torch = pytest.importorskip("torch")
     forms = [(np.array(flat, np.uint16), want_flat), (torch.tensor(flat), want_flat), (tuple(flat), want_flat),
              ([np.int64(x) for x in flat], want_flat), ([torch.tensor(x) for x in flat], want_flat),
