@@ -35,7 +35,6 @@
  */
 #include <limits.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -862,11 +861,10 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
   while (tt > 1 && fixed + (size_t)tt * row_bytes > (size_t)smem_max) tt >>= 1;
   if (fixed + (size_t)tt * row_bytes > (size_t)smem_max) return cudaErrorInvalidConfiguration;
   /* sparse mode: every candidate of a document in one chunk (KD, pairs, few
-   * queries): a CTA per document (gradd_sparse_kernel) */
+   * queries): a CTA per document (gradd_sparse_kernel), unless the context
+   * turns it off (LIK_CUDA_NO_BW_SPARSE: the tests compare both paths) */
   const int64_t ncands = P.pairing == 0 ? P.q.count * P.q.len : P.q.len;
-  const char *env = getenv("LIK_CUDA_BW_SPARSE"); /* "0": never (the tests cover both paths) */
-  const bool sparse_ok = !(env && env[0] == '0' && env[1] == 0);
-  if (sparse_ok && !packed && P.pairing != 2 && ncands <= CH && len <= (1 << 20) &&
+  if (dev.info->bw_sparse && !packed && P.pairing != 2 && ncands <= CH && len <= (1 << 20) &&
       TS.count <= INT_MAX) {
     P.nch = (int)nch;
     const size_t smem = fixed + (size_t)NW * row_bytes + (size_t)NW * (((len + NW - 1) / NW + 31) / 32) * 4;
