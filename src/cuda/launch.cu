@@ -235,14 +235,8 @@ static KParams make_params(const lik_problem *p) {
   P.ncand = p->ncand;
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
-  P.scores = p->scores;
+  set_outputs(P, *p);
   P.scores64 = p->scores_f64;
-  P.ssi = p->score_si;
-  P.ssj = p->score_sj;
-  P.argmax = p->argmax;
-  P.asi = p->argmax_si;
-  P.asj = p->argmax_sj;
-  P.ass = p->argmax_ss;
   return P;
 }
 
