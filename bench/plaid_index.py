@@ -30,6 +30,14 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
 
     python3 bench/plaid_index.py cranfield [--fast-plaid]
     python3 bench/plaid_index.py synthetic --docs 10000 [--fast-plaid]
+    python3 bench/plaid_index.py expand --docs 10000
+
+  expand      Index.add of documents unlike the indexed ones: the synthetic
+              corpus with split topics, built on the first half of the
+              documents, the second half (other clusters) added with and
+              without expand_centroids: K, add time, recall@10 against exact
+              MaxSim (all queries / those drawn from added documents); the
+              same on the unsplit corpus (an add of like documents).
 
 fast-plaid needs its own environment (it pins torch): this session used
 ``python -m venv /work/venv-index`` with the main environment's site-packages
@@ -94,7 +102,10 @@ def cranfield():
     return d["embeddings"], d["cu_seqlens"], d["ids"], Q, lens, q["ids"], qrels
 
 
-def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128):
+def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128, split=False):
+    """(X, cu, Q, qdoc): the clustered corpus, its queries and the document
+    each query was drawn from.  split: documents of the first half take their
+    topics from the first half of the clusters, the others from the second."""
     rng = np.random.default_rng(seed)
     dirs = rng.standard_normal((clusters, d)).astype(np.float32)
     dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
@@ -106,18 +117,22 @@ def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128):
         j1 = min(ndocs, j0 + 2048)
         t0, t1 = cu[j0], cu[j1]
         topics = rng.integers(0, clusters, (j1 - j0, 4))
+        if split:
+            half = clusters // 2
+            topics = topics % half + half * (np.arange(j0, j1) >= ndocs // 2)[:, None]
         which = topics[np.repeat(np.arange(j1 - j0), lens[j0:j1]), rng.integers(0, 4, t1 - t0)]
         x = dirs[which] + 0.75 * rng.standard_normal((t1 - t0, d)).astype(np.float32) / np.sqrt(d)
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         X[t0:t1] = x
     # queries: tokens near the tokens of a random document
     Q = np.empty((nq, lq, d), np.float32)
+    qdoc = np.empty(nq, np.int64)
     for i in range(nq):
-        j = rng.integers(0, ndocs)
+        j = qdoc[i] = rng.integers(0, ndocs)
         src = X[cu[j] + rng.integers(0, lens[j], lq)].astype(np.float32)
         q = src + 0.5 * rng.standard_normal((lq, d)).astype(np.float32) / np.sqrt(d)
         Q[i] = q / np.linalg.norm(q, axis=1, keepdims=True)
-    return X, cu, Q
+    return X, cu, Q, qdoc
 
 
 # ---- metrics ------------------------------------------------------------------------------
@@ -304,7 +319,7 @@ def part_cranfield(args, tmp):
 
 
 def part_synthetic(args, tmp):
-    X, cu, Q = synthetic(args.docs, args.clusters, args.seed)
+    X, cu, Q, _ = synthetic(args.docs, args.clusters, args.seed)
     for name, a in (("X", X), ("cu", cu), ("Q", Q)):
         np.save(tmp / f"{name}.npy", a)
     base = dict(corpus="synthetic", threads=args.threads, X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"),
@@ -338,12 +353,55 @@ def part_synthetic(args, tmp):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def part_expand(args, tmp):
+    """Adding documents unlike the indexed ones: build on the first half of
+    the documents, add the second half with and without expand_centroids;
+    the corpus with split topics (the added half from the other half of the
+    clusters) and without (the same distribution)."""
+    lik = _lik()
+    if args.threads:
+        lik.set_num_threads(args.threads)
+    print(f"\nAdding documents (lik.plaid.Index.add, expand_centroids): synthetic corpus, {args.docs} docs, "
+          f"{args.clusters} clusters, seed {args.seed}, nbits {args.nbits}; build on documents 0 .. N/2-1, add the "
+          f"rest; search with fast-plaid's defaults; {machine()}; load average {os.getloadavg()[0]:.1f}\n")
+    print("| corpus | index | K | add s | recall@10 vs exact (all / queries from added docs / from built docs) "
+          "| cluster_threshold |")
+    print("|---|---|---|---|---|---|")
+    for split in (True, False):
+        X, cu, Q, qdoc = synthetic(args.docs, args.clusters, args.seed, split=split)
+        for name, a in (("X", X), ("cu", cu), ("Q", Q)):
+            np.save(tmp / f"{name}.npy", a)
+        exact = np.array(run_child({"corpus": "synthetic", "engine": "lik", "task": "exact", "k": 10,
+                                    "threads": args.threads, "X": str(tmp / "X.npy"), "cu": str(tmp / "cu.npy"),
+                                    "Q": str(tmp / "Q.npy")})["ids"])
+        h = (len(cu) - 1) // 2
+        added = qdoc >= h
+        corpus = "added half: other clusters" if split else "added half: same clusters"
+
+        def report(label, ix, add_s=""):
+            ids = ix.search(Q, top_k=10)[1]
+            r = [overlap_at(ids[m], exact[m]) for m in (slice(None), added, ~added)]
+            ix.save(tmp / "cur")
+            thr = float(np.load(tmp / "cur" / "cluster_threshold.npy").reshape(-1)[0])
+            print(f"| {corpus} | {label} | {ix.num_centroids} | {add_s} | {r[0]:.3f} / {r[1]:.3f} / {r[2]:.3f} | "
+                  f"{thr:.4f} |", flush=True)
+
+        report("built on all documents", lik.plaid.Index.build(X, cu_seqlens=cu, nbits=args.nbits))
+        lik.plaid.Index.build(X[: cu[h]], tmp / "base", cu_seqlens=cu[: h + 1], nbits=args.nbits)
+        report("built on the first half", lik.plaid.Index.load(tmp / "base"))
+        for expand in (False, True):
+            ix = lik.plaid.Index.load(tmp / "base")
+            t = time.perf_counter()
+            ix.add(X[cu[h]:], cu_seqlens=cu[h:] - cu[h], expand_centroids=expand)
+            report(f"first half + add, expand_centroids={expand}", ix, f"{time.perf_counter() - t:.1f}")
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         print(json.dumps(child(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["cranfield", "synthetic", "all"])
+    ap.add_argument("part", choices=["cranfield", "synthetic", "expand", "all"])
     ap.add_argument("--fast-plaid", action="store_true", help="also fast-plaid (must import)")
     ap.add_argument("--no-lik", action="store_true", help="only the exact and fast-plaid rows")
     ap.add_argument("--docs", type=int, default=10000)
@@ -362,6 +420,8 @@ def main():
             part_cranfield(args, tmp)
         if args.part in ("synthetic", "all"):
             part_synthetic(args, tmp)
+        if args.part in ("expand", "all"):
+            part_expand(args, tmp)
 
 
 if __name__ == "__main__":

@@ -84,11 +84,11 @@ extern "C" {
 /* ---- version ------------------------------------------------------------ */
 
 #define LIK_VERSION_MAJOR 0
-#define LIK_VERSION_MINOR 1
+#define LIK_VERSION_MINOR 2
 #define LIK_VERSION_PATCH 0
 #define LIK_VERSION_NUMBER \
   (LIK_VERSION_MAJOR * 10000 + LIK_VERSION_MINOR * 100 + LIK_VERSION_PATCH)
-#define LIK_VERSION_STRING "0.1.0"
+#define LIK_VERSION_STRING "0.2.0"
 
 /* Runtime version of the linked library: LIK_VERSION_NUMBER / _STRING. */
 LIK_API int lik_version_number(void);

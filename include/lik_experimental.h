@@ -520,9 +520,12 @@ typedef struct lik_plaid_build_options {
   lik_context *context;            /* NULL = the default context                 */
   lik_progress_fn progress;        /* NULL or called as documents are coded      */
   void *progress_user;
+  int expand_centroids;            /* lik_plaid_index_add: 1 = new centroids for
+                                      outlier tokens (fast-plaid's update), 0 =
+                                      the centroids do not change             */
 } lik_plaid_build_options;
 
-#define LIK_PLAID_BUILD_OPTIONS_INIT {2, 4, 0, 0, 256, 0, 42, 25000, 0, NULL, NULL, NULL}
+#define LIK_PLAID_BUILD_OPTIONS_INIT {2, 4, 0, 0, 256, 0, 42, 25000, 0, NULL, NULL, NULL, 0}
 
 /* Search parameters; zero-initialised fields take the defaults. */
 typedef struct lik_plaid_search_params {
@@ -584,10 +587,26 @@ LIK_API lik_status lik_plaid_index_train(const lik_tensor *sample,
                                          lik_plaid_index **out);
 
 /* lik_plaid_index_add — codes documents with the index's codec and appends
- * them (ids num_docs .. num_docs + N - 1), updating the IVF.  The centroids
- * and the codec do not change.  Arguments as lik_plaid_index_build (options:
- * num_threads, context, progress; chunk_docs of the index's build).  On
- * failure the index is unchanged. */
+ * them (ids num_docs .. num_docs + N - 1), updating the IVF.  Arguments as
+ * lik_plaid_index_build (options: num_threads, context, progress,
+ * expand_centroids; chunk_docs of the index's build).
+ *
+ * expand_centroids 0: the centroids and the codec do not change.
+ * expand_centroids 1 (fast-plaid's update): a token whose residual norm
+ * ||x - c|| to its nearest centroid exceeds the index's cluster_threshold
+ * (cluster_threshold.npy: the 0.75-quantile of residual norms at build) is
+ * an outlier; n outliers give k = min(4 * ceil(n / max_points_per_centroid),
+ * m) new centroids, spherical k-means (kmeans_niters, seed) on m = min(n,
+ * 1 + 16 * sqrt(120 n)) sampled outliers, normalised and stored fp16 after
+ * the K old ones (K grows, their IVF lists start empty); the documents are
+ * then coded against all K + k.  The threshold becomes (old * T_old + q *
+ * T_new) / (T_old + T_new), q the 0.75-quantile of the new tokens' residual
+ * norms, T the token counts (q alone when the index had none: then no
+ * token is an outlier).  Bucket cutoffs / weights and avg_residual do not
+ * change.
+ * On failure the index is unchanged.  Errors as lik_plaid_index_build;
+ * LIK_ERR_VALUE also for expand_centroids not 0 or 1, or K + k above the
+ * int32 code range. */
 LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
                                        const lik_tensor *cu_seqlens,
                                        const lik_plaid_build_options *options);

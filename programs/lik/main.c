@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "candidates.h"
 #include "emb_io.h"
 #include "eval.h"
 #include "index_cmd.h"
@@ -64,7 +65,11 @@ static void usage(FILE *f) {
 "      --normalize             L2-normalise every token before scoring\n"
 "      --precision P           score the corpus as fp16, int8 (symmetric per token) or\n"
 "                              binary (sign bits, int8 queries), quantised once on load\n"
-"                              (default: as stored; int8 / binary not with --rerank)\n"
+"                              (default: as stored); with --rerank, the candidates are\n"
+"                              scored at this precision\n"
+"      --rescore C             with --precision int8 / binary: rescore the low-bit top\n"
+"                              k*C of each query exactly (as stored) and keep the top k\n"
+"                              (binary with --rerank needs it: sign bits pre-filter)\n"
 "  -r, --qrels FILE            judgments 'query doc gain' (or TREC 'query iter doc gain');\n"
 "                              prints mean nDCG@10 and recall@100\n"
 "  -n, --limit-queries N       score only the first N queries\n"
@@ -167,7 +172,7 @@ static void sort_i64(int64_t *v, int64_t n) { qsort(v, (size_t)n, sizeof *v, cmp
 
 enum {
   OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
-  OPT_PRECISION, OPT_RERANK
+  OPT_PRECISION, OPT_RERANK, OPT_RESCORE
 };
 
 int main(int argc, char **argv) {
@@ -179,7 +184,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "search")) return cmd_search(argc - 1, argv + 1);
   emb_sources qs = {0}, ds = {0};
   const char *qrels_path = NULL, *rerank_path = NULL;
-  long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144;
+  long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144, rescore = 0;
   int normalize = 0, json = 0, prec = PRECISION_AS_LOADED;
 
   static const struct option longopts[] = {
@@ -201,6 +206,7 @@ int main(int argc, char **argv) {
       {"rerank", required_argument, 0, OPT_RERANK},
       {"block-tokens", required_argument, 0, OPT_BLOCK},
       {"precision", required_argument, 0, OPT_PRECISION},
+      {"rescore", required_argument, 0, OPT_RESCORE},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -229,6 +235,9 @@ int main(int argc, char **argv) {
         return 2;
       }
       break;
+    case OPT_RESCORE:
+      if (parse_int("--rescore", optarg, 1, INT_MAX, &rescore)) return 2;
+      break;
     case OPT_BLOCK:
       if (parse_int("--block-tokens", optarg, 1, LLONG_MAX, &block_tokens)) return 2;
       break;
@@ -241,6 +250,19 @@ int main(int argc, char **argv) {
       fprintf(stderr, "Try '%s --help'.\n", prog);
       return 2;
     }
+  }
+  const int lowbit_prec = prec == PRECISION_INT8 || prec == PRECISION_BINARY;
+  if (rescore && !lowbit_prec) {
+    fprintf(stderr, "%s: --rescore rescores low-bit candidates exactly: it needs --precision "
+            "int8 or binary (%s scores are already final)\nTry '%s --help'.\n", prog,
+            prec == PRECISION_FP16 ? "fp16" : "as-stored", prog);
+    return 2;
+  }
+  if (prec == PRECISION_BINARY && rerank_path && !rescore) {
+    fprintf(stderr, "%s: --precision binary --rerank: sign bits are a pre-filter, not a "
+            "reranker; add --rescore C (binary top k*C, then exact) or use --precision int8\n"
+            "Try '%s --help'.\n", prog, prog);
+    return 2;
   }
   int npos = argc - optind;
   if (npos > 2 || (npos >= 1 && qs.path) || (npos == 2 && ds.path)) {
@@ -295,10 +317,8 @@ int main(int argc, char **argv) {
   uint8_t *qmbuf = NULL, *dmbuf = NULL;
   size_t qcap = 0, dcap = 0, qmcap = 0, dmcap = 0;
   int64_t *cnt = NULL, *id_sorted = NULL, *cidx = NULL;
-  void *q1buf = NULL;
   lowbit lb = {0};
-  uint8_t *q1mbuf = NULL;
-  size_t q1cap = 0, q1mcap = 0;
+  cand_buf cb = {0};
 
   if (Q.d != D.d) {
     fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, documents (%s) "
@@ -327,29 +347,28 @@ int main(int argc, char **argv) {
   lik_dtype want = Q.dtype == D.dtype ? Q.dtype : LIK_F32;
   if (Q.dtype != D.dtype && (Q.dtype == LIK_F64 || D.dtype == LIK_F64)) want = LIK_F64;
   if (prec == PRECISION_FP16) want = LIK_F16;
-  if ((prec == PRECISION_INT8 || prec == PRECISION_BINARY) && rerank_path) {
-    fprintf(stderr, "%s: error: --precision %s is not supported with --rerank\n", prog,
-            prec == PRECISION_INT8 ? "int8" : "binary");
-    goto out;
-  }
+  /* K1: kept per query by the first scoring, the low-bit top k*C with --rescore */
+  int64_t K1 = K;
+  if (rescore) K1 = rescore > D.n / (K > 0 ? K : 1) ? D.n : K * rescore;
 
   lik_options opts = LIK_OPTIONS_INIT;
   opts.normalize = normalize;
   opts.num_threads = (int)threads;
 
   size_t nqk; /* K <= D.n and nq are bounded by the files; the product is checked */
-  if (__builtin_mul_overflow((size_t)(nq > 0 ? nq : 1), (size_t)K, &nqk)) nqk = SIZE_MAX;
+  if (__builtin_mul_overflow((size_t)(nq > 0 ? nq : 1), (size_t)K1, &nqk)) nqk = SIZE_MAX;
   best_s = calloc(nqk, sizeof *best_s);
   best_i = calloc(nqk, sizeof *best_i);
   blk_s = calloc(nqk, sizeof *blk_s);
   blk_i = calloc(nqk, sizeof *blk_i);
-  mrg_s = calloc((size_t)K, sizeof *mrg_s);
-  mrg_i = calloc((size_t)K, sizeof *mrg_i);
+  mrg_s = calloc((size_t)K1, sizeof *mrg_s);
+  mrg_i = calloc((size_t)K1, sizeof *mrg_i);
   cnt = calloc((size_t)(nq > 0 ? nq : 1), sizeof *cnt);
-  ranked = calloc((size_t)K, sizeof *ranked);
-  if (!best_s || !best_i || !blk_s || !blk_i || !mrg_s || !mrg_i || !cnt || !ranked) {
+  ranked = calloc((size_t)K1, sizeof *ranked);
+  cidx = calloc((size_t)(K1 > cand.n ? K1 : cand.n) + 1, sizeof *cidx);
+  if (!best_s || !best_i || !blk_s || !blk_i || !mrg_s || !mrg_i || !cnt || !ranked || !cidx) {
     fprintf(stderr, "%s: error: out of memory for %lld x %lld results\n", prog, (long long)nq,
-            (long long)K);
+            (long long)K1);
     goto out;
   }
 
@@ -358,28 +377,26 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
   }
-  if ((prec == PRECISION_INT8 || prec == PRECISION_BINARY) &&
+  if (lowbit_prec &&
       lowbit_load(&lb, (precision)prec, &D, &qx, &qm, &opts, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
   }
   int show_progress = isatty(2) && !json;
-  double pairs = (double)nq * (double)D.n, dtok_scored = (double)D.tokens * (double)Q.tokens;
+  double pairs = (double)nq * (double)D.n, dtok_scored = 0;
   double t0 = now_s();
   int64_t j0 = 0;
   if (rerank_path) {
     /* doc id -> index, through indices sorted by id (ties: lower index) */
     id_sorted = calloc((size_t)D.n, sizeof(int64_t));
-    cidx = calloc((size_t)(cand.n > 0 ? cand.n : 1), sizeof(int64_t));
-    if (!id_sorted || !cidx) {
-      fprintf(stderr, "%s: error: out of memory for %lld documents and %lld candidates (%s)\n",
-              prog, (long long)D.n, (long long)cand.n, rerank_path);
+    if (!id_sorted) {
+      fprintf(stderr, "%s: error: out of memory for %lld documents (%s)\n", prog,
+              (long long)D.n, rerank_path);
       goto out;
     }
     for (int64_t j = 0; j < D.n; j++) id_sorted[j] = j;
     sort_by_id(id_sorted, D.n, D.ids);
     pairs = 0;
-    dtok_scored = 0;
     for (int64_t i = 0; i < nq; i++) {
       int64_t b, nc = qrels_range(&cand, Q.ids[i], &b);
       for (int64_t c2 = 0; c2 < nc; c2++) {
@@ -398,35 +415,11 @@ int main(int argc, char **argv) {
       nc = m;
       cnt[i] = 0;
       if (nc == 0) continue;
-      lik_tensor q1, q1m;
-      if (emb_block(&Q, i, i + 1, want, &q1, &q1m, &q1buf, &q1cap, &q1mbuf, &q1mcap, err) ||
-          emb_gather(&D, cidx, nc, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+      int64_t kb = K1 < nc ? K1 : nc;
+      if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, lb.kind ? &lb : NULL, &cb,
+                    best_s + i * K1, best_i + i * K1, err)) {
         fprintf(stderr, "%s: error: %s\n", prog, err);
         goto out;
-      }
-      int64_t kb = K < nc ? K : nc;
-      lik_tensor so = {0}, io = {0};
-      so.data = blk_s;
-      so.dtype = LIK_F32;
-      so.ndim = 2;
-      so.shape[0] = 1;
-      so.shape[1] = kb;
-      so.strides[0] = kb;
-      so.strides[1] = 1;
-      so.device = LIK_CPU;
-      io = so;
-      io.data = blk_i;
-      io.dtype = LIK_I64;
-      lik_status st = lik_retrieve(&q1, &dx, q1m.data ? &q1m : NULL, dm.data ? &dm : NULL, kb,
-                                   &opts, &so, &io);
-      if (st != LIK_OK) {
-        fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
-                lik_last_error());
-        goto out;
-      }
-      for (int64_t r = 0; r < kb; r++) {
-        best_s[i * K + r] = blk_s[r];
-        best_i[i * K + r] = cidx[blk_i[r]];
       }
       cnt[i] = kb;
       pairs += (double)nc;
@@ -445,42 +438,19 @@ int main(int argc, char **argv) {
       lmax = nl;
       j1++;
     }
-    int64_t nb = j1 - j0, kb = K < nb ? K : nb;
-    if (lb.kind) {
-      if (lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)) {
-        fprintf(stderr, "%s: error: %s\n", prog, err);
-        goto out;
-      }
-    } else if (emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err)) {
+    int64_t nb = j1 - j0, kb = K1 < nb ? K1 : nb;
+    if (lb.kind ? lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)
+                : emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err) ||
+                      retrieve_topk(&qx, &qm, &dx, &dm, kb, &opts, blk_s, blk_i, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
-      goto out;
-    }
-    lik_tensor so = {0}, io = {0};
-    so.data = blk_s;
-    so.dtype = LIK_F32;
-    so.ndim = 2;
-    so.shape[0] = nq;
-    so.shape[1] = kb;
-    so.strides[0] = kb;
-    so.strides[1] = 1;
-    so.device = LIK_CPU;
-    io = so;
-    io.data = blk_i;
-    io.dtype = LIK_I64;
-    lik_status st = lb.kind ? LIK_OK
-                            : lik_retrieve(&qx, &dx, qm.data ? &qm : NULL,
-                                           dm.data ? &dm : NULL, kb, &opts, &so, &io);
-    if (st != LIK_OK) {
-      fprintf(stderr, "%s: error: lik_retrieve failed (%s): %s\n", prog, lik_status_string(st),
-              lik_last_error());
       goto out;
     }
     /* Merge: earlier blocks have lower document indices and win ties. */
     for (int64_t i = 0; i < nq; i++) {
-      float *gs = best_s + i * K, *bs = blk_s + i * kb;
-      int64_t *gi = best_i + i * K, *bi = blk_i + i * kb;
+      float *gs = best_s + i * K1, *bs = blk_s + i * kb;
+      int64_t *gi = best_i + i * K1, *bi = blk_i + i * kb;
       int64_t a = 0, b = 0, m = 0, na = cnt[i];
-      while (m < K && (a < na || b < kb)) {
+      while (m < K1 && (a < na || b < kb)) {
         if (b >= kb || (a < na && !(bs[b] > gs[a]))) {
           mrg_s[m] = gs[a];
           mrg_i[m++] = gi[a++];
@@ -496,16 +466,37 @@ int main(int argc, char **argv) {
     j0 = j1;
     if (show_progress) progress((double)j0 / (double)D.n, 0);
   }
+  /* --rescore: each query's low-bit top K1, scored exactly, the top K kept */
+  for (int64_t i = 0; rescore && i < nq; i++) {
+    const int64_t nc = cnt[i], kb = K < nc ? K : nc;
+    if (nc == 0) continue;
+    memcpy(cidx, best_i + i * K1, (size_t)nc * sizeof *cidx);
+    sort_i64(cidx, nc);
+    if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, NULL, &cb, best_s + i * K1,
+                  best_i + i * K1, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      goto out;
+    }
+    cnt[i] = kb;
+    pairs += (double)nc;
+    for (int64_t c2 = 0; c2 < nc; c2++) dtok_scored += (double)Q.len[i] * (double)D.len[cidx[c2]];
+  }
   double secs = now_s() - t0;
   const char *scored_as = lb.kind == PRECISION_INT8     ? "int8"
                           : lb.kind == PRECISION_BINARY ? "binary"
                                                         : dtype_name(want);
+  char how[96]; /* the text report's precision: the low-bit one, then the rescoring */
+  if (rescore)
+    snprintf(how, sizeof how, "%s, top %lld rescored as %s", scored_as, (long long)K1,
+             dtype_name(want));
+  else
+    snprintf(how, sizeof how, "%s", scored_as);
   if (show_progress) progress(1.0, 1);
 
   /* Work: 2 * Lq * Ld * d per (query, document) pair, valid tokens only. */
   double qtok = 0;
   for (int64_t i = 0; i < nq; i++) qtok += (double)Q.len[i];
-  if (!rerank_path) dtok_scored = qtok * (double)D.tokens;
+  if (!rerank_path) dtok_scored += qtok * (double)D.tokens;
   double flop = 2.0 * dtok_scored * (double)D.d;
   double tdiv = secs > 0 ? secs : 1e-9;
 
@@ -513,7 +504,7 @@ int main(int argc, char **argv) {
   int64_t nevals = 0;
   if (qrels_path) {
     for (int64_t i = 0; i < nq; i++) {
-      for (int64_t r = 0; r < cnt[i]; r++) ranked[r] = D.ids[best_i[i * K + r]];
+      for (int64_t r = 0; r < cnt[i]; r++) ranked[r] = D.ids[best_i[i * K1 + r]];
       double nd, rc2;
       if (eval_query(&rel, Q.ids[i], ranked, cnt[i], NDCG_K, RECALL_K, &nd, &rc2)) {
         ndcg_sum += nd;
@@ -535,6 +526,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "num_docs", (double)D.n);
     cJSON_AddNumberToObject(o, "dim", (double)D.d);
     cJSON_AddStringToObject(o, "dtype", scored_as);
+    cJSON_AddNumberToObject(o, "rescore", (double)rescore);
+    if (rescore) cJSON_AddStringToObject(o, "rescored_as", dtype_name(want));
     cJSON_AddNumberToObject(o, "query_tokens", qtok);
     cJSON_AddNumberToObject(o, "doc_tokens", (double)D.tokens);
     cJSON_AddNumberToObject(o, "top_k", (double)kshow);
@@ -547,7 +540,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "gflop", flop * 1e-9);
     cJSON_AddNumberToObject(o, "gflops_per_s", flop * 1e-9 / tdiv);
     if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
-    report_add_results(o, nq, Q.ids, best_i, best_s, K, cnt, kshow, D.ids);
+    report_add_results(o, nq, Q.ids, best_i, best_s, K1, cnt, kshow, D.ids);
     if (report_print(o, prog)) goto out;
   } else {
     printf("lik %s, CPU kernels: %s%s\n", lik_version_string(), lik_cpu_isa(),
@@ -563,19 +556,19 @@ int main(int argc, char **argv) {
       printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)m);
       for (int64_t j = 0; j < m; j++)
         printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1,
-               (long long)D.ids[best_i[i * K + j]], best_s[i * K + j]);
+               (long long)D.ids[best_i[i * K1 + j]], best_s[i * K1 + j]);
     }
     if (np < nq) printf("\n(results of %lld more queries not shown; --print -1 shows all)\n",
                         (long long)(nq - np));
     if (rerank_path)
       printf("\nreranked %.0f candidates of %lld queries in %.3f s (top %lld, %s%s): %.1f queries/s, "
              "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-             pairs, (long long)nq, secs, (long long)K, scored_as,
+             pairs, (long long)nq, secs, (long long)K, how,
              normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     else
     printf("\n%lld queries x %lld documents in %.3f s (top %lld, %s%s): %.1f queries/s, "
            "%.4g documents scored/s, %.2f GFLOP/s MaxSim\n",
-           (long long)nq, (long long)D.n, secs, (long long)K, scored_as,
+           (long long)nq, (long long)D.n, secs, (long long)K, how,
            normalize ? ", normalize" : "", (double)nq / tdiv, pairs / tdiv, flop * 1e-9 / tdiv);
     if (qrels_path) {
       if (nevals)
@@ -605,8 +598,7 @@ out:
   qrels_free(&cand);
   free(id_sorted);
   free(cidx);
-  free(q1buf);
-  free(q1mbuf);
+  cand_free(&cb);
   lowbit_free(&lb);
   emb_free(&Q);
   emb_free(&D);

@@ -18,8 +18,8 @@ int precision_parse(const char *s) {
   return -1;
 }
 
-static lik_tensor view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
-                       const int64_t *strides) {
+lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
+                    const int64_t *strides) {
   lik_tensor t = {0};
   t.data = data;
   t.dtype = dt;
@@ -30,6 +30,11 @@ static lik_tensor view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
   }
   t.device = LIK_CPU;
   return t;
+}
+
+/* Bytes of one quantised token: int8 values or sign bits. */
+static int64_t row_bytes(const lowbit *c) {
+  return c->kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
 }
 
 static int fail(char *err, const char *what, lik_status st) {
@@ -45,7 +50,7 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   c->lmax = D->L > 0 ? D->L : 1;
   c->d = D->d;
   c->nq = qx->shape[0];
-  const int64_t dl = kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
+  const int64_t dl = row_bytes(c);
   size_t cells = (size_t)c->n * (size_t)c->lmax;
   c->docs = calloc(cells * (size_t)dl + 1, 1);
   c->dscale = calloc(cells + 1, sizeof(float));
@@ -60,8 +65,8 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   }
   /* queries: int8 with per-token scales (normalize: of the unit vectors) */
   const int64_t qs[3] = {c->nq, lq, c->d}, qst[3] = {lq * c->d, c->d, 1}, ss[2] = {lq, 1};
-  c->qx = view(c->q, LIK_I8, 3, qs, qst);
-  lik_tensor qsc = view(c->qscale, LIK_F32, 2, qs, ss);
+  c->qx = cpu_view(c->q, LIK_I8, 3, qs, qst);
+  lik_tensor qsc = cpu_view(c->qscale, LIK_F32, 2, qs, ss);
   lik_status st = lik_quantize_int8(qx, opts, &c->qx, &qsc);
   if (st) return fail(err, "lik_quantize_int8 (queries)", st);
   c->qm = *qm;
@@ -79,9 +84,9 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
     const int64_t nb = x.shape[0], lb = x.shape[1];
     const int64_t os[3] = {nb, lb, dl}, ost[3] = {c->lmax * dl, dl, 1};
     const int64_t sc[2] = {nb, lb}, sst[2] = {c->lmax, 1};
-    lik_tensor out = view((uint8_t *)c->docs + j0 * c->lmax * dl,
-                          kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
-    lik_tensor scl = view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
+    lik_tensor out = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
+                              kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, os, ost);
+    lik_tensor scl = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, sc, sst);
     st = kind == PRECISION_INT8 ? lik_quantize_int8(&x, opts, &out, &scl)
                                 : lik_quantize_binary(&x, opts, &out);
     if (st) rc = fail(err, "quantising the documents", st);
@@ -109,43 +114,48 @@ static int by_score(const void *a, const void *b) {
   return (x->i > y->i) - (x->i < y->i);
 }
 
-int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
-                float *out_s, int64_t *out_i, char *err) {
-  const int64_t nb = j1 - j0, dl = c->kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
-  if (nb * c->nq > c->scores_cap) {
+/* Scores queries [q0, q0 + nqs) against the nb quantised documents of the
+ * views D / dsc / dm, and writes each query's top kb into out_s / out_i
+ * [nqs, kb] (indices into the nb documents). */
+static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_tensor *dsc,
+                      lik_tensor *dm, int64_t nb, int64_t kb, const lik_options *opts,
+                      float *out_s, int64_t *out_i, char *err) {
+  if (nb * nqs > c->scores_cap) {
     free(c->scores);
-    c->scores_cap = nb * c->nq;
+    c->scores_cap = nb * nqs;
     c->scores = malloc((size_t)c->scores_cap * sizeof(float));
     if (!c->scores) {
-      snprintf(err, ERR_LEN, "out of memory for %lld x %lld scores", (long long)c->nq,
+      c->scores_cap = 0;
+      snprintf(err, ERR_LEN, "out of memory for %lld x %lld scores", (long long)nqs,
                (long long)nb);
       return 1;
     }
   }
-  const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
-  const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
-  const int64_t ss[2] = {c->nq, nb}, sst[2] = {nb, 1};
-  lik_tensor D = view((uint8_t *)c->docs + j0 * c->lmax * dl,
-                      c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
-  lik_tensor dm = view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
-  lik_tensor sc = view(c->scores, LIK_F32, 2, ss, sst);
-  lik_tensor qsc = view(c->qscale, LIK_F32, 2, c->qx.shape, (const int64_t[2]){c->qx.shape[1], 1});
+  const int64_t lq = c->qx.shape[1];
+  lik_tensor q = c->qx, qm = c->qm;
+  q.data = c->q + q0 * lq * c->d;
+  q.shape[0] = nqs;
+  if (qm.data) {
+    qm.data = (uint8_t *)qm.data + q0 * qm.strides[0];
+    qm.shape[0] = nqs;
+  }
+  const int64_t qss[2] = {nqs, lq}, ss[2] = {nqs, nb};
+  lik_tensor qsc = cpu_view(c->qscale + q0 * lq, LIK_F32, 2, qss, (const int64_t[2]){lq, 1});
+  lik_tensor sc = cpu_view(c->scores, LIK_F32, 2, ss, (const int64_t[2]){nb, 1});
   lik_options o = *opts;
   o.normalize = 0; /* the quantised values are what is scored */
   lik_status st;
-  if (c->kind == PRECISION_INT8) {
-    lik_tensor dsc = view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
-    st = lik_maxsim_scaled(&c->qx, &qsc, &D, &dsc, c->qm.data ? &c->qm : NULL, &dm, &o, &sc);
-  } else {
-    st = lik_maxsim_binary(&c->qx, &qsc, &D, c->d, c->qm.data ? &c->qm : NULL, &dm, &o, &sc);
-  }
+  if (c->kind == PRECISION_INT8)
+    st = lik_maxsim_scaled(&q, &qsc, D, dsc, qm.data ? &qm : NULL, dm, &o, &sc);
+  else
+    st = lik_maxsim_binary(&q, &qsc, D, c->d, qm.data ? &qm : NULL, dm, &o, &sc);
   if (st) return fail(err, c->kind == PRECISION_INT8 ? "lik_maxsim_scaled" : "lik_maxsim_binary", st);
-  ranked *r = malloc((size_t)nb * sizeof *r);
+  ranked *r = malloc((size_t)nb * sizeof *r + 1);
   if (!r) {
     snprintf(err, ERR_LEN, "out of memory for %lld scores", (long long)nb);
     return 1;
   }
-  for (int64_t i = 0; i < c->nq; i++) {
+  for (int64_t i = 0; i < nqs; i++) {
     for (int64_t j = 0; j < nb; j++) r[j] = (ranked){c->scores[i * nb + j], j};
     qsort(r, (size_t)nb, sizeof *r, by_score);
     for (int64_t k = 0; k < kb; k++) {
@@ -157,6 +167,49 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
   return 0;
 }
 
+int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
+                float *out_s, int64_t *out_i, char *err) {
+  const int64_t nb = j1 - j0, dl = row_bytes(c);
+  const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
+  const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
+  lik_tensor D = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
+                          c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = cpu_view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
+  return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, err);
+}
+
+int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t kb,
+                   const lik_options *opts, float *out_s, int64_t *out_i, char *err) {
+  const int64_t dl = row_bytes(c), cell = c->lmax * dl;
+  if (n > c->gather_cap) {
+    free(c->gdocs);
+    free(c->gscale);
+    free(c->gmask);
+    c->gdocs = malloc((size_t)(n * cell));
+    c->gscale = malloc((size_t)(n * c->lmax) * sizeof(float));
+    c->gmask = malloc((size_t)(n * c->lmax));
+    c->gather_cap = c->gdocs && c->gscale && c->gmask ? n : 0;
+    if (!c->gather_cap) {
+      snprintf(err, ERR_LEN, "out of memory gathering %lld candidates x %lld tokens",
+               (long long)n, (long long)c->lmax);
+      return 1;
+    }
+  }
+  for (int64_t r = 0; r < n; r++) {
+    const int64_t j = idx[r];
+    memcpy(c->gdocs + r * cell, (const uint8_t *)c->docs + j * cell, (size_t)cell);
+    memcpy(c->gscale + r * c->lmax, c->dscale + j * c->lmax, (size_t)c->lmax * sizeof(float));
+    memcpy(c->gmask + r * c->lmax, c->dmask + j * c->lmax, (size_t)c->lmax);
+  }
+  const int64_t ds[3] = {n, c->lmax, dl}, dst[3] = {cell, dl, 1};
+  const int64_t ms[2] = {n, c->lmax}, mst[2] = {c->lmax, 1};
+  lik_tensor D = cpu_view(c->gdocs, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = cpu_view(c->gmask, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = cpu_view(c->gscale, LIK_F32, 2, ms, mst);
+  return score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, err);
+}
+
 void lowbit_free(lowbit *c) {
   free(c->docs);
   free(c->dscale);
@@ -164,4 +217,7 @@ void lowbit_free(lowbit *c) {
   free(c->q);
   free(c->qscale);
   free(c->scores);
+  free(c->gdocs);
+  free(c->gscale);
+  free(c->gmask);
 }

@@ -1,8 +1,9 @@
 /*
  * precision.h — `lik --precision int8|binary`: the corpus quantised once on
  * load (lik_quantize_int8 / lik_quantize_binary, lik_experimental.h) into a
- * padded [N, Lmax, .] copy, int8 queries, and the per-block top-k by
- * lik_maxsim_scaled / lik_maxsim_binary in lik_retrieve's order.
+ * padded [N, Lmax, .] copy, int8 queries, and the top-k of a block of
+ * documents (or of one query's candidates) by lik_maxsim_scaled /
+ * lik_maxsim_binary in lik_retrieve's order.
  */
 #ifndef LIK_CLI_PRECISION_H
 #define LIK_CLI_PRECISION_H
@@ -23,7 +24,14 @@ typedef struct {
   lik_tensor qx, qm;  /* views of q (mask: the loader's) */
   float *scores;      /* [nq, block] scratch */
   int64_t scores_cap;
+  uint8_t *gdocs, *gmask; /* gathered candidates (lowbit_topk_of): [cap, lmax, .] */
+  float *gscale;
+  int64_t gather_cap;
 } lowbit;
+
+/* A CPU tensor view of data (ndim <= 3; strides in elements). */
+lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
+                    const int64_t *strides);
 
 /* Parses "fp16", "int8", "binary"; -1 for anything else. */
 int precision_parse(const char *s);
@@ -38,6 +46,12 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
  * to j0.  Returns 0, or 1 with err set. */
 int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
                 float *out_s, int64_t *out_i, char *err);
+
+/* The top-kb of query qi against the documents idx[0..n) (kb <= n), sorted
+ * as lik_retrieve: out_s / out_i [kb], positions in idx.
+ * Returns 0, or 1 with err set. */
+int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t kb,
+                   const lik_options *opts, float *out_s, int64_t *out_i, char *err);
 
 void lowbit_free(lowbit *c);
 

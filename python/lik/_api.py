@@ -62,12 +62,13 @@ def _prepare(names, arrays, optional):
     Returns (arrays, torch_mode): when any argument is a torch tensor the
     numpy ones are converted to torch (zero-copy where possible).
     """
+    torch_mode = False
     for name, x, opt in zip(names, arrays, optional):
         _lib.check_array(x, name, optional=opt)
-    torch_mode = any(_lib.is_torch(x) for x in arrays)
+        torch_mode = torch_mode or isinstance(x, _lib._Tensor)
     if torch_mode:
-        arrays = [_lib.to_torch(x) for x in arrays]
-    return list(arrays), torch_mode
+        return [_lib.to_torch(x) for x in arrays], True
+    return list(arrays), False
 
 
 def _empty(shape, dtype: str, torch_mode: bool, like: Any):

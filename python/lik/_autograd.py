@@ -109,13 +109,20 @@ def _maxsim_fwd_impl(
     q_lengths: Optional[torch.Tensor] = None,
     d_lengths: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    scores, argmax = _maxsim_fwd_eager(Q, D, q_mask, d_mask, normalize, layout, save_argmax, q_lengths, d_lengths)
+    if argmax is None:  # a custom op returns tensors
+        argmax = Q.new_empty(0, dtype=torch.int32)
+    return scores, argmax
+
+
+def _maxsim_fwd_eager(Q, D, q_mask, d_mask, normalize: bool, layout: int, save_argmax: bool, q_lengths=None,
+                      d_lengths=None):
+    """The C call of ``lik::maxsim_fwd``: (scores, argmax or None)."""
     grid = _grid(Q, D, layout)
-    scores = torch.empty(grid, dtype=_score_dtype(Q), device=Q.device)
-    argmax = torch.empty(grid + [Q.shape[-2]], dtype=torch.int32, device=Q.device) if save_argmax else None
+    scores = Q.new_empty(grid, dtype=_score_dtype(Q))
+    argmax = Q.new_empty(grid + [Q.shape[-2]], dtype=torch.int32) if save_argmax else None
     call = _lib.call_maxsim_pairs if layout == 1 else _lib.call_maxsim
     call(Q, D, q_mask, d_mask, scores, argmax, normalize=normalize, q_lengths=q_lengths, d_lengths=d_lengths)
-    if not save_argmax:
-        argmax = torch.empty(0, dtype=torch.int32, device=Q.device)
     return scores, argmax
 
 
@@ -223,7 +230,7 @@ def _maxsim_scores(Q, D, q_mask, d_mask, normalize: bool, layout: int, backward:
         return torch.ops.lik.maxsim_fwd(*args, grad, q_lengths, d_lengths)[0]
     if grad:
         return _MaxSimEager.apply(*args, True, q_lengths, d_lengths)[0]
-    return _maxsim_fwd_impl(*args, False, q_lengths, d_lengths)[0]
+    return _maxsim_fwd_eager(Q, D, q_mask, d_mask, normalize, layout, False, q_lengths, d_lengths)[0]
 
 
 # ---- packed layouts: ops --------------------------------------------------------------

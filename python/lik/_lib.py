@@ -34,6 +34,9 @@ try:  # torch is optional
 except ImportError:  # pragma: no cover - exercised only without torch
     _torch = None
 
+# isinstance(x, _Tensor) is is_torch(x) without a call (the hot paths use it)
+_Tensor = _torch.Tensor if _torch is not None else ()
+
 # ---- constants mirrored from lik.h -------------------------------------------
 
 LIK_MAX_DIMS = 4
@@ -380,16 +383,16 @@ def lengths_arg(x: Any, name: str):
 
 
 def is_torch(x: Any) -> bool:
-    return _torch is not None and isinstance(x, _torch.Tensor)
+    return isinstance(x, _Tensor)
 
 
 def is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or is_torch(x)
+    return isinstance(x, (np.ndarray, _Tensor))
 
 
 def to_torch(x: Any):
     """numpy -> torch CPU tensor (zero-copy when strides allow)."""
-    if x is None or is_torch(x):
+    if x is None or isinstance(x, _Tensor):
         return x
     if any(s < 0 for s in x.strides) or not x.dtype.isnative:
         x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
@@ -403,16 +406,16 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
         if optional:
             return
         raise TypeError(f"{name}: expected a numpy array or torch tensor, got None")
-    if not is_array(x):
+    if not isinstance(x, (np.ndarray, _Tensor)):
         raise TypeError(f"{name}: expected a numpy array or torch tensor, got {type(x).__name__}")
     if x.ndim > LIK_MAX_DIMS:
         raise ValueError(f"{name}: ndim={x.ndim} exceeds the {LIK_MAX_DIMS} dims lik supports (shape {tuple(x.shape)})")
-    if is_torch(x):
+    if isinstance(x, _Tensor):
         if x.layout != _torch.strided:
             raise TypeError(f"{name}: torch layout {x.layout} is not supported (dense strided tensors only)")
         if x.dtype not in _TORCH_DTYPES:
             raise TypeError(f"{name}: dtype {x.dtype} is not supported ({_SUPPORTED_NAMES})")
-        if x.device.type not in ("cpu", "cuda"):
+        if not (x.is_cpu or x.is_cuda):
             raise ValueError(f"{name}: device {x.device} is not supported (cpu or cuda)")
     else:
         if x.dtype.newbyteorder("=") not in _NP_DTYPES:
@@ -477,7 +480,7 @@ def view(x: Any) -> tuple[Any, LikTensor | None]:
     """
     if x is None:
         return None, None
-    if is_torch(x):
+    if isinstance(x, _Tensor):
         return _torch_view(x)
     return _np_view(x)
 
@@ -496,18 +499,9 @@ def cuda_stream_of(x: Any) -> int | None:
 
 
 def _run(fn, Q, D, q_mask, d_mask, opts, extra, out1, out2):
-    keep = []
-    tv = []
-    for x in (Q, D, q_mask, d_mask, out1, out2):
-        k, t = view(x)
-        keep.append(k)
-        tv.append(t)
-    args = [_ptr(tv[0]), _ptr(tv[1]), _ptr(tv[2]), _ptr(tv[3])]
-    args += extra
-    args += [ctypes.byref(opts), _ptr(tv[4]), _ptr(tv[5])]
-    status = fn(*args)
-    check(status)
-    del keep
+    views = [view(x) for x in (Q, D, q_mask, d_mask, out1, out2)]  # referenced until the call returns
+    p = [_ptr(t) for _, t in views]
+    check(fn(p[0], p[1], p[2], p[3], *extra, ctypes.byref(opts), p[4], p[5]))
 
 
 def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto",
@@ -663,6 +657,7 @@ class LikPlaidBuildOptions(ctypes.Structure):
         ("context", ctypes.c_void_p),
         ("progress", _PROGRESS_FN),
         ("progress_user", ctypes.c_void_p),
+        ("expand_centroids", ctypes.c_int),
     ]
 
 
@@ -714,8 +709,9 @@ lib.lik_plaid_index_free.argtypes = [ctypes.c_void_p]
 
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
                         max_points_per_centroid=256, sample_docs=0, seed=42, chunk_docs=25000,
-                        progress=None) -> tuple[LikPlaidBuildOptions, Any]:
-    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None.
+                        progress=None, expand_centroids=False) -> tuple[LikPlaidBuildOptions, Any]:
+    """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None;
+    ``expand_centroids`` (add only) a bool.
 
     Raises:
         TypeError: an option that is not an int (bool included).
@@ -737,6 +733,7 @@ def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_toke
     if nbits not in (1, 2, 4, 8):
         raise ValueError(f"nbits: {nbits}, must be 1, 2, 4 or 8")
     o.seed = seed & (2**64 - 1)
+    o.expand_centroids = 1 if expand_centroids else 0
     o.num_threads = _num_threads
     o.context = getattr(_current, "handle", None)
     cb = None

@@ -152,7 +152,7 @@ class ShardedIndex:
         err = None
         try:
             if X is not None:
-                local.add(X, cu_seqlens=cu)
+                local.add(X, cu_seqlens=cu, expand_centroids=False)
         except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
             err = exc
         _raise_if_failed(fn, err, _exchange([err is not None], group)[:, 0], group)
@@ -202,7 +202,10 @@ class ShardedIndex:
         return cls(local, group=group)
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None) -> range:
-        """Add documents to this rank's shard (local, not collective).
+        """Add documents to this rank's shard (local, not collective).  The
+        centroids never change (``expand_centroids=False``): the shards share
+        one codec bit for bit, and a shard expanding on its own documents
+        would no longer score like the others.
 
         Args:
             documents, cu_seqlens, doc_lengths: as :meth:`lik.plaid.Index.add`.
@@ -214,7 +217,7 @@ class ShardedIndex:
         Raises:
             ValueError, TypeError: as :meth:`lik.plaid.Index.add`.
         """
-        return self.local.add(documents, cu_seqlens=cu_seqlens, doc_lengths=doc_lengths)
+        return self.local.add(documents, cu_seqlens=cu_seqlens, doc_lengths=doc_lengths, expand_centroids=False)
 
     def save(self, path) -> None:
         """Save rank r's shard into ``path/shard-r`` (fast-plaid's files: each
@@ -256,7 +259,7 @@ class ShardedIndex:
     # ---- search -------------------------------------------------------------------------
 
     def search(self, Q, top_k: int = 10, *, n_ivf_probe: int = 8, n_full_scores: int = 4096,
-               centroid_score_threshold: float | None = None, q_lengths=None):
+               centroid_score_threshold: float | None = None, q_lengths=None, subset=None):
         """Top-``top_k`` documents of each query over all shards (collective).
 
         Every rank runs :meth:`lik.plaid.Index.search` on its shard with the
@@ -274,6 +277,10 @@ class ShardedIndex:
             Q, top_k, n_ivf_probe, n_full_scores, centroid_score_threshold,
                 q_lengths: as :meth:`lik.plaid.Index.search`; the same on every
                 rank.
+            subset: None, or **global** document ids as
+                :meth:`lik.plaid.Index.search` takes them (one list for every
+                query, or one list per query); each rank searches the ids that
+                fall in its shard.  The same on every rank.
 
         Returns:
             ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:
@@ -283,19 +290,26 @@ class ShardedIndex:
         Raises:
             ValueError, TypeError: as :meth:`lik.plaid.Index.search` (raised on
                 the failing rank; the others raise RuntimeError naming it);
-                ranks disagree on Nq, d, top_k or Q's ndim.
+                ranks disagree on Nq, d, top_k or Q's ndim; a ``subset`` id
+                outside [0, total documents).
             RuntimeError: torch.distributed not initialised; another rank failed.
         """
         _require("ShardedIndex.search")
         fn = "ShardedIndex.search"
         group = self.group
         err = s = i = None
-        nq = k = q2 = n = d = 0
+        nq = k = q2 = d = 0
+        n = self.local.num_docs
+        sizes = _exchange([n], group)[:, 0]  # the shard offsets, for global ids
+        first = int(sizes[: dist.get_rank(group)].sum())
         try:
             k = _index(top_k, "top_k")
-            n, d = self.local.num_docs, self.local.dim
+            d = self.local.dim
+            if subset is not None:
+                subset = _local_subset(subset, first, n, int(sizes.sum()))
             s, i = self.local.search(Q, k, n_ivf_probe=n_ivf_probe, n_full_scores=n_full_scores,
-                                     centroid_score_threshold=centroid_score_threshold, q_lengths=q_lengths)
+                                     centroid_score_threshold=centroid_score_threshold, q_lengths=q_lengths,
+                                     subset=subset)
             q2 = int(s.ndim == 1)
             if q2:
                 s, i = s[None], i[None]
@@ -310,7 +324,6 @@ class ShardedIndex:
         _agree(fn, "d (embedding size)", meta[:, 5])
         torch_mode = _lib.is_torch(s)
         st, it = (s, i) if torch_mode else (torch.from_numpy(s), torch.from_numpy(i))
-        first = int(meta[: dist.get_rank(group), 1].sum())
         out_s, out_i = _gather_merge(st, torch.where(it >= 0, it + first, it), k, k, group)
         if q2:
             out_s, out_i = out_s[0], out_i[0]
@@ -332,6 +345,25 @@ class ShardedIndex:
 
     def __repr__(self) -> str:
         return f"lik.distributed.ShardedIndex(local={self.local!r})"
+
+
+def _local_subset(subset, first: int, n: int, total: int):
+    """Global ``subset`` ids (one list, or one list per query, as
+    :meth:`lik.plaid.Index.search` takes them) -> this shard's local ids:
+    those in [first, first + n), minus first."""
+    def local(ids, where):
+        g = np.asarray(ids.detach().cpu() if _lib.is_torch(ids) else ids)
+        if g.size and (g.dtype.kind not in "iu" or g.min() < 0 or g.max() >= total):
+            raise ValueError(f"subset{where}: ids must be integers in [0, {total}) (the documents of all shards)")
+        g = g.astype(np.int64).reshape(-1)
+        return g[(g >= first) & (g < first + n)] - first
+
+    if _lib.is_torch(subset):
+        subset = subset.detach().cpu().numpy()
+    items = list(subset)
+    if items and (isinstance(items[0], (list, tuple)) or np.ndim(items[0]) == 1):
+        return [local(x, f"[{j}]") for j, x in enumerate(items)]
+    return local(items, "")
 
 
 def _gather_rows(part, d: int, group):

@@ -223,14 +223,29 @@ class Index:
         p = os.fspath(path)
         return cls(_lib.call_plaid_load(p, verify), p)
 
-    def add(self, documents, *, cu_seqlens=None, doc_lengths=None, progress: bool = False) -> range:
+    def add(self, documents, *, cu_seqlens=None, doc_lengths=None, expand_centroids: bool = False,
+            progress: bool = False) -> range:
         """Code documents with this index's codec and append them (the IVF
-        is extended; centroids and codec unchanged).  In memory until
-        :meth:`save`.
+        is extended).  In memory until :meth:`save`.
 
         Args:
             documents, cu_seqlens, doc_lengths: a layout of :meth:`build`
                 (an empty list adds nothing).
+            expand_centroids: False (default): the centroids and codec do
+                not change.  True: fast-plaid's update -- tokens whose
+                residual norm to their nearest centroid exceeds the index's
+                ``cluster_threshold`` (the 0.75-quantile of residual norms)
+                get new centroids (k-means on them, 4 per 256 outliers)
+                before the documents are coded, and the threshold moves to
+                the token-weighted mean of the old one and the new tokens'
+                0.75-quantile (docs/plaid_index.md).  Off by default, unlike
+                fast-plaid: by that rule a quarter or more of the tokens of
+                documents like the indexed ones are outliers too (35 % on
+                bench/plaid_index.py's corpus: K +33 % for +0.005 recall@10),
+                so every add grows K by about T_new / 256 centroids, and
+                ``train`` + ``add`` in parts would no longer equal one
+                ``add``; turn it on for documents unlike the indexed ones (a
+                new domain), where it restores recall (0.41 -> 0.90 there).
             progress: show a progress bar on a terminal.
 
         Returns:
@@ -239,13 +254,17 @@ class Index:
         Raises:
             ValueError: shapes, d not the index's, lengths, a NaN / infinite
                 token.
-            TypeError: dtypes, lengths that are not integers.
+            TypeError: dtypes, lengths that are not integers,
+                ``expand_centroids`` not a bool.
         """
+        if not isinstance(expand_centroids, (bool, np.bool_)):
+            raise TypeError(f"expand_centroids: expected a bool, got {type(expand_centroids).__name__}")
         first = self.num_docs
         if _is_seq(documents) and len(documents) == 0:
             return range(first, first)
         X, cu = _packed(documents, cu_seqlens, doc_lengths)
-        o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None)
+        o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None,
+                                           expand_centroids=bool(expand_centroids))
         _lib.call_plaid_add(self._handle(), X, cu, o)
         del keep
         return range(first, self.num_docs)

@@ -50,6 +50,10 @@ static lik_status resolve_build(const lik_plaid_build_options *o, lik_plaid_bopt
     if (nonneg[i].v < 0)
       return lik_fail(LIK_ERR_VALUE, "options.%s: %lld, must be >= 0 (0 = the default)",
                       nonneg[i].name, (long long)nonneg[i].v);
+  if (o->expand_centroids != 0 && o->expand_centroids != 1)
+    return lik_fail(LIK_ERR_VALUE, "options.expand_centroids: %d, must be 0 or 1",
+                    o->expand_centroids);
+  b->expand = o->expand_centroids;
   if (o->num_centroids > INT32_MAX)
     return lik_fail(LIK_ERR_VALUE, "options.num_centroids: %lld exceeds the int32 code range",
                     (long long)o->num_centroids);

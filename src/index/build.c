@@ -16,9 +16,7 @@
 #define HELDOUT_MAX 50000
 #define ADD_BATCH_DOCS 4096
 
-/* Row r of a [T, d] lik_seqs (count 1) as fp32 into dst; 0 if a value is
- * not finite. */
-static int load_row(const lik_seqs *x, int64_t r, float *dst) {
+int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst) {
   int ok = 1;
   for (int64_t k = 0; k < x->dim; k++) {
     const int64_t o = r * x->sl + k * x->sk;
@@ -55,6 +53,13 @@ static int64_t k_rule(int64_t tokens) {
 static int cmp_float(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
   return (x > y) - (x < y);
+}
+
+float lik_plaid_quantile(float *v, int64_t n, double q) {
+  qsort(v, (size_t)n, sizeof(float), cmp_float);
+  const double pos = q * (double)(n - 1);
+  const int64_t lo = (int64_t)pos, hi = lo + 1 < n ? lo + 1 : n - 1;
+  return (float)(v[lo] + (pos - (double)lo) * (v[hi] - v[lo]));
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -103,13 +108,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
     for (int64_t i = 0; i < npts; i++)
       if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
   }
-  for (int64_t i = 0; i < npts; i++) {
-    float *x = rows + i * dim;
-    double ss = 0;
-    for (int64_t k = 0; k < dim; k++) ss += (double)x[k] * x[k];
-    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
-    for (int64_t k = 0; k < dim; k++) pts[i * dim + k] = (float)(x[k] * inv);
-  }
+  lik_plaid_normalize(pts, npts, dim);
   if ((st = lik_plaid_kmeans(pts, npts, dim, K, o->niters, o->seed, &o->call, cent))) goto out;
   for (int64_t i = 0; i < K * dim; i++) c16[i] = lik_tr_f32_to_f16(cent[i]);
 
@@ -145,10 +144,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
   rt.device = LIK_CPU;
   float cut[255], wts[256];
   if ((st = lik_cpu_codec_train(&rt, o->nbits, cut, 1, wts, 1))) goto out;
-  qsort(norms, (size_t)H, sizeof(float), cmp_float);
-  const double pos = 0.75 * (double)(H - 1);
-  const int64_t lo = (int64_t)pos, hi = lo + 1 < H ? lo + 1 : H - 1;
-  const float thr = (float)(norms[lo] + (pos - (double)lo) * (norms[hi] - norms[lo]));
+  const float thr = lik_plaid_quantile(norms, H, 0.75);
 
   lik_plaid_index *ix = lik_plaid_new(o->nbits, dim, K, c16, cut, wts, avg);
   c16 = NULL;
@@ -182,7 +178,7 @@ lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o
     return lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate %lld x %lld floats",
                     (long long)ts, (long long)dim);
   for (int64_t r = 0; r < ts; r++)
-    if (!load_row(sample, r, rows + r * dim)) {
+    if (!lik_plaid_load_row(sample, r, rows + r * dim)) {
       free(rows);
       return not_finite("sample", r);
     }
@@ -229,7 +225,7 @@ lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopt
   for (int64_t i = 0; i < S; i++) {
     const int64_t a = lik_index_at(&docs->cu, ids[i]), b = lik_index_at(&docs->cu, ids[i] + 1);
     for (int64_t t = a; t < b; t++, r++)
-      if (!load_row(&docs->x, t, rows + r * dim)) {
+      if (!lik_plaid_load_row(&docs->x, t, rows + r * dim)) {
         free(rows);
         free(ids);
         return not_finite("documents", t);
@@ -239,7 +235,9 @@ lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopt
   lik_status st = train_rows(rows, ts, dim, docs->ntok, o, out);
   free(rows);
   if (st) return st;
-  if ((st = lik_plaid_add_impl(*out, docs, o))) {
+  lik_plaid_bopts add = *o;
+  add.expand = 0; /* the documents the centroids were trained on */
+  if ((st = lik_plaid_add_impl(*out, docs, &add))) {
     lik_plaid_index_free(*out);
     *out = NULL;
   }
@@ -269,7 +267,8 @@ static lik_status grow_seg(lik_pseg *s, int64_t ntok, int64_t width) {
 lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
                               const lik_plaid_bopts *o) {
   const int64_t N = docs->ndocs, old_ndocs = ix->ndocs, old_ntok = ix->ntok,
-                old_nseg = ix->nseg;
+                old_nseg = ix->nseg, old_ncent = ix->ncent;
+  float thr = ix->cluster_threshold;
   const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
   int64_t last_ntok = 0, last_ndocs = 0;
   const int last_owned = ix->nseg > 0 && ix->segs[ix->nseg - 1].owned;
@@ -278,8 +277,8 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     last_ndocs = ix->segs[ix->nseg - 1].ndocs;
   }
   lik_status st = lik_plaid_reserve_docs(ix, N);
-  if (st) return st;
-  lik_codec_view cv;
+  if (st || (o->expand && (st = lik_plaid_expand(ix, docs, o)))) return st;
+  lik_codec_view cv; /* the centroids after the expansion */
   lik_plaid_codec_view(ix, &cv);
   int64_t j0 = 0;
   while (j0 < N) {
@@ -338,7 +337,10 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     j0 += m;
     if (o->progress) o->progress(o->progress_user, j0, N);
   }
+  if (o->expand && (st = lik_plaid_updated_threshold(ix, docs, old_ndocs, old_ntok, &thr)))
+    goto fail;
   if ((st = lik_plaid_ivf_extend(ix, ix->has_ivf ? old_ndocs : 0))) goto fail;
+  ix->cluster_threshold = thr;
   return LIK_OK;
 fail:
   /* back to the state before the call */
@@ -353,5 +355,6 @@ fail:
   }
   ix->ndocs = old_ndocs;
   ix->ntok = old_ntok;
+  ix->ncent = old_ncent; /* the grown centroid tables are not read past it */
   return st;
 }

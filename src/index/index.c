@@ -85,6 +85,26 @@ lik_status lik_plaid_reserve_segs(lik_plaid_index *ix, int64_t n) {
   return LIK_OK;
 }
 
+lik_status lik_plaid_grow_centroids(lik_plaid_index *ix, const float *cent, int64_t k) {
+  const int64_t K = ix->ncent, n = (K + k) * ix->dim;
+  uint16_t *c16 = (uint16_t *)realloc(ix->cent_f16, (size_t)n * sizeof(uint16_t));
+  if (c16) ix->cent_f16 = c16;
+  float *c32 = c16 ? (float *)realloc(ix->cent_f32, (size_t)n * sizeof(float)) : NULL;
+  if (c32) ix->cent_f32 = c32;
+  int64_t *off = c32 ? (int64_t *)realloc(ix->ivf_off, (size_t)(K + k + 1) * sizeof(int64_t)) : NULL;
+  if (!off)
+    return lik_fail(LIK_ERR_ALLOC, "PLAID add: cannot grow the centroids to %lld",
+                    (long long)(K + k));
+  ix->ivf_off = off;
+  for (int64_t i = K * ix->dim; i < n; i++) {
+    c16[i] = lik_tr_f32_to_f16(cent[i - K * ix->dim]);
+    c32[i] = lik_tr_f16_to_f32(c16[i]);
+  }
+  for (int64_t c = K + 1; c <= K + k; c++) off[c] = off[K];
+  ix->ncent = K + k;
+  return LIK_OK;
+}
+
 int64_t lik_plaid_add_region(lik_plaid_index *ix, lik_region r) {
   if (ix->nregions == ix->cap_regions) {
     const int64_t cap = ix->cap_regions ? 2 * ix->cap_regions : 8;

@@ -17,6 +17,7 @@
 #ifndef LIK_INDEX_INTERNAL_H
 #define LIK_INDEX_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -103,6 +104,10 @@ static inline int64_t lik_pseg_code(const lik_pseg *s, int64_t t) {
 
 /* ---- build (build.c, kmeans.c, ivf.c) ---- */
 
+/* L2-normalises the rows of pts [n][dim] in place (an all-zero row stays
+ * zero): the k-means points. */
+void lik_plaid_normalize(float *pts, int64_t n, int64_t dim);
+
 /* Spherical k-means of n normalised points [n][dim] fp32 into k centroids
  * (written normalised, fp32 [k][dim]); deterministic for the seed. */
 lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k, int niters,
@@ -116,6 +121,30 @@ lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t
 
 /* Rebuilds / extends the IVF with the documents [doc_from, ndocs). */
 lik_status lik_plaid_ivf_extend(lik_plaid_index *ix, int64_t doc_from);
+
+/* Appends k centroids cent [k][dim] fp32 (normalised) to the index: stored
+ * fp16 (cent_f32 holds the fp16 values), empty IVF lists; ncent grows by k.
+ * On failure (LIK_ERR_ALLOC) ncent is unchanged.  The tables only grow, so
+ * setting ncent back undoes the call. */
+lik_status lik_plaid_grow_centroids(lik_plaid_index *ix, const float *cent, int64_t k);
+
+/* Row r of a [T, d] lik_seqs (count 1) as fp32 into dst; 0 if a value is
+ * not finite. */
+int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst);
+
+/* The q-quantile of v [n] (n >= 1; sorts v): linear interpolation between
+ * order statistics, as numpy / torch.quantile. */
+float lik_plaid_quantile(float *v, int64_t n, double q);
+
+/* ||x - c|| of a token x and a centroid c [dim] (fp32 sum of squares). */
+static inline float lik_plaid_residual_norm(const float *x, const float *c, int64_t dim) {
+  float ss = 0;
+  for (int64_t k = 0; k < dim; k++) {
+    const float r = x[k] - c[k];
+    ss += r * r;
+  }
+  return sqrtf(ss);
+}
 
 /* A counter-based PRNG (splitmix64): the n-th draw of a seed. */
 static inline uint64_t lik_plaid_rand(uint64_t *state) {
@@ -165,6 +194,7 @@ static inline lik_codec_view lik_plaid_dense_view(const void *cent, lik_dtype dt
 /* Resolved build options (defaults applied). */
 typedef struct {
   int nbits, niters;
+  int expand; /* add: new centroids for outlier tokens (expand.c) */
   int64_t num_centroids, total_tokens, max_ppc, sample_docs, chunk_docs;
   uint64_t seed;
   lik_call call;
@@ -185,6 +215,23 @@ lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopt
                                 lik_plaid_index **out);
 lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
                               const lik_plaid_bopts *o);
+
+/* ---- centroid expansion (expand.c; fast-plaid's update) ---- */
+
+/* Outlier tokens of docs (residual norm to their nearest centroid above
+ * cluster_threshold) get new centroids: k-means on them, appended with
+ * lik_plaid_grow_centroids.  A threshold that is not a positive finite
+ * number (an index without cluster_threshold.npy) flags none.  On failure
+ * the index is unchanged. */
+lik_status lik_plaid_expand(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                            const lik_plaid_bopts *o);
+
+/* The cluster threshold after adding docs as documents doc_from .. ndocs-1
+ * (coded; old_ntok tokens before them): the old one and the 0.75-quantile
+ * of the new tokens' residual norms, weighted by their token counts (the
+ * new quantile alone when the old one is not a positive finite number). */
+lik_status lik_plaid_updated_threshold(const lik_plaid_index *ix, const lik_plaid_docs *docs,
+                                       int64_t doc_from, int64_t old_ntok, float *thr);
 
 /* ---- files (format.c) ---- */
 

@@ -37,6 +37,16 @@ lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t
   return lik_cpu_codec_compress(&p);
 }
 
+void lik_plaid_normalize(float *pts, int64_t n, int64_t dim) {
+  for (int64_t i = 0; i < n; i++) {
+    float *x = pts + i * dim;
+    double ss = 0;
+    for (int64_t k = 0; k < dim; k++) ss += (double)x[k] * x[k];
+    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
+    for (int64_t k = 0; k < dim; k++) x[k] = (float)(x[k] * inv);
+  }
+}
+
 typedef struct {
   const float *pts;
   const int64_t *order, *start;

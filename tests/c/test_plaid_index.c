@@ -357,6 +357,59 @@ static int64_t exact_topk(const float *sc, int64_t n, const uint8_t *allowed, in
   return m;
 }
 
+/* full [nq][n]: the residual MaxSim scores (normalize on) of the queries
+ * against every document of ix, from its files saved into dir (g_cu = the
+ * corpus's offsets). */
+static void reference_scores(const lik_plaid_index *ix, const char *dir, const corpus *c, int nbits,
+                             const queries *q, float *full) {
+  const int64_t n = c->n, d = c->d;
+  g_cu = c->cu;
+  rm_dir(dir);
+  CHECK(lik_plaid_index_save(ix, dir, NULL) == LIK_OK, "save: %s", lik_last_error());
+  size_t nc, nr, nw, ncen;
+  uint8_t *f1, *f2, *f3, *f4;
+  int64_t *codes = npy_data(dir, "merged_codes.npy", &nc, &f1);
+  uint8_t *res = npy_data(dir, "merged_residuals.npy", &nr, &f2);
+  float *w = npy_data(dir, "bucket_weights.npy", &nw, &f3);
+  uint16_t *cent = npy_data(dir, "centroids.npy", &ncen, &f4);
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  lik_tensor ct = t2(cent, LIK_F16, info.num_centroids, d), wt = t1(w, LIK_F32, 1 << nbits);
+  lik_codec codec = {&ct, NULL, &wt, nbits, LIK_RESIDUAL_COLBERT};
+  lik_tensor codes_t = t1(codes, LIK_I64, c->T), res_t = t2(res, LIK_U8, c->T, d * nbits / 8),
+             cu_t = t1(c->cu, LIK_I64, n + 1);
+  lik_options opts = LIK_OPTIONS_INIT;
+  opts.normalize = 1;
+  for (int64_t i = 0; i < q->nq; i++) {
+    lik_tensor Qi = t2(q->q + i * q->lq * d, LIK_F32, q->qlen[i], d), si = t1(full + i * n, LIK_F32, n);
+    CHECK(lik_maxsim_residual_varlen(&Qi, &codec, &codes_t, &res_t, &cu_t, &opts, &si, NULL) == LIK_OK,
+          "reference: %s", lik_last_error());
+  }
+  free(f1);
+  free(f2);
+  free(f3);
+  free(f4);
+}
+
+/* The search results in q are the exact top-k of full [nq][n]. */
+static void check_exact(const queries *q, const float *full, int64_t n) {
+  int64_t *want = malloc((size_t)(q->k + n) * sizeof(int64_t));
+  for (int64_t i = 0; i < q->nq; i++) {
+    const int64_t m = q->qlen[i] ? exact_topk(full + i * n, n, NULL, q->k, want) : 0;
+    for (int64_t r = 0; r < q->k; r++) {
+      const int64_t id = q->i[i * q->k + r];
+      if (r < m)
+        CHECK(id == want[r] && q->s[i * q->k + r] == full[i * n + want[r]],
+              "query %lld rank %lld: id %lld score %.9g, expected id %lld score %.9g", (long long)i,
+              (long long)r, (long long)id, q->s[i * q->k + r], (long long)want[r], full[i * n + want[r]]);
+      else
+        CHECK(id == -1 && q->s[i * q->k + r] == -INFINITY, "query %lld rank %lld: expected no result",
+              (long long)i, (long long)r);
+    }
+  }
+  free(want);
+}
+
 static void group_exact(void) {
   group_begin("exact");
   for (int rep = 0; rep < 4; rep++) {
@@ -372,24 +425,11 @@ static void group_exact(void) {
     }
     char a[300];
     snprintf(a, sizeof a, "%s/x", g_tmp);
-    rm_dir(a);
-    lik_plaid_index_save(ix, a, NULL);
-    size_t nc, nr, nw, ncen;
-    uint8_t *f1, *f2, *f3, *f4;
-    int64_t *codes = npy_data(a, "merged_codes.npy", &nc, &f1);
-    uint8_t *res = npy_data(a, "merged_residuals.npy", &nr, &f2);
-    float *w = npy_data(a, "bucket_weights.npy", &nw, &f3);
-    uint16_t *cent = npy_data(a, "centroids.npy", &ncen, &f4);
-    lik_plaid_index_info info;
-    lik_plaid_index_get_info(ix, &info);
     queries q = make_queries(&c, rng_int(1, 6), rng_int(1, 20), rng_int(1, 12));
     float *full = malloc((size_t)(q.nq * n) * sizeof(float));
-    lik_tensor ct = t2(cent, LIK_F16, info.num_centroids, d), wt = t1(w, LIK_F32, 1 << nbits);
-    lik_codec codec = {&ct, NULL, &wt, nbits, LIK_RESIDUAL_COLBERT};
-    lik_tensor codes_t = t1(codes, LIK_I64, c.T), res_t = t2(res, LIK_U8, c.T, d * nbits / 8),
-               cu_t = t1(c.cu, LIK_I64, n + 1);
-    lik_options opts = LIK_OPTIONS_INIT;
-    opts.normalize = 1;
+    reference_scores(ix, a, &c, nbits, &q, full);
+    lik_plaid_index_info info;
+    lik_plaid_index_get_info(ix, &info);
     /* the same degenerate search, with and without subsets */
     lik_plaid_search_params p = {0};
     p.n_ivf_probe = info.num_centroids;
@@ -400,25 +440,10 @@ static void group_exact(void) {
       p.centroid_score_threshold = -2.0f; /* prunes nothing */
     }
     CHECK(search(ix, &q, d, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+    check_exact(&q, full, n);
     int64_t *want = malloc((size_t)(q.k + n) * sizeof(int64_t));
     uint8_t *allowed = calloc((size_t)n, 1);
     int64_t *sub = malloc((size_t)(2 * n + 1) * sizeof(int64_t));
-    for (int64_t i = 0; i < q.nq; i++) {
-      lik_tensor Qi = t2(q.q + i * q.lq * d, LIK_F32, q.qlen[i], d), si = t1(full + i * n, LIK_F32, n);
-      CHECK(lik_maxsim_residual_varlen(&Qi, &codec, &codes_t, &res_t, &cu_t, &opts, &si, NULL) == LIK_OK,
-            "reference: %s", lik_last_error());
-      const int64_t m = q.qlen[i] ? exact_topk(full + i * n, n, NULL, q.k, want) : 0;
-      for (int64_t r = 0; r < q.k; r++) {
-        const int64_t id = q.i[i * q.k + r];
-        if (r < m)
-          CHECK(id == want[r] && q.s[i * q.k + r] == full[i * n + want[r]],
-                "query %lld rank %lld: id %lld score %.9g, expected id %lld score %.9g", (long long)i,
-                (long long)r, (long long)id, q.s[i * q.k + r], (long long)want[r], full[i * n + want[r]]);
-        else
-          CHECK(id == -1 && q.s[i * q.k + r] == -INFINITY, "query %lld rank %lld: expected no result",
-                (long long)i, (long long)r);
-      }
-    }
     /* one subset for every query (with duplicates) */
     int64_t ns = rng_int(0, n);
     for (int64_t s = 0; s < ns; s++) sub[s] = rng_int(0, n - 1);
@@ -454,10 +479,6 @@ static void group_exact(void) {
     free(allowed);
     free(want);
     free(full);
-    free(f1);
-    free(f2);
-    free(f3);
-    free(f4);
     queries_free(&q);
     lik_plaid_index_free(ix);
     corpus_free(&c);
@@ -549,6 +570,161 @@ static void group_add(void) {
     lik_plaid_index_free(a);
     lik_plaid_index_free(b);
     corpus_free(&c);
+  }
+  group_end();
+}
+
+/* ---- centroid expansion (add with expand_centroids) ---------------------------------------- */
+
+static corpus concat(const corpus *a, const corpus *b) {
+  corpus c;
+  c.n = a->n + b->n;
+  c.d = a->d;
+  c.T = a->T + b->T;
+  c.x = malloc((size_t)(c.T * c.d + 1) * sizeof(float));
+  memcpy(c.x, a->x, (size_t)(a->T * a->d) * sizeof(float));
+  memcpy(c.x + a->T * a->d, b->x, (size_t)(b->T * b->d) * sizeof(float));
+  c.cu = malloc((size_t)(c.n + 1) * sizeof(int64_t));
+  memcpy(c.cu, a->cu, (size_t)(a->n + 1) * sizeof(int64_t));
+  for (int64_t j = 1; j <= b->n; j++) c.cu[a->n + j] = a->T + b->cu[j];
+  return c;
+}
+
+/* Tokens x [T][d] whose distance to the centroid (fp16 [K][d]) of highest
+ * inner product (lowest index on ties) exceeds thr: fast-plaid's outliers. */
+static int64_t count_outliers(const float *x, int64_t T, int64_t d, const uint16_t *cent, int64_t K,
+                              double thr) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; t++) {
+    int64_t best = 0;
+    double bs = -INFINITY;
+    for (int64_t k = 0; k < K; k++) {
+      double ip = 0;
+      for (int64_t i = 0; i < d; i++) ip += x[t * d + i] * f16_bits_to_double(cent[k * d + i]);
+      if (ip > bs) bs = ip, best = k;
+    }
+    double ss = 0;
+    for (int64_t i = 0; i < d; i++) {
+      const double r = x[t * d + i] - f16_bits_to_double(cent[best * d + i]);
+      ss += r * r;
+    }
+    n += sqrt(ss) > thr;
+  }
+  return n;
+}
+
+static lik_status add_expand(lik_plaid_index *ix, const corpus *c, int expand) {
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  o.seed = g_seed;
+  o.num_threads = (int)rng_int(1, 3);
+  o.expand_centroids = expand;
+  lik_tensor X = t2(c->x, LIK_F32, c->T, c->d), cu = t1(c->cu, LIK_I64, c->n + 1);
+  return lik_plaid_index_add(ix, &X, &cu, &o);
+}
+
+static void group_expand(void) {
+  static const int64_t dims[] = {16, 24, 40, 64};
+  group_begin("expand");
+  for (int rep = 0; rep < 4; rep++) {
+    const int64_t d = RNG_PICK(dims), na = rng_int(40, 160), nb = rng_int(20, 120);
+    const int nbits = pick_nbits(d), mapped = rep % 2;
+    case_begin("na=%lld nb=%lld d=%lld nbits=%d %s", (long long)na, (long long)nb, (long long)d, nbits,
+               mapped ? "loaded (mapped)" : "built");
+    corpus a = make_corpus(na, d, 15, (int)rng_int(3, 6));
+    corpus b = make_corpus(nb, d, 15, (int)rng_int(3, 6)); /* other directions */
+    corpus ab = concat(&a, &b);
+    char p0[300], p1[300], p2[300], p3[300];
+    snprintf(p0, sizeof p0, "%s/x0", g_tmp);
+    snprintf(p1, sizeof p1, "%s/x1", g_tmp);
+    snprintf(p2, sizeof p2, "%s/x2", g_tmp);
+    snprintf(p3, sizeof p3, "%s/x3", g_tmp);
+    lik_plaid_index *ix = build(&a, nbits, 2, rng_int(10, 100));
+    rm_dir(p0);
+    CHECK(ix && lik_plaid_index_save(ix, p0, NULL) == LIK_OK, "save: %s", lik_last_error());
+    if (ix && mapped) {
+      lik_plaid_index_free(ix);
+      ix = NULL;
+      CHECK(lik_plaid_index_load(p0, 0, &ix) == LIK_OK, "load: %s", lik_last_error());
+    }
+    if (!ix) {
+      corpus_free(&a);
+      corpus_free(&b);
+      corpus_free(&ab);
+      continue;
+    }
+    lik_plaid_index_info i0, i1;
+    lik_plaid_index_get_info(ix, &i0);
+    size_t n1, n2;
+    uint8_t *w1, *w2;
+    const float thr = *(const float *)npy_data(p0, "cluster_threshold.npy", &n1, &w1);
+    const uint16_t *cent = npy_data(p0, "centroids.npy", &n2, &w2);
+    const int64_t nout = count_outliers(b.x, b.T, d, cent, i0.num_centroids, thr);
+    const double cap = 1.0 + floor(16.0 * sqrt(120.0 * (double)nout));
+    int64_t k = 4 * ((nout + 255) / 256);
+    if (k > nout || k > cap) k = nout < cap ? nout : (int64_t)cap;
+    CHECK(nout > 0, "no outlier among the tokens of other directions (threshold %g)", thr);
+    free(w1);
+    free(w2);
+    /* failures leave the index as it was: bad option, a NaN token */
+    CHECK(add_expand(ix, &b, 2) == LIK_ERR_VALUE && strstr(lik_last_error(), "expand_centroids"),
+          "expand_centroids=2: %s", lik_last_error());
+    const int64_t bad = rng_int(0, b.T * d - 1);
+    const float keep = b.x[bad];
+    b.x[bad] = rng_chance(0.5) ? NAN : INFINITY;
+    CHECK(add_expand(ix, &b, 1) == LIK_ERR_VALUE, "a NaN / inf token: %s", lik_last_error());
+    b.x[bad] = keep;
+    lik_plaid_index_get_info(ix, &i1);
+    rm_dir(p1);
+    CHECK(lik_plaid_index_save(ix, p1, NULL) == LIK_OK && same_dir(p0, p1) &&
+              i1.num_centroids == i0.num_centroids && i1.num_docs == i0.num_docs,
+          "a failed add changed the index");
+    /* the documents of other directions get k new centroids */
+    CHECK(add_expand(ix, &b, 1) == LIK_OK, "add: %s", lik_last_error());
+    lik_plaid_index_get_info(ix, &i1);
+    CHECK(i1.num_centroids == i0.num_centroids + k && i1.num_docs == na + nb,
+          "K %lld -> %lld, expected + %lld (%lld outliers)", (long long)i0.num_centroids,
+          (long long)i1.num_centroids, (long long)k, (long long)nout);
+    /* the grown index searches exactly with the degenerate parameters */
+    queries q = make_queries(&ab, rng_int(1, 6), rng_int(1, 20), rng_int(1, 12));
+    float *full = malloc((size_t)(q.nq * ab.n) * sizeof(float));
+    reference_scores(ix, p2, &ab, nbits, &q, full);
+    lik_plaid_search_params p = {0};
+    p.n_ivf_probe = i1.num_centroids;
+    p.n_full_scores = 4 * ab.n;
+    CHECK(search(ix, &q, d, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+    check_exact(&q, full, ab.n);
+    /* its files load back, search the same, save the same */
+    lik_plaid_index *lx = NULL;
+    CHECK(lik_plaid_index_load(p2, LIK_PLAID_LOAD_VERIFY, &lx) == LIK_OK, "load: %s", lik_last_error());
+    if (lx) {
+      CHECK(search(lx, &q, d, &p, NULL, NULL) == LIK_OK, "search loaded: %s", lik_last_error());
+      check_exact(&q, full, ab.n);
+      rm_dir(p3);
+      CHECK(lik_plaid_index_save(lx, p3, NULL) == LIK_OK && same_dir(p2, p3), "save(load(x)) differs");
+      /* documents made of the centroids themselves: no outlier */
+      const uint16_t *c2 = npy_data(p3, "centroids.npy", &n2, &w2);
+      corpus near = make_corpus(rng_int(1, 30), d, 10, 1);
+      for (int64_t t = 0; t < near.T; t++) {
+        const int64_t cc = rng_int(0, i1.num_centroids - 1);
+        for (int64_t i = 0; i < d; i++)
+          near.x[t * d + i] = (float)f16_bits_to_double(c2[cc * d + i]) + (float)rng_range(-1e-4, 1e-4);
+      }
+      free(w2);
+      lik_plaid_index_get_info(lx, &i0);
+      CHECK(add_expand(lx, &near, 1) == LIK_OK, "add near: %s", lik_last_error());
+      lik_plaid_index_get_info(lx, &i1);
+      CHECK(i1.num_centroids == i0.num_centroids && i1.num_docs == i0.num_docs + near.n,
+            "tokens on the centroids made K %lld -> %lld", (long long)i0.num_centroids,
+            (long long)i1.num_centroids);
+      corpus_free(&near);
+      lik_plaid_index_free(lx);
+    }
+    free(full);
+    queries_free(&q);
+    lik_plaid_index_free(ix);
+    corpus_free(&a);
+    corpus_free(&b);
+    corpus_free(&ab);
   }
   group_end();
 }
@@ -902,9 +1078,10 @@ int main(int argc, char **argv) {
   group_roundtrip();
   group_exact();
   group_add();
+  group_expand();
   group_errors();
   group_files();
-  static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "good", "bad", "resaved"};
+  static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "x0", "x1", "x2", "x3", "good", "bad", "resaved"};
   for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", g_tmp, sub[i]);

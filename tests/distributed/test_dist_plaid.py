@@ -39,6 +39,10 @@ CASES = {
     "torch_q2": dict(sizes={2: [12, 12], 3: [8, 8, 8]}, top_k=4, torch=True, q2=True, search=EXHAUSTIVE),
     "drawn_sample": dict(sizes={2: [50, 26], 3: [26, 25, 25]}, top_k=6, drawn=True, sample_docs=20,
                          search=EXHAUSTIVE),
+    "subset_flat": dict(sizes={2: [23, 40], 3: [23, 0, 40]}, top_k=6,  # ids on both sides of each shard edge
+                        search=dict(EXHAUSTIVE, subset=[0, 5, 22, 23, 24, 40, 61, 62])),
+    "subset_per_query": dict(sizes={2: [23, 40], 3: [11, 12, 40]}, top_k=4,
+                             search=dict(EXHAUSTIVE, subset=[[1, 30], [], [10, 11, 12, 22, 23], [62], list(range(63))])),
     "cuts_bind": dict(sizes={2: [60, 45], 3: [40, 35, 30]}, top_k=8, cuts=True,
                       search=dict(n_ivf_probe=4, n_full_scores=16)),
 }
@@ -128,6 +132,7 @@ def _worker(rank: int, world: int, names, tmp):
     plaid.Index.build(docs[:20], num_centroids=8, seed=rank).save(os.path.join(own, f"shard-{rank}"))
     out["err_codec"] = error(lambda: ld.ShardedIndex.load(own))
     out["err_k"] = error(lambda: ix.search(Q, 3 + rank))
+    out["err_subset"] = error(lambda: ix.search(Q, 3, subset=[0, sum(sizes)]))
     out["err_d"] = error(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
     mine = docs[off:off + sizes[rank]] or docs[:1]
     out["err_build_d"] = error(lambda: ld.ShardedIndex.build([x[:, :-4] for x in mine] if rank == world - 1 else mine,
@@ -171,6 +176,12 @@ def test_sharded_search(ranks, name):
         crossing = sum(int(want_s[q, c] == want_s[q, c - 1] and owner[q, c] != owner[q, c - 1])
                        for q in range(want_s.shape[0]) for c in range(1, want_s.shape[1]))
         assert crossing > 0, "the case should have ties between documents of different ranks"
+    sub = spec["search"].get("subset")
+    if sub is not None:  # only ids of the subset come back, as many as it holds
+        per_query = sub if isinstance(sub[0], list) else [sub] * want_i.shape[0]
+        for q, ids in enumerate(per_query):
+            got = [int(j) for j in want_i[q] if j >= 0]
+            assert set(got) <= set(ids) and len(got) == min(len(ids), spec["top_k"]), (q, got, ids)
     if name == "probe1":  # the probing leaves documents out: fewer results than top_k
         assert (want_i == -1).any(axis=1).all()
     if name == "k_above_n":
@@ -191,6 +202,8 @@ def test_save_load_and_errors(ranks):
         assert kind == "ValueError" and f"has {world + 1} shards, the group has {world} ranks" in msg
         kind, msg = res["err_codec"]
         assert kind == "ValueError" and "do not share one codec" in msg
+        kind, msg = res["err_subset"]  # every rank checks the global ids itself
+        assert kind == "ValueError" and f"subset: ids must be integers in [0, {sum(spec['sizes'][world])})" in msg
         kind, msg = res["err_k"]
         assert kind == "ValueError" and "ranks disagree on top_k" in msg
         kind, msg = res["err_d"]

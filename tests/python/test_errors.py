@@ -20,11 +20,11 @@ def z(*shape, dtype=np.float32):
 
 
 def test_version_and_isa():
-    assert lik.__version__ == "0.1.0"
+    assert lik.__version__ == "0.2.0"
     assert lik.cpu_isa() in ("avx512", "avx2", "portable")
     from lik import _lib
 
-    assert _lib.version_number() == 100
+    assert _lib.version_number() == 200
 
 
 def test_d_mismatch_names_both_sizes():
