@@ -1,5 +1,5 @@
 /*
- * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (sm_80+ unless
+ * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh; sm_80+ unless
  * marked): thread-block clusters, cp.async, transaction barriers with bulk
  * copies and TMA loads (sm_90+), named barriers, ldmatrix, mma.sync (bf16 /
  * fp16, and 3xTF32 for fp32).  The sm_90a wgmma wrappers are wgmma.cuh.
