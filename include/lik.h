@@ -161,8 +161,8 @@ typedef enum lik_backward {
  * properties.  Created and freed with lik_experimental.h's
  * lik_context_create / lik_context_free; NULL selects the process's default
  * context, made on first use from the environment variables LIK_NUM_THREADS,
- * LIK_CPU_ISA and LIK_CUDA_WGMMA / LIK_CUDA_SPLIT / LIK_CUDA_BULK (read once:
- * setting them later changes nothing). */
+ * LIK_CPU_ISA and LIK_CUDA_WGMMA / LIK_CUDA_SPLIT / LIK_CUDA_BULK /
+ * LIK_CUDA_BW_SPARSE (read once: setting them later changes nothing). */
 typedef struct lik_context lik_context;
 
 /* How fp32 inputs meet the tensor cores (CUDA; torch's

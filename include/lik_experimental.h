@@ -67,7 +67,9 @@ extern "C" {
 #define LIK_CUDA_NO_WGMMA 1u /* sm_90a wgmma kernels -> mma.sync kernels        */
 #define LIK_CUDA_NO_SPLIT 2u /* Ld split over thread-block clusters              */
 #define LIK_CUDA_NO_BULK 4u  /* TMA / bulk-copy document tiles -> cp.async       */
-#define LIK_CUDA_NO_ALL 7u
+#define LIK_CUDA_NO_BW_SPARSE 8u /* backward: grad_D's CTA-per-document kernel ->
+                                    the tiles of document rows (same bits) */
+#define LIK_CUDA_NO_ALL 15u
 
 typedef struct lik_context_options {
   int num_threads;     /* CPU threads for calls whose options say 0; 0 =
@@ -76,7 +78,10 @@ typedef struct lik_context_options {
                           cannot run falls back to the best it can); NULL =
                           $LIK_CPU_ISA, else the best                        */
   unsigned cuda_off;   /* LIK_CUDA_NO_* bits, OR'ed with those the
-                          environment turns off (LIK_CUDA_WGMMA=0, ...)      */
+                          environment turns off (LIK_CUDA_WGMMA=0,
+                          LIK_CUDA_SPLIT=0, LIK_CUDA_BULK=0,
+                          LIK_CUDA_BW_SPARSE=0: read once, when the
+                          context is made)                                   */
 } lik_context_options;
 
 /* Creates a context.  options NULL (or zero-initialised) gives a context

@@ -276,7 +276,7 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4}  # LIK_CUDA_NO_* (lik_experimental.h)
+_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8}  # LIK_CUDA_NO_* (lik_experimental.h)
 _current = threading.local()
 
 
@@ -287,7 +287,7 @@ class Context:
     Use it as a context manager: calls made by this thread inside ``with ctx:``
     run in it; outside, calls use the process's default context (made on first
     use from ``LIK_NUM_THREADS``, ``LIK_CPU_ISA`` and ``LIK_CUDA_WGMMA`` /
-    ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK``, read once).
+    ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK`` / ``LIK_CUDA_BW_SPARSE``, read once).
 
     Args:
         num_threads: int >= 0, CPU threads for calls (0: the default context's
@@ -295,8 +295,9 @@ class Context:
         cpu_isa: ``None``, ``"portable"``, ``"avx2"`` or ``"avx512"`` (a path
             the CPU cannot run falls back to the best it can).
         cuda_off: names of CUDA features to turn off, of ``"wgmma"``,
-            ``"split"``, ``"bulk"`` (they exist to compare kernel families in
-            tests: results agree, only speed differs).
+            ``"split"``, ``"bulk"``, ``"bw_sparse"`` (the backward's
+            CTA-per-document grad_D kernel); they exist to compare kernel
+            families in tests: results agree, only speed differs.
 
     Raises:
         ValueError: a negative ``num_threads``, an unknown ISA or feature name.

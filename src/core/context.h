@@ -7,7 +7,7 @@
  *
  * The default context (opts->context == NULL) is created on first use from
  * the environment: LIK_NUM_THREADS, LIK_CPU_ISA, LIK_CUDA_WGMMA / _SPLIT /
- * _BULK (=0 turns a feature off).  It lives as long as the process.
+ * _BULK / _BW_SPARSE (=0 turns a feature off).  It lives as long as the process.
  */
 #ifndef LIK_CORE_CONTEXT_H
 #define LIK_CORE_CONTEXT_H

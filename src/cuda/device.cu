@@ -57,6 +57,7 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->wg = !(off & LIK_CUDA_NO_WGMMA) && wgmma_runs(v[4], v[5]);
   out->clusters = !(off & LIK_CUDA_NO_SPLIT) && v[4] >= 9;
   out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;
+  out->bw_sparse = !(off & LIK_CUDA_NO_BW_SPARSE);
   return cudaSuccess;
 }
 

@@ -18,13 +18,13 @@ namespace lik_cuda {
 
 /* Properties the tile heuristic and launchers read: SMs; shared memory per
  * CTA (opt-in), per SM and reserved per CTA, in bytes; whether the sm_90a
- * wgmma kernels, thread-block clusters (the Ld split) and bulk / TMA copies
- * are usable (the device and the build can, the context does not turn them
- * off). */
+ * wgmma kernels, thread-block clusters (the Ld split), bulk / TMA copies and
+ * the backward's sparse grad_D kernel are usable (the device and the build
+ * can, the context does not turn them off). */
 struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
-  bool wg, clusters, bulk;
+  bool wg, clusters, bulk, bw_sparse;
 };
 
 /* What one kernel function needs on one device: resident CTAs per SM for a

@@ -58,13 +58,7 @@ HParams hparams(const lik_head *h) {
   P.kd = p->pairing == LIK_PAIRING_KD;
   P.ncand = p->ncand;
   P.normalize = p->normalize ? 1 : 0;
-  P.scores = p->scores;
-  P.ssi = p->score_si;
-  P.ssj = p->score_sj;
-  P.argmax = p->argmax;
-  P.asi = p->argmax_si;
-  P.asj = p->argmax_sj;
-  P.ass = p->argmax_ss;
+  set_outputs(P, *p);
   P.vec_h = vec_ok(p->d, 8);
   P.vec_w = h->w_sk == 1 && p->d.dim % 8 == 0 && h->w_so % 8 == 0 && (uintptr_t)h->w % 16 == 0;
   return P;

@@ -1,8 +1,9 @@
 /*
  * host.cuh — host-side helpers every CUDA entry point shares: device views of
  * a validated call's sequences, masks and index vectors (common.cuh's KSeq /
- * KMask / KIndex), the vector-load test, CUDA errors as lik statuses, and the
- * scope that makes the call's device current.
+ * KMask / KIndex), the output fields of a forward's kernel parameters, the
+ * vector-load test, CUDA errors as lik statuses, and the scope that makes the
+ * call's device current.
  */
 #ifndef LIK_CUDA_HOST_CUH
 #define LIK_CUDA_HOST_CUH
@@ -46,6 +47,21 @@ static inline KMask kmask(const lik_mask &m) {
   k.sl = m.sl;
   k.sg = m.sg;
   return k;
+}
+
+/* The scores / argmax fields of a forward's kernel parameters K (KParams,
+ * res::KRes, head::HParams: scores, ssi, ssj, argmax, asi, asj, ass) from a
+ * validated call Pr (lik_problem, lik_residual_problem: scores, score_si,
+ * score_sj, argmax, argmax_si, argmax_sj, argmax_ss). */
+template <class K, class Pr>
+static inline void set_outputs(K &k, const Pr &p) {
+  k.scores = p.scores;
+  k.ssi = p.score_si;
+  k.ssj = p.score_sj;
+  k.argmax = p.argmax;
+  k.asi = p.argmax_si;
+  k.asj = p.argmax_sj;
+  k.ass = p.argmax_ss;
 }
 
 static inline int elt_size(lik_dtype t) { return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2; }

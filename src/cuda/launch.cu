@@ -69,7 +69,7 @@ static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
 
 /* Shared memory of the K-streamed mma.sync configuration with wn warps of
  * ni n8 tiles (MmaCfg<T, 1, wn, ni, 128 bytes, false>, 3 stages;
- * maxsim_mma.cuh): small arrays, 3 tiles of 8 ni wn rows and the 32-row
+ * forward/tiles.cuh): small arrays, 3 tiles of 8 ni wn rows and the 32-row
  * query block, rows of 128-byte k-chunks + 16 bytes of padding; row_bytes =
  * d * element size. */
 static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
@@ -235,14 +235,8 @@ static KParams make_params(const lik_problem *p) {
   P.ncand = p->ncand;
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
-  P.scores = p->scores;
+  set_outputs(P, *p);
   P.scores64 = p->scores_f64;
-  P.ssi = p->score_si;
-  P.ssj = p->score_sj;
-  P.argmax = p->argmax;
-  P.asi = p->argmax_si;
-  P.asj = p->argmax_sj;
-  P.ass = p->argmax_ss;
   return P;
 }
 

@@ -1,6 +1,6 @@
 /* mma_impl.cuh — instantiates the tensor-core kernel for one dtype. */
 #include "launch.cuh"
-#include "maxsim_mma.cuh"
+#include "forward/kernel.cuh"
 
 namespace lik_cuda {
 

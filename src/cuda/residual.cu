@@ -221,13 +221,7 @@ extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   P.q_sn = p->q.sn;
   P.q_sl = p->q.sl;
   P.q_sk = p->q.sk;
-  P.scores = p->scores;
-  P.ssi = p->score_si;
-  P.ssj = p->score_sj;
-  P.argmax = p->argmax;
-  P.asi = p->argmax_si;
-  P.asj = p->argmax_sj;
-  P.ass = p->argmax_ss;
+  set_outputs(P, *p);
   P.normalize = p->call.normalize;
   P.dpad = (int)((p->codec.dim + 15) / 16 * 16);
   /* query rows per block (16, 32 or 64) and tile tokens (64, else 32) that fit */

@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "ptx.cuh"
 
 extern "C" {
 #include "../core/residual.h"
@@ -232,32 +233,6 @@ __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
 }
 
 /* ---- residual MaxSim ------------------------------------------------------------ */
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t *r) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t *r) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
-
-template <typename T>
-__device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b);
-#define LIK_RES_MMA(TY, SHAPE)                                                              \
-  template <>                                                                               \
-  __device__ __forceinline__ void mma<TY>(float *c, const uint32_t *a, const uint32_t *b) { \
-    asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "       \
-                 "{%0,%1,%2,%3};\n"                                                         \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                           \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));       \
-  }
-LIK_RES_MMA(__half, "m16n8k16.row.col.f32.f16.f16.f32")
-LIK_RES_MMA(__nv_bfloat16, "m16n8k16.row.col.f32.bf16.bf16.f32")
-#undef LIK_RES_MMA
 
 template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
@@ -528,17 +503,18 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
             const int row = mt * 16 + (lane / 8 % 2) * 8 + lane % 8, kk = k0 + (lane / 16) * 8;
-            ldsm_x4(qs_a + (uint32_t)((row * P.ldr + kk) * sizeof(T)), a[mt]);
+            ldsm_x4(qs_a + (uint32_t)((row * P.ldr + kk) * sizeof(T)), a[mt][0], a[mt][1], a[mt][2],
+                    a[mt][3]);
           }
 #pragma unroll
           for (int n = 0; n < NPW; n++) {
             const int tok = (warp + 4 * n) * 8 + lane % 8, kk = k0 + (lane / 8 % 2) * 8;
-            ldsm_x2(xs_a + (uint32_t)((tok * P.ldr + kk) * sizeof(T)), b[n]);
+            ldsm_x2(xs_a + (uint32_t)((tok * P.ldr + kk) * sizeof(T)), b[n][0], b[n][1]);
           }
 #pragma unroll
           for (int n = 0; n < NPW; n++)
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) mma<T>(acc[n][mt], a[mt], b[n]);
+            for (int mt = 0; mt < MT; mt++) mma16816<T>(acc[n][mt], a[mt], b[n]);
         }
 #pragma unroll
         for (int n = 0; n < NPW; n++)

@@ -1,6 +1,6 @@
 /*
  * wgmma.cuh — the sm_90a warpgroup MMA primitives of the Hopper path of the
- * tensor-core kernel (maxsim_mma.cuh, WgCfg).
+ * tensor-core kernel (forward/kernel.cuh, WgCfg in forward/tiles.cuh).
  *
  *   wgmma_rs<T, N>  (N = 64, 104, 128)
  *                   wgmma.mma_async m64nNk16, A (64 x 16 query rows) from

@@ -22,10 +22,14 @@ static void group_create_errors(void) {
   o.cpu_isa = "sse";
   CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cpu_isa sse accepted");
   CHECK(strstr(lik_last_error(), "sse") != NULL, "message: %s", lik_last_error());
-  case_begin("cuda_off 8");
+  case_begin("cuda_off 16");
   o.cpu_isa = NULL;
-  o.cuda_off = 8;
-  CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cuda_off 8 accepted");
+  o.cuda_off = 16;
+  CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cuda_off 16 accepted");
+  case_begin("cuda_off all");
+  o.cuda_off = LIK_CUDA_NO_ALL;
+  CHECK(lik_context_create(&o, &c) == LIK_OK && c != NULL, "LIK_CUDA_NO_ALL: %s", lik_last_error());
+  lik_context_free(c);
   case_begin("free NULL");
   lik_context_free(NULL);
   CHECK(lik_context_create(NULL, &c) == LIK_OK && c != NULL, "NULL options: %s", lik_last_error());

@@ -199,11 +199,13 @@ def test_2d_shapes_strided_and_no_masks(normalize, g):
 
 
 @pytest.mark.parametrize("normalize", [False, True])
-def test_sparse_and_dense_grad_d_paths_bitwise_equal(normalize, g, monkeypatch):
+def test_sparse_and_dense_grad_d_paths_bitwise_equal(normalize, g):
     """grad_D has two kernels: a CTA per document when its candidates fit one
     chunk (KD, pairs, few queries), else tiles of document rows.  Forcing the
-    tiles (LIK_CUDA_BW_SPARSE=0) must give the same bits, and the tiles must
-    match the reference on those shapes too."""
+    tiles (a context with cuda_off=["bw_sparse"]) must give the same bits, and
+    the tiles must match the reference on those shapes too."""
+    lik, _ = _lik()
+    tiles = lik.Context(cuda_off=["bw_sparse"])
     cases = [(0, torch.bfloat16, 3, 4, 30, 300, 128, None), (0, torch.float32, 4, 0, 32, 200, 64, 3),
              (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None)]
     for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
@@ -211,10 +213,9 @@ def test_sparse_and_dense_grad_d_paths_bitwise_equal(normalize, g, monkeypatch):
         gen = torch.Generator(device="cuda")
         gen.manual_seed(seed)
         a = check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K)
-        monkeypatch.setenv("LIK_CUDA_BW_SPARSE", "0")
         gen.manual_seed(seed)
-        b = check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K)
-        monkeypatch.delenv("LIK_CUDA_BW_SPARSE")
+        with tiles:
+            b = check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K)
         assert torch.equal(a[6], b[6]) and torch.equal(a[7], b[7]), (layout, dt)
 
 
