@@ -4,7 +4,9 @@ run on a GPU here: every kernel's SASS in two builds of liblik.so is the same.
 
     scripts/sass_same.py BEFORE/liblik.so AFTER/liblik.so
 
-Runs `cuobjdump -sass` (with nvdisasm on PATH) on both libraries, splits the
+Runs `cuobjdump -sass` (with nvdisasm on PATH; a toolkit without them gets
+both from PyPI: `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, their
+bin/ folders on PATH) on both libraries, splits the
 output per kernel ("Function : <mangled name>", per architecture) and compares
 each kernel's instructions and encodings.  Only what a source move may change
 is ignored: the file names of the fatbin headers, the hashes of the source
