@@ -131,6 +131,16 @@ template <> __device__ __forceinline__ float to_f<__half>(__half x) {
 }
 template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
 
+/* float -> T (bf16 / fp16: rounded to nearest even). */
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+
 /* A running max starts as NaN ("no value yet"; masked columns are NaN too,
  * and fmaxf ignores NaN).  v takes the max m if it is larger, or if m has no
  * value and v is a number: a valid similarity of -inf wins a max nothing

@@ -45,13 +45,6 @@ constexpr int HLD = KC + 8;
 constexpr int NTH = 256;
 constexpr int LPQ = BT / 16; /* lanes per query token in the MaxSim step */
 
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-
 __device__ __forceinline__ bool tok_valid(const KMask &m, const KSeq &s, int64_t n, int64_t l) {
   return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
 }

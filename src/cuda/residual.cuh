@@ -234,12 +234,6 @@ __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
 
 /* ---- residual MaxSim ------------------------------------------------------------ */
 
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 struct KRes {
   KCodec c;
   KTok t;

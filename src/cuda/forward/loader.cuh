@@ -34,15 +34,6 @@ __device__ __forceinline__ float sumsq8(uint4 v) {
   return s;
 }
 
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_f(float x) {
-  return __float2half_rn(x);
-}
-
 /* Loads the 16-byte chunk of features [k0, k0 + epc) of one token element
  * by element (any stride sk: the path for views without 16-byte vectors),
  * zero outside [0, dim). */
