@@ -1,8 +1,8 @@
 /*
- * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh; sm_80+ unless
- * marked): thread-block clusters, cp.async, transaction barriers with bulk
+ * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh, quant.cu;
+ * sm_80+ unless marked): thread-block clusters, cp.async, transaction barriers with bulk
  * copies and TMA loads (sm_90+), named barriers, ldmatrix, mma.sync (bf16 /
- * fp16, and 3xTF32 for fp32).  The sm_90a wgmma wrappers are wgmma.cuh.
+ * fp16, 3xTF32 for fp32, int8 and fp8).  The sm_90a wgmma wrappers are wgmma.cuh.
  */
 #ifndef LIK_CUDA_PTX_CUH
 #define LIK_CUDA_PTX_CUH
@@ -119,12 +119,13 @@ __device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t &r0, uint32_t &r
                : "r"(addr));
 }
 
-/* One warp-wide mma.sync with fp32 accumulators c[4], A fragment a[4], B
- * fragment b[2] (the m16n8 register layouts); SHAPE names shape and types. */
-#define LIK_MMA_SYNC(SHAPE)                                                    \
+/* One warp-wide mma.sync with accumulators c[4] (ACC: "+f" fp32, "+r"
+ * s32), A fragment a[4], B fragment b[2] (the m16n8 register layouts);
+ * SHAPE names shape and types. */
+#define LIK_MMA_SYNC(SHAPE, ACC)                                               \
   asm volatile("mma.sync.aligned." SHAPE " {%0,%1,%2,%3}, {%4,%5,%6,%7}, "     \
                "{%8,%9}, {%0,%1,%2,%3};\n"                                    \
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                \
+               : ACC(c[0]), ACC(c[1]), ACC(c[2]), ACC(c[3])                    \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),        \
                  "r"(b[1]))
 
@@ -135,12 +136,12 @@ template <>
 __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c,
                                                         const uint32_t *a,
                                                         const uint32_t *b) {
-  LIK_MMA_SYNC("m16n8k16.row.col.f32.bf16.bf16.f32");
+  LIK_MMA_SYNC("m16n8k16.row.col.f32.bf16.bf16.f32", "+f");
 }
 template <>
 __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a,
                                                  const uint32_t *b) {
-  LIK_MMA_SYNC("m16n8k16.row.col.f32.f16.f16.f32");
+  LIK_MMA_SYNC("m16n8k16.row.col.f32.f16.f16.f32", "+f");
 }
 
 /* fp32 inputs: one 32-byte k-step is k8 of mma.m16n8k8.tf32, three times
@@ -162,7 +163,7 @@ __device__ __forceinline__ void tf32_split(uint32_t x, uint32_t &big, uint32_t &
   small = tf32_rna(__uint_as_float(x) - __uint_as_float(big));
 }
 __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
-  LIK_MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32");
+  LIK_MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32", "+f");
 }
 template <>
 __device__ __forceinline__ void mma16816<float>(float *c, const uint32_t *a,
@@ -175,6 +176,22 @@ __device__ __forceinline__ void mma16816<float>(float *c, const uint32_t *a,
   mma_tf32(c, as, bb);
   mma_tf32(c, ab, bs);
   mma_tf32(c, ab, bb);
+}
+
+/* 8-bit inputs, k32 (quant.cu): s8 x s8 -> s32 (sm_80+); e4m3 x e4m3 and
+ * e5m2 x e5m2 -> f32 (sm_89+; empty below, where the launcher refuses fp8). */
+__device__ __forceinline__ void mma_s8(int *c, const uint32_t *a, const uint32_t *b) {
+  LIK_MMA_SYNC("m16n8k32.row.col.s32.s8.s8.s32", "+r");
+}
+__device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, const uint32_t *b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  LIK_MMA_SYNC("m16n8k32.row.col.f32.e4m3.e4m3.f32", "+f");
+#endif
+}
+__device__ __forceinline__ void mma_e5m2(float *c, const uint32_t *a, const uint32_t *b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  LIK_MMA_SYNC("m16n8k32.row.col.f32.e5m2.e5m2.f32", "+f");
+#endif
 }
 
 } // namespace lik_cuda

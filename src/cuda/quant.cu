@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "host.cuh"
+#include "ptx.cuh"
 
 extern "C" {
 #include "../core/quant.h"
@@ -82,28 +83,10 @@ struct Acc<K_E5M2> {
 template <int KIND>
 __device__ __forceinline__ void mma(typename Acc<KIND>::T (&c)[4], const uint32_t (&a)[4],
                                     uint32_t b0, uint32_t b1) {
-  if constexpr (KIND == K_INT8 || KIND == K_I8_BITS) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    if constexpr (KIND == K_E4M3)
-      asm volatile(
-          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-      asm volatile(
-          "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-  }
+  const uint32_t b[2] = {b0, b1};
+  if constexpr (KIND == K_INT8 || KIND == K_I8_BITS) lik_cuda::mma_s8(c, a, b);
+  else if constexpr (KIND == K_E4M3) lik_cuda::mma_e4m3(c, a, b);
+  else lik_cuda::mma_e5m2(c, a, b);
 }
 
 /* Word w (features 4w .. 4w+3) of sign bits in bytes (little-endian: byte b
