@@ -618,6 +618,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
   }
   if (s->ragged) s->L = s->max_len;
 
+  s->ids_given = have_ids;
   if (have_ids) {
     if (to_int64(src->ids ? src->ids : path, "ids", &ids, s->n, &s->ids, err)) return 1;
   } else {

@@ -55,6 +55,7 @@ typedef struct emb_set {
   uint8_t *mask_owned;
   int64_t *len;      /* [n] valid tokens per sequence (owned) */
   int64_t *ids;      /* [n] ids (owned) */
+  int ids_given;     /* 1: ids from the file / --*-ids; 0: ids = 0..n-1 */
   int64_t tokens;    /* sum of len */
   int64_t min_len, max_len;
   mapped_file files[4];

@@ -76,14 +76,47 @@ static long long folder_bytes(const char *dir) {
   return total;
 }
 
+/* INDEX/doc_ids.npy written by lik (int64 [n]) into a malloc'ed array, or
+ * NULL when absent (0..n-1); *bad set on a malformed file. */
+static int64_t *read_doc_ids(const char *dir, int64_t n, int *bad, char *err) {
+  char p[PATH_MAX + 32];
+  snprintf(p, sizeof p, "%s/doc_ids.npy", dir);
+  *bad = 0;
+  FILE *f = fopen(p, "rb");
+  if (!f) return NULL;
+  unsigned char h[10];
+  int64_t *ids = NULL;
+  char hdr[65536];
+  size_t hl;
+  if (fread(h, 1, 10, f) != 10 || memcmp(h, "\x93NUMPY\x01", 7)) goto malformed;
+  hl = (size_t)h[8] | (size_t)h[9] << 8;
+  if (hl >= sizeof hdr || fread(hdr, 1, hl, f) != hl) goto malformed;
+  hdr[hl] = 0;
+  const char *s = strstr(hdr, "'shape': (");
+  if (!strstr(hdr, "'descr': '<i8'") || !s || strtoll(s + 10, NULL, 10) != n) goto malformed;
+  ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+  if (!ids || fread(ids, 8, (size_t)n, f) != (size_t)n) goto malformed;
+  fclose(f);
+  return ids;
+malformed:
+  fclose(f);
+  free(ids);
+  snprintf(err, ERR_LEN, "%.400s: not an int64 [%lld] .npy file", p, (long long)n);
+  *bad = 1;
+  return NULL;
+}
+
 /* ---- lik index ------------------------------------------------------------------------ */
 
 static void index_usage(FILE *f) {
   fprintf(f,
 "Usage: %s index [OPTIONS] [DOCS] OUT_DIR\n"
+"       %s index --add [--expand-centroids] [OPTIONS] DOCS INDEX_DIR\n"
 "Builds a PLAID index (k-means centroids, residual codec, IVF) of the documents in DOCS\n"
 "and writes it into OUT_DIR in fast-plaid's format (fast-plaid loads it, and `lik search`\n"
-"loads fast-plaid's).  With no DOCS: the bundled Cranfield-1400 documents.\n"
+"loads fast-plaid's).  With no DOCS: the bundled Cranfield-1400 documents.  With --add:\n"
+"codes DOCS with the codec of the index in INDEX_DIR (lik's or fast-plaid's) and appends\n"
+"them there (their ids: --doc-ids / tensor \"ids\", else N..N+n-1 after the N indexed).\n"
 "\n"
 "  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
 "      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
@@ -96,10 +129,13 @@ static void index_usage(FILE *f) {
 "      --sample-docs N         documents sampled for k-means (default min(N, 1+16 sqrt(120 N)))\n"
 "      --seed N                sampling seed (default 42)\n"
 "      --chunk-docs N          documents per chunk file (default 25000)\n"
+"      --add                   add DOCS to the index in INDEX_DIR instead of building one\n"
+"      --expand-centroids      with --add: new centroids for tokens far from every centroid\n"
+"                              (fast-plaid's update; docs/plaid_index.md), else K is kept\n"
 "  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
 "      --json                  a JSON report on stdout\n"
 "  -h, --help                  this help\n",
-          prog);
+          prog, prog);
 }
 
 typedef struct {
@@ -113,13 +149,33 @@ static void on_progress(void *user, int64_t done, int64_t total) {
 }
 
 enum { O_DLEN = 300, O_DCU, O_DIDS, O_K, O_ITERS, O_SAMPLE, O_SEED, O_CHUNK, O_JSON, O_QLEN, O_QCU,
-       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY };
+       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND };
+
+/* The ids of an index after --add: INDEX/doc_ids.npy (else 0..n_old-1), then
+ * the added documents' ids (given, else n_old..n_old+n-1), malloc'ed into
+ * *out.  Returns 0 on success. */
+static int add_ids(const char *dir, int64_t n_old, const emb_set *D, int64_t **out, char *err) {
+  int bad;
+  int64_t *old = read_doc_ids(dir, n_old, &bad, err);
+  if (bad) return 1;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n_old + D->n > 0 ? n_old + D->n : 1));
+  if (!ids) {
+    free(old);
+    snprintf(err, ERR_LEN, "out of memory for %lld document ids", (long long)(n_old + D->n));
+    return 1;
+  }
+  for (int64_t i = 0; i < n_old; i++) ids[i] = old ? old[i] : i;
+  for (int64_t i = 0; i < D->n; i++) ids[n_old + i] = D->ids_given ? D->ids[i] : n_old + i;
+  free(old);
+  *out = ids;
+  return 0;
+}
 
 int cmd_index(int argc, char **argv) {
   emb_sources ds = {0};
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
   long long v, threads = 0;
-  int json = 0;
+  int json = 0, add = 0, build_opt = 0; /* build_opt: an option of a build given */
   static const struct option longopts[] = {
       {"doc-lengths", required_argument, 0, O_DLEN}, {"doc-cu-seqlens", required_argument, 0, O_DCU},
       {"doc-ids", required_argument, 0, O_DIDS},     {"nbits", required_argument, 0, 'b'},
@@ -127,10 +183,12 @@ int cmd_index(int argc, char **argv) {
       {"sample-docs", required_argument, 0, O_SAMPLE}, {"seed", required_argument, 0, O_SEED},
       {"chunk-docs", required_argument, 0, O_CHUNK}, {"threads", required_argument, 0, 't'},
       {"json", no_argument, 0, O_JSON},              {"help", no_argument, 0, 'h'},
+      {"add", no_argument, 0, O_ADD},                {"expand-centroids", no_argument, 0, O_EXPAND},
       {0, 0, 0, 0}};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "b:t:h", longopts, NULL)) != -1) {
+    build_opt |= c == 'b' || c == O_K || c == O_SAMPLE || c == O_CHUNK;
     switch (c) {
     case O_DLEN: ds.lengths = optarg; break;
     case O_DCU: ds.cu_seqlens = optarg; break;
@@ -143,14 +201,27 @@ int cmd_index(int argc, char **argv) {
     case O_CHUNK: if (parse_ll("--chunk-docs", optarg, 1, &v)) return 2; o.chunk_docs = v; break;
     case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
     case O_JSON: json = 1; break;
+    case O_ADD: add = 1; break;
+    case O_EXPAND: o.expand_centroids = 1; break;
     case 'h': index_usage(stdout); return 0;
     default: fprintf(stderr, "Try '%s index --help'.\n", prog); return 2;
     }
   }
   o.num_threads = (int)(threads > 4096 ? 4096 : threads);
   const int npos = argc - optind;
-  if (npos < 1 || npos > 2) {
-    fprintf(stderr, "%s index: expected [DOCS] OUT_DIR\nTry '%s index --help'.\n", prog, prog);
+  if (npos < 1 || npos > 2 || (add && npos != 2)) {
+    fprintf(stderr, "%s index: expected %s\nTry '%s index --help'.\n", prog,
+            add ? "--add DOCS INDEX_DIR" : "[DOCS] OUT_DIR", prog);
+    return 2;
+  }
+  if (!add && o.expand_centroids) {
+    fprintf(stderr, "%s index: --expand-centroids applies to --add only\nTry '%s index --help'.\n", prog,
+            prog);
+    return 2;
+  }
+  if (add && build_opt) { /* the index's own nbits, K and chunking stay */
+    fprintf(stderr, "%s index --add: --nbits, --centroids, --sample-docs and --chunk-docs set up a new "
+            "index; the index in INDEX_DIR keeps its own\nTry '%s index --help'.\n", prog, prog);
     return 2;
   }
   const char *out_dir = argv[argc - 1];
@@ -185,6 +256,7 @@ int cmd_index(int argc, char **argv) {
   int64_t *cu = D.cu, *cu_owned = NULL;
   const void *tokens = D.data;
   lik_plaid_index *ix = NULL;
+  int64_t *ids = NULL, n_old = 0, k_old = 0;
   if (!D.ragged) { /* padded input: the valid tokens, packed */
     const size_t es = dtype_size(D.dtype);
     packed = malloc((size_t)(D.tokens > 0 ? D.tokens : 1) * (size_t)D.d * es);
@@ -219,15 +291,33 @@ int cmd_index(int argc, char **argv) {
   o.progress = on_progress;
   o.progress_user = &ps;
   const double t0 = now_s();
-  lik_status st = lik_plaid_index_build(&X, &CU, &o, &ix);
+  lik_plaid_index_info info;
+  lik_status st;
+  if (add) {
+    if ((st = lik_plaid_index_load(out_dir, 0, &ix)) != LIK_OK) {
+      fprintf(stderr, "%s: error: loading the index %s failed (%s): %s\n", prog, out_dir,
+              lik_status_string(st), lik_last_error());
+      goto out;
+    }
+    lik_plaid_index_get_info(ix, &info);
+    n_old = info.num_docs;
+    k_old = info.num_centroids;
+    if (add_ids(out_dir, n_old, &D, &ids, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      goto out;
+    }
+    st = lik_plaid_index_add(ix, &X, &CU, &o);
+  } else {
+    st = lik_plaid_index_build(&X, &CU, &o, &ix);
+  }
   if (ps.on) progress(1.0, 1);
   if (st != LIK_OK) {
-    fprintf(stderr, "%s: error: building the index failed (%s): %s\n", prog, lik_status_string(st),
-            lik_last_error());
+    fprintf(stderr, "%s: error: %s the index failed (%s): %s\n", prog, add ? "adding to" : "building",
+            lik_status_string(st), lik_last_error());
     goto out;
   }
   const double t_build = now_s() - t0;
-  lik_tensor IDS = {D.ids, LIK_I64, 1, {D.n}, {1}, LIK_CPU, 0};
+  lik_tensor IDS = {add ? ids : D.ids, LIK_I64, 1, {n_old + D.n}, {1}, LIK_CPU, 0};
   st = lik_plaid_index_save(ix, out_dir, &IDS);
   if (st != LIK_OK) {
     fprintf(stderr, "%s: error: writing %s failed (%s): %s\n", prog, out_dir, lik_status_string(st),
@@ -235,7 +325,6 @@ int cmd_index(int argc, char **argv) {
     goto out;
   }
   const double t_all = now_s() - t0;
-  lik_plaid_index_info info;
   lik_plaid_index_get_info(ix, &info);
   const long long bytes = folder_bytes(out_dir);
   if (json) {
@@ -248,22 +337,29 @@ int cmd_index(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "nbits", info.nbits);
     cJSON_AddNumberToObject(j, "num_centroids", (double)info.num_centroids);
     cJSON_AddNumberToObject(j, "num_chunks", (double)info.num_chunks);
-    cJSON_AddNumberToObject(j, "build_seconds", t_build);
+    if (add) {
+      cJSON_AddNumberToObject(j, "added_docs", (double)D.n);
+      cJSON_AddNumberToObject(j, "added_centroids", (double)(info.num_centroids - k_old));
+    }
+    cJSON_AddNumberToObject(j, add ? "add_seconds" : "build_seconds", t_build);
     cJSON_AddNumberToObject(j, "seconds", t_all);
     cJSON_AddNumberToObject(j, "index_bytes", (double)bytes);
     if (report_print(j, prog)) goto out;
   } else {
-    printf("lik index: %s -> %s\n", D.path, out_dir);
+    printf("lik index%s: %s -> %s\n", add ? " --add" : "", D.path, out_dir);
+    if (add)
+      printf("  +%lld documents, +%lld centroids\n", (long long)D.n, (long long)(info.num_centroids - k_old));
     printf("  %lld documents, %lld tokens, d=%lld, %s\n", (long long)info.num_docs,
            (long long)info.num_tokens, (long long)info.dim, dtype_name(D.dtype));
     printf("  K=%lld centroids, nbits=%d, %lld chunk(s), %.1f MB on disk\n", (long long)info.num_centroids,
            info.nbits, (long long)info.num_chunks, (double)bytes / 1e6);
-    printf("  built in %.2f s (%.0f tokens/s), written in %.2f s\n", t_build,
-           (double)info.num_tokens / (t_build > 0 ? t_build : 1e-9), t_all - t_build);
+    printf("  %s in %.2f s (%.0f tokens/s), written in %.2f s\n", add ? "added" : "built", t_build,
+           (double)(add ? D.tokens : info.num_tokens) / (t_build > 0 ? t_build : 1e-9), t_all - t_build);
   }
   rc = 0;
 out:
   lik_plaid_index_free(ix);
+  free(ids);
   free(packed);
   free(cu_owned);
   free(buf);
@@ -299,36 +395,6 @@ static void search_usage(FILE *f) {
 "  -h, --help                  this help\n"
 "Document ids: INDEX/doc_ids.npy when present (written by `lik index`), else 0..N-1.\n",
           prog);
-}
-
-/* INDEX/doc_ids.npy written by lik (int64 [n]) into a malloc'ed array, or
- * NULL when absent (0..n-1); *bad set on a malformed file. */
-static int64_t *read_doc_ids(const char *dir, int64_t n, int *bad, char *err) {
-  char p[PATH_MAX + 32];
-  snprintf(p, sizeof p, "%s/doc_ids.npy", dir);
-  *bad = 0;
-  FILE *f = fopen(p, "rb");
-  if (!f) return NULL;
-  unsigned char h[10];
-  int64_t *ids = NULL;
-  char hdr[65536];
-  size_t hl;
-  if (fread(h, 1, 10, f) != 10 || memcmp(h, "\x93NUMPY\x01", 7)) goto malformed;
-  hl = (size_t)h[8] | (size_t)h[9] << 8;
-  if (hl >= sizeof hdr || fread(hdr, 1, hl, f) != hl) goto malformed;
-  hdr[hl] = 0;
-  const char *s = strstr(hdr, "'shape': (");
-  if (!strstr(hdr, "'descr': '<i8'") || !s || strtoll(s + 10, NULL, 10) != n) goto malformed;
-  ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  if (!ids || fread(ids, 8, (size_t)n, f) != (size_t)n) goto malformed;
-  fclose(f);
-  return ids;
-malformed:
-  fclose(f);
-  free(ids);
-  snprintf(err, ERR_LEN, "%.400s: not an int64 [%lld] .npy file", p, (long long)n);
-  *bad = 1;
-  return NULL;
 }
 
 int cmd_search(int argc, char **argv) {

@@ -156,7 +156,7 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
     masked or no document token is valid.  Same output kind as the inputs.
     """
     (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
-    return _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, with_argmax, q_lengths, d_lengths)
+    return _run(Q, D, q_mask, d_mask, tm, _lib.flag(normalize, "normalize"), pairs, with_argmax, q_lengths, d_lengths)
 
 
 def _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths):
@@ -196,10 +196,10 @@ def _scores(Q, D, q_mask, d_mask, normalize, backward, pairs: bool, q_lengths=No
     else:
         layout_ok = Q.ndim in (2, 3) and D.ndim in (2, 3, 4) and (D.ndim != 4 or Q.ndim == 3)
     if tm and _autograd is not None and layout_ok:
-        out = _autograd._maxsim_scores(Q, D, q_mask, d_mask, bool(normalize), int(pairs), backward, q_lengths,
+        out = _autograd._maxsim_scores(Q, D, q_mask, d_mask, _lib.flag(normalize, "normalize"), int(pairs), backward, q_lengths,
                                        d_lengths)
     else:
-        out = _run(Q, D, q_mask, d_mask, tm, bool(normalize), pairs, False, q_lengths, d_lengths)[0]
+        out = _run(Q, D, q_mask, d_mask, tm, _lib.flag(normalize, "normalize"), pairs, False, q_lengths, d_lengths)[0]
     if not normalize and not _norms_checked:
         _warn_if_unnormalized(Q, tm)
     return out
@@ -446,9 +446,7 @@ def retrieve(
         top_k = operator.index(top_k)
     except TypeError:
         raise TypeError(f"top_k: expected an int, got {type(top_k).__name__}") from None
-    for name, flag in (("largest", largest), ("sorted", sorted)):
-        if not isinstance(flag, (bool, np.bool_)):  # "False" would be truthy
-            raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+    largest, sorted = _lib.flag(largest, "largest"), _lib.flag(sorted, "sorted")
     if chunk is not None:
         try:
             operator.index(chunk)
@@ -463,12 +461,12 @@ def retrieve(
     Nd = D.shape[0] if D.ndim == 3 else (1 if D.ndim == 2 else 0)
     k = max(0, min(top_k, Nd))
     if not largest and top_k > 0:
-        return _lowest(Q, D, q_mask, d_mask, k, tm, bool(normalize))
+        return _lowest(Q, D, q_mask, d_mask, k, tm, _lib.flag(normalize, "normalize"))
     shape = (Q.shape[0], k) if Q.ndim == 3 else (k,)
     scores = _empty(shape, "float32", tm, Q)
     indices = _empty(shape, "int64", tm, Q)
     top_k = min(top_k, 2**63 - 1)  # beyond int64 every document is returned anyway
-    _lib.call_retrieve(Q, D, q_mask, d_mask, top_k, scores, indices, normalize=bool(normalize))
+    _lib.call_retrieve(Q, D, q_mask, d_mask, top_k, scores, indices, normalize=_lib.flag(normalize, "normalize"))
     return scores, indices
 
 
@@ -494,7 +492,7 @@ class _ScorerBase:
     the plain-class variants."""
 
     def _setup(self, normalize: bool, backward: str, mask_pad_token: int | None) -> None:
-        self.normalize = bool(normalize)
+        self.normalize = _lib.flag(normalize, "normalize")
         self.backward = _lib.check_backward(backward)
         self.mask_pad_token = mask_pad_token
 

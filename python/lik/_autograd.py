@@ -460,7 +460,7 @@ def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d,
     width = _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, _check_max_seqlen(max_seqlen_q))
     scores, _ = torch.ops.lik.packed_fwd(
         Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask,
-        int(width), bool(normalize), backward, _needs_grad(Q, D),
+        int(width), _lib.flag(normalize, "normalize"), backward, _needs_grad(Q, D),
     )
     return scores
 

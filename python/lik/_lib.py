@@ -330,12 +330,20 @@ class Context:
             lib.lik_context_free(h)
 
 
+def flag(value, name: str) -> bool:
+    """A bool argument (``normalize``, ``largest``, ...): bool or numpy bool,
+    else TypeError (a string such as "False" would be truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return bool(value)
+
+
 def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None,
                  max_seqlen_q: int = 0, q_lengths=None, d_lengths=None, tf32: bool = False) -> LikOptions:
     """lik_options; ``q_lengths`` / ``d_lengths`` (int32 arrays or None) are
     referenced by the returned object for as long as it lives."""
     o = LikOptions()
-    o.normalize = 1 if normalize else 0
+    o.normalize = 1 if flag(normalize, "normalize") else 0
     o.num_threads = _num_threads
     o.stream = stream
     o.backward = BACKWARD_CODES[backward]

@@ -110,7 +110,7 @@ def maxsim_from_hidden(Q, H_d, W, b=None, d_mask=None, normalize: bool = True, *
         raise ValueError(f"Q: expected [Nq, Lq, d_out] or [Lq, d_out], got shape {tuple(Q.shape)}")
     if H_d.ndim not in (3, 4):
         raise ValueError(f"H_d: expected [Nd, Ld, d_model] or [Nq, K, Ld, d_model], got shape {tuple(H_d.shape)}")
-    normalize = bool(normalize)
+    normalize = _lib.flag(normalize, "normalize")
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (Q, H_d, W, b)):
         scores = _MaxSimFromHidden.apply(Q, H_d, W, b, q_mask, d_mask, normalize)
     else:

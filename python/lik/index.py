@@ -293,14 +293,13 @@ class Index:
             TypeError: dtypes, lengths that are not integers,
                 ``expand_centroids`` not a bool.
         """
-        if not isinstance(expand_centroids, (bool, np.bool_)):
-            raise TypeError(f"expand_centroids: expected a bool, got {type(expand_centroids).__name__}")
+        expand_centroids = _lib.flag(expand_centroids, "expand_centroids")
         first = self.num_docs
         if _is_seq(documents) and len(documents) == 0:
             return range(first, first)
         X, cu = _packed(documents, cu_seqlens, doc_lengths)
         o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None,
-                                           expand_centroids=bool(expand_centroids))
+                                           expand_centroids=expand_centroids)
         _lib.call_plaid_add(self._handle(), X, cu, o)
         del keep
         return range(first, self.num_docs)

@@ -196,7 +196,7 @@ def decompress(codes, residuals, centroids, bucket_weights, nbits: int, *, layou
     if _is_cuda(flat_c):
         _check_codes_host(flat_c, centroids.shape[0] if centroids.ndim == 2 else 0)
     out = _api._empty((flat_c.shape[0], d), "float32", tm, codes)
-    _lib.call_codec_decompress(flat_c, flat_r, centroids, wts, nbits, layout, out, normalize=bool(normalize))
+    _lib.call_codec_decompress(flat_c, flat_r, centroids, wts, nbits, layout, out, normalize=_lib.flag(normalize, "normalize"))
     return out.reshape(lead + (d,))
 
 
@@ -327,11 +327,11 @@ def _score(Q, codes, residuals, lengths, centroids, bucket_weights, nbits, norma
     if tm and Q.requires_grad and _grad_enabled():
         if Q.ndim not in (2, 3) or lengths.ndim != 1:
             return _residual_forward(Q.detach(), codes, residuals, lengths, centroids, wts, nbits, layout,
-                                     bool(normalize), packed, False)[0]  # raises the C library's error
+                                     _lib.flag(normalize, "normalize"), packed, False)[0]  # raises the C library's error
         if _FN is None:
             _FN = _autograd_fn()
-        return _FN.apply(Q, codes, residuals, lengths, centroids, wts, nbits, layout, bool(normalize), packed)
-    return _residual_forward(Q, codes, residuals, lengths, centroids, wts, nbits, layout, bool(normalize), packed,
+        return _FN.apply(Q, codes, residuals, lengths, centroids, wts, nbits, layout, _lib.flag(normalize, "normalize"), packed)
+    return _residual_forward(Q, codes, residuals, lengths, centroids, wts, nbits, layout, _lib.flag(normalize, "normalize"), packed,
                              False)[0]
 
 

@@ -110,3 +110,92 @@ def test_errors(tmp_path):
     assert not (tmp_path / "d.npy").is_dir()
     assert "index --help" in run("--help").stdout
     assert "--n-ivf-probe" in run("search", "--help").stdout
+
+
+def test_add_matches_the_python_index(tmp_path):
+    """`lik index --add` = lik.plaid.Index.add on the same index: same ids,
+    same search results; ids continue N..N+n-1 or come from --doc-ids."""
+    import lik.plaid
+
+    rng = np.random.default_rng()
+    d = 20  # d * nbits a whole number of bytes
+    lens = rng.integers(1, 25, 60)
+    X = rng.standard_normal((int(lens.sum()), d)).astype(np.float32)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    first, second = 35, 60  # documents [0, 35) built, [35, 60) added as a padded .npy with lengths
+    np.save(tmp_path / "d1.npy", X[: cu[first]])
+    np.save(tmp_path / "cu1.npy", cu[: first + 1])
+    L = int(lens[first:].max())
+    pad = np.full((second - first, L, d), np.nan, np.float32)  # garbage in the padding
+    for j in range(first, second):
+        pad[j - first, : lens[j]] = X[cu[j]:cu[j + 1]]
+    np.save(tmp_path / "d2.npy", pad)
+    np.save(tmp_path / "len2.npy", lens[first:].astype(np.int64))
+    run("index", "--centroids", "16", "--doc-cu-seqlens", tmp_path / "cu1.npy", tmp_path / "d1.npy", tmp_path / "ix")
+    want = lik.plaid.Index.load(tmp_path / "ix")
+    want.add([X[cu[j]:cu[j + 1]] for j in range(first, second)])
+    rep = json.loads(run("index", "--add", "--json", "--doc-lengths", tmp_path / "len2.npy", tmp_path / "d2.npy",
+                         tmp_path / "ix").stdout)
+    assert rep["num_docs"] == second and rep["added_docs"] == second - first and rep["added_centroids"] == 0
+    assert rep["num_centroids"] == 16
+    np.testing.assert_array_equal(np.load(tmp_path / "ix" / "doc_ids.npy"), np.arange(second))
+    Q = rng.standard_normal((5, 7, d)).astype(np.float32)
+    np.save(tmp_path / "q.npy", Q)
+    out = json.loads(run("search", "--json", "-k", "8", "--n-ivf-probe", "16", "--n-full-scores", "1000",
+                         tmp_path / "ix", tmp_path / "q.npy").stdout)
+    s, i = want.search(Q, 8, n_ivf_probe=16, n_full_scores=1000)
+    for r, row, sc in zip(out["results"], i, s):
+        assert r["doc_index"] == [int(x) for x in row]
+        np.testing.assert_allclose(r["scores"], sc, rtol=1e-6)
+    assert any(x >= first for r in out["results"] for x in r["doc_index"])  # added documents are found
+    # ids given: appended after the index's own
+    np.save(tmp_path / "ids3.npy", np.array([1000, 1001], np.int64))
+    np.save(tmp_path / "d3.npy", X[: cu[2]])
+    np.save(tmp_path / "cu3.npy", cu[:3])
+    run("index", "--add", "--doc-ids", tmp_path / "ids3.npy", "--doc-cu-seqlens", tmp_path / "cu3.npy",
+        tmp_path / "d3.npy", tmp_path / "ix")
+    np.testing.assert_array_equal(np.load(tmp_path / "ix" / "doc_ids.npy"), [*range(second), 1000, 1001])
+
+
+def test_add_expand_centroids(tmp_path):
+    """--expand-centroids: documents unlike the indexed ones get centroids
+    (as lik.plaid.Index.add(expand_centroids=True) on the same files)."""
+    import lik.plaid
+
+    rng = np.random.default_rng()
+    d = 16
+    X = rng.standard_normal((400, d)).astype(np.float32)
+    X[:, : d // 2] = np.abs(X[:, : d // 2])  # indexed tokens live in one orthant half ...
+    Y = rng.standard_normal((300, d)).astype(np.float32)
+    Y[:, : d // 2] = -np.abs(Y[:, : d // 2])  # ... added ones in the opposite one
+    np.save(tmp_path / "x.npy", X.reshape(40, 10, d))
+    np.save(tmp_path / "y.npy", Y.reshape(30, 10, d))
+    run("index", "--centroids", "8", tmp_path / "x.npy", tmp_path / "ix")
+    want = lik.plaid.Index.load(tmp_path / "ix")
+    want.add(Y.reshape(30, 10, d), expand_centroids=True)
+    rep = json.loads(run("index", "--add", "--expand-centroids", "--json", tmp_path / "y.npy",
+                         tmp_path / "ix").stdout)
+    assert rep["added_centroids"] > 0 and rep["num_centroids"] == 8 + rep["added_centroids"]
+    assert rep["num_centroids"] == want.num_centroids
+    got = lik.plaid.Index.load(tmp_path / "ix")
+    Q = rng.standard_normal((3, 5, d)).astype(np.float32)
+    for a, b in zip(got.search(Q, 10), want.search(Q, 10)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_add_errors(tmp_path):
+    np.save(tmp_path / "d.npy", np.ones((2, 3, 8), np.float32))
+    p = run("index", "--add", tmp_path / "d.npy", check=False)  # INDEX_DIR missing
+    assert p.returncode == 2 and "--add DOCS INDEX_DIR" in p.stderr
+    p = run("index", "--expand-centroids", tmp_path / "d.npy", tmp_path / "ix", check=False)
+    assert p.returncode == 2 and "--expand-centroids applies to --add only" in p.stderr
+    p = run("index", "--add", "--nbits", "4", tmp_path / "d.npy", tmp_path / "ix", check=False)
+    assert p.returncode == 2 and "keeps its own" in p.stderr
+    p = run("index", "--add", tmp_path / "d.npy", tmp_path / "nope", check=False)
+    assert p.returncode == 1 and "loading the index" in p.stderr
+    run("index", "--centroids", "4", tmp_path / "d.npy", tmp_path / "ix")
+    np.save(tmp_path / "d4.npy", np.ones((2, 3, 4), np.float32))
+    before = sorted((f.name, f.read_bytes()) for f in (tmp_path / "ix").iterdir())
+    p = run("index", "--add", tmp_path / "d4.npy", tmp_path / "ix", check=False)  # d = 4, the index has 8
+    assert p.returncode == 1 and "adding to the index failed" in p.stderr
+    assert sorted((f.name, f.read_bytes()) for f in (tmp_path / "ix").iterdir()) == before

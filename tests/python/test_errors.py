@@ -80,6 +80,24 @@ def test_retrieve_flags_are_bools():
     assert lik.retrieve(Q, D, 2, largest=np.bool_(False))[1].shape == (2, 2)
 
 
+@pytest.mark.parametrize("call", ["maxsim", "maxsim_pairs", "retrieve", "quantize_int8", "scorer"])
+def test_normalize_is_a_bool(call):
+    """normalize="False" is truthy: every entry point refuses a non-bool."""
+    rng = np.random.default_rng()
+    Q, D = rng.standard_normal((2, 3, 4), np.float32), rng.standard_normal((2, 5, 4), np.float32)
+    Q, D = Q / np.linalg.norm(Q, axis=-1, keepdims=True), D / np.linalg.norm(D, axis=-1, keepdims=True)
+    run = {"maxsim": lambda n: lik.maxsim(Q, D, normalize=n),
+           "maxsim_pairs": lambda n: lik.maxsim_pairs(Q, D, normalize=n),
+           "retrieve": lambda n: lik.retrieve(Q, D, 1, normalize=n),
+           "quantize_int8": lambda n: lik.quantize_int8(Q, normalize=n),
+           "scorer": lambda n: lik.MaxSimScorer(normalize=n)(Q, D)}[call]
+    for bad in ("False", None, 1, 0.0):
+        with pytest.raises(TypeError, match=f"normalize: expected a bool, got {type(bad).__name__}"):
+            run(bad)
+    run(np.bool_(True))
+    run(False)
+
+
 def test_top_k_beyond_int64_returns_every_document():
     Q, D = np.ones((2, 3, 4), np.float32), np.ones((3, 5, 4), np.float32)
     for top_k in (2**63, 2**64 + 2):
