@@ -12,7 +12,6 @@ CUDA-core kernel, KD, pairs, retrieve, a packed
 (cu_seqlens) scores-only call with short queries; on sm_90+ the scores-only
 calls of the few-document one-query cases run the Ld split (clusters); padding
 as a prefix d_mask, lengths, a mixed mask, KD lengths; fp32 as TF32."""
-import os
 import sys
 from pathlib import Path
 

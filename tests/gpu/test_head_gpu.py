@@ -11,7 +11,6 @@ Marked ``gpu``; skipped without torch + CUDA.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -24,13 +23,6 @@ pytestmark = [
 F = torch.nn.functional
 
 import lik  # noqa: E402
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
-    print(f"seed={seed}")
-    return np.random.default_rng(seed)
 
 
 def inputs(rng, nq, lq, nd, ld, d_model, d_out, dtype, kd=0, masks=True):

@@ -7,7 +7,6 @@ Marked ``gpu``; skipped without torch + CUDA."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -19,13 +18,6 @@ pytestmark = [
 ]
 
 import lik  # noqa: E402
-
-
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
-    print(f"seed={seed}")
-    return np.random.default_rng(seed)
 
 
 SHAPES = [(3, 5, 7, 33, 1), (2, 4, 33, 17, 3), (1, 4, 5, 33, 32), (2, 5, 9, 40, 64), (1, 6, 40, 300, 17), (2, 3, 32, 65, 48),

@@ -27,13 +27,6 @@ import lik  # noqa: E402
 from lik import plaid  # noqa: E402
 
 
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
-    print(f"seed={seed}")
-    return np.random.default_rng(seed)
-
-
 def _index(rng, nbits, d, C, lengths, cent_dtype=np.float16):
     cent = rng.standard_normal((C, d)).astype(np.float32)
     cent = (cent / np.linalg.norm(cent, axis=1, keepdims=True)).astype(cent_dtype)
