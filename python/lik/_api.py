@@ -75,8 +75,8 @@ def _empty(shape, dtype: str, torch_mode: bool, like: Any):
     if torch_mode:
         import torch
 
-        tdt = {"float32": torch.float32, "int64": torch.int64, "int32": torch.int32, "uint8": torch.uint8,
-               "int8": torch.int8}[dtype]
+        tdt = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
+               "uint8": torch.uint8, "int8": torch.int8}[dtype]
         return torch.empty(shape, dtype=tdt, device=like.device)
     return np.empty(shape, dtype=dtype)
 
@@ -153,7 +153,8 @@ def _forward(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, pairs: 
     Returns ``(scores, argmax)``; ``argmax`` is None unless ``with_argmax``,
     else int32 of shape ``scores.shape + (Lq,)``: the winning document token
     per query token (lowest index on ties), -1 where the query token is
-    masked or no document token is valid.  Same output kind as the inputs.
+    masked or no document token is valid.  Same output kind as the inputs;
+    scores float32, float64 for float64 torch inputs (as :func:`maxsim`).
     """
     (Q, D, q_mask, d_mask, q_lengths, d_lengths), tm = _prepare_padded(Q, D, q_mask, d_mask, q_lengths, d_lengths)
     return _run(Q, D, q_mask, d_mask, tm, _lib.flag(normalize, "normalize"), pairs, with_argmax, q_lengths, d_lengths)
@@ -175,7 +176,10 @@ def _run(Q, D, q_mask, d_mask, tm: bool, normalize: bool, pairs: bool, with_argm
         shape = (Q.shape[0] if Q.ndim >= 1 else 0,)
     else:
         shape = _scores_shape(Q, D)
-    scores = _empty(shape, "float32", tm, Q)
+    # one float64 rule for every forward (lik._autograd._score_dtype): float64
+    # torch inputs give float64 scores; numpy and other dtypes float32
+    f64 = tm and str(Q.dtype) == "torch.float64"
+    scores = _empty(shape, "float64" if f64 else "float32", tm, Q)
     argmax = None
     if with_argmax:
         Lq = Q.shape[-2] if Q.ndim >= 2 else 0

@@ -111,6 +111,22 @@ def test_argmax_torch(rng):
     check_argmax(am.numpy(), Q, D, None, None)
 
 
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_argmax_torch_float64(rng):
+    """float64 torch inputs: the argmax forward returns float64 scores (the
+    fp64 sums, not fp32 ones), as lik.maxsim does."""
+    Q = rng.standard_normal((2, 5, 17)) * 1e3
+    D = rng.standard_normal((3, 33, 17)) * 1e3
+    dm = rng.random((3, 33)) < 0.7
+    s, am = _api._forward(torch.from_numpy(Q), torch.from_numpy(D), None, torch.from_numpy(dm), with_argmax=True)
+    assert s.dtype == torch.float64 and am.dtype == torch.int32
+    sims = np.einsum("isd,jtd->ijst", Q, D)
+    ref = np.where(dm[None, :, None, :], sims, -np.inf).max(-1).sum(-1)
+    np.testing.assert_allclose(s.numpy(), ref, rtol=1e-12)
+    assert not np.array_equal(s.numpy(), ref.astype(np.float32).astype(np.float64))
+    check_argmax(am.numpy(), Q, D, None, dm)
+
+
 @pytest.mark.parametrize("Lq", [513, 700])
 def test_long_queries(rng, Lq):
     # beyond the seed's long-query chunking threshold (Lq > 512)
