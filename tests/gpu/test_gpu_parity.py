@@ -553,3 +553,46 @@ def _check_infinite(case, gen):
     s2 = api.maxsim(Q, D, None, dm)  # the score-only kernels agree
     assert torch.equal(torch.isnan(s2), torch.isnan(want))
     assert torch.equal(s2[~torch.isnan(want)], want[~torch.isnan(want)].float())
+
+
+# The argmax of unmasked, unscaled tiles (the max-chain epilogue: each
+# thread's tile max first, the first column holding it only where it beats
+# the running max).  Small-integer inputs make every similarity exact in
+# float64 and fp32, so ties are frequent and exact: the argmax must be the
+# lowest index of the maximum (within a tile, across tiles and across the
+# threads and warps that merge), NaN rows (valid tokens) never win, a
+# document of NaN rows only scores 0 with argmax -1; scores equal the
+# score-only kernels' bitwise.  Tile-multiple and tail Ld, every family.
+FAST_AM_CASES = [("bf16", 2, 3, 300, 700, 128), ("bf16", 9, 5, 32, 512, 128), ("f16", 1, 4, 32, 640, 64),
+                 ("bf16", 1, 3, 100, 515, 128), ("f16", 3, 2, 140, 256, 96), ("bf16", 2, 3, 20, 333, 512),
+                 ("f32", 2, 3, 40, 260, 32)]
+
+
+@pytest.mark.parametrize("family", list(FAMILY_OFF))
+@pytest.mark.parametrize("case", FAST_AM_CASES, ids=["-".join(map(str, c)) for c in FAST_AM_CASES])
+def test_argmax_exact_ties_unmasked(case, family, gen):
+    import lik
+
+    api = _lik()
+    dt, Nq, Nd, Lq, Ld, d = case
+    Q = torch.randint(-2, 3, (Nq, Lq, d), device="cuda", generator=gen).to(DT[dt])
+    D = torch.randint(-2, 3, (Nd, Ld, d), device="cuda", generator=gen).to(DT[dt])
+    D[:, Ld // 2:] = D[:, :Ld - Ld // 2]  # every token again, later (ties across tiles)
+    nan_rows = torch.rand((Nd, Ld), device="cuda", generator=gen) < 0.1
+    nan_rows[0] = True  # a document of NaN rows only
+    D[nan_rows] = float("nan")
+    S = torch.einsum("isd,jtd->ijst", Q.double(), D.double())
+    ok = ~torch.isnan(S)
+    mx = torch.where(ok, S, -float("inf")).max(-1).values
+    live = ok.any(-1)
+    t = torch.arange(Ld, device="cuda")
+    first = torch.where(ok & (S == mx[..., None]), t, Ld).min(-1).values
+    want_am = torch.where(live, first, -1)
+    want = torch.where(live, mx, 0.0).sum(-1)
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        scores, am = api._forward(Q, D, with_argmax=True)
+        s2 = api.maxsim(Q, D)
+    torch.cuda.synchronize()
+    assert torch.equal(am.long(), want_am), f"{(am.long() != want_am).sum().item()} argmax entries differ"
+    assert torch.equal(scores.double(), want)
+    assert torch.equal(scores, s2)
