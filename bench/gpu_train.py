@@ -2,7 +2,7 @@
 """GPU training benchmark (forward + backward) of lik on the H200.
 
     LIK_LIBRARY=build/liblik.so python3 bench/gpu_train.py [--shapes name,...]
-        [--methods lik,lik045-auto,lik045-unified,lik045-lowmem,eager] [--masks 0,1]
+        [--methods lik,lik045-auto,lik045-unified,lik045-lowmem,flash,eager] [--masks 0,1]
         [--out results.json]
 
 One training step = scores = maxsim(Q, D, d_mask=...) ; scores.backward(G), bf16
@@ -11,7 +11,7 @@ allocates and writes its gradients, as a training loop does).
 
 * Correctness first: lik's gradients against the float64 gradient of its own
   argmax (the scores re-summed in float64 from the forward's argmax and
-  differentiated by torch: lik._autograd._rescore_padded), relative error
+  differentiated by torch: tests/train/train_ref.py's rescore_padded), relative error
   ||got - ref|| / ||ref||; every peer's gradients against lik's (relative error;
   a tie may pick another token); lik's gradients bitwise equal over two steps.
 * Time: triton.testing.do_bench median (it flushes the L2 between calls),
@@ -21,14 +21,16 @@ allocates and writes its gradients, as a training loop does).
 
 Methods: lik (backward="auto"; on CUDA every strategy is the same
 deterministic kernel), late-interaction-kernels 0.4.5 (`maxsim`,
-backward="auto" | "unified" | "lowmem"; wheel in .whl/), and torch eager with
+backward="auto" | "unified" | "lowmem"; wheel in .whl/), flash-maxsim 0.3.0
+(`flash_maxsim_batched_train`, the padding as its doc_lengths), and torch eager with
 fp32 accumulation (einsum of fp32 copies, masked max, sum: the seed's
 reference formula).
 
 Shapes (the issue's): pylate-text 256x256 queries/documents, Lq 32, Ld 300;
 colpali 128x128, Lq 32, Ld 1030; colpali-neg KD Q [128, 32], D [128, 8, 1030];
 colpali-neg-b256 Q [256, 32], D [256, 16, 1030]; longq 64x64, Lq = Ld = 1030;
-d = 128.  --masks 1 adds a d_mask padding each document's tail by 10-30 %.
+cached-ld2048 / cached-ld8192: one tile of PyLate's CachedContrastive (32 x 32,
+Lq 128, Ld 2048 / 8192); d = 128.  --masks 1 adds a d_mask padding each document's tail by 10-30 %.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ SHAPES = {
     "colpali-neg": (128, 8, 32, 1030, 128, True),
     "colpali-neg-b256": (256, 16, 32, 1030, 128, True),
     "longq": (64, 64, 1030, 1030, 128, False),
+    # one MaxSim tile of PyLate's CachedContrastive (mini-batch 32, Lq 128)
+    "cached-ld2048": (32, 32, 128, 2048, 128, False),
+    "cached-ld8192": (32, 32, 128, 8192, 128, False),
 }
 
 
@@ -74,6 +79,21 @@ def make_methods(names):
             import late_interaction_kernels as lk
 
             out[f"lik045-{strat}"] = (lambda s: lambda Q, D, dm: lk.maxsim(Q, D, None, dm, backward=s))(strat)
+    if "flash" in names:
+        import flash_maxsim as fm
+
+        lengths = {}  # a padding mask as flash-maxsim's doc_lengths, made once per mask (outside the step)
+
+        def flash(Q, D, dm):
+            lens = None
+            if dm is not None:
+                key = dm.data_ptr()
+                if key not in lengths:
+                    lengths[key] = dm.sum(-1).reshape(-1).to(torch.int32)
+                lens = lengths[key]
+            return fm.flash_maxsim_batched_train(Q, D, shared_docs=D.dim() == 3, doc_lengths=lens)
+
+        out["flash"] = flash
     if "eager" in names:
 
         def eager(Q, D, dm):
@@ -127,13 +147,14 @@ def reference_grads(Q, D, dm, G):
     """float64 gradients of lik's own argmax (see the module doc)."""
     import torch
 
-    from lik import _autograd as ag
+    sys.path.insert(0, str(ROOT / "tests" / "train"))
+    from train_ref import rescore_padded
 
     with torch.no_grad():
         _, am = torch.ops.lik.maxsim_fwd(Q.detach(), D.detach(), None, dm, False, 0, "auto", True)
     Qr = Q.detach().double().requires_grad_(True)
     Dr = D.detach().double().requires_grad_(True)
-    ag._rescore_padded(Qr, Dr, am, 0, False).backward(G.double())
+    rescore_padded(Qr, Dr, am, 0, False).backward(G.double())
     return Qr.grad, Dr.grad
 
 
@@ -191,7 +212,7 @@ def graph_of(step):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--methods", default="lik,lik045-auto,lik045-unified,lik045-lowmem,eager")
+    ap.add_argument("--methods", default="lik,lik045-auto,lik045-unified,lik045-lowmem,flash,eager")
     ap.add_argument("--masks", default="0,1")
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # h200_check.sh — the lead's one-shot check on the lent H200, run from the
-# repository root there with a liblik.so built here (90a-real) in .gpubin/:
+# repository root there with a liblik.so in .gpubin/ (built here with
+# 90a-real and carried, or, where .gpubin/ has none, built there first by
+# scripts/h200_build.sh):
 #   the C harness against src/ref on the CUDA backend (.gpubin/test_harness,
 #   built here with -DLIK_BUILD_TESTS=ON, when present), GPU pytest (forward
 #   parity over every kernel family through lik.Context, training, compressed
@@ -18,6 +20,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
+if [ ! -f .gpubin/liblik.so ]; then
+  step "build (scripts/h200_build.sh)"
+  scripts/h200_build.sh || exit 1
+fi
 if [ -x .gpubin/test_harness ]; then
   step "C harness (CUDA + CPU paths vs src/ref)"
   .gpubin/test_harness 2>&1 | tail -n 12
