@@ -612,11 +612,17 @@ LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor 
                                        const lik_plaid_build_options *options);
 
 /* lik_plaid_index_save — writes the index into folder path (created if
- * absent; index files already there are replaced, each through a temporary
- * file and a rename, so a loaded index may be saved over its own folder).
+ * absent) as one atomic change (docs/plaid_index.md, "Atomic commits"): the
+ * new files are staged in path/.lik-new/ and fsynced, committed by one
+ * rename, then moved over the old ones.  On any error (or a killed process)
+ * the folder keeps its old state; on success it holds the new one; a
+ * concurrent lik_plaid_index_load sees one of them.  A loaded index may be
+ * saved over its own folder.  One writer at a time.
  *   doc_ids  NULL, or I64 [num_docs] external ids written as doc_ids.npy.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (doc_ids), LIK_ERR_VALUE
- * (an I/O failure, naming the file and the system's reason), LIK_ERR_ALLOC. */
+ * (an I/O failure, naming the file and the system's reason; a folder in the
+ * place of a file; a code of a loaded chunk outside [0, K): a corrupt file
+ * is not saved), LIK_ERR_ALLOC. */
 LIK_API lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
                                         const lik_tensor *doc_ids);
 
@@ -625,10 +631,14 @@ LIK_API lik_status lik_plaid_index_save(const lik_plaid_index *index, const char
                                     checked when a search reads it)             */
 
 /* lik_plaid_index_load — maps the index in folder path (fast-plaid's files or
- * lik's).  Every size read from a file is checked against the file and the
- * other files before anything is allocated; IVF entries are checked against
- * num_docs.  A missing or inconsistent file gives LIK_ERR_VALUE naming the
- * file and the sizes.  A code outside [0, K) (a corrupt file) is reported by
+ * lik's; through a change a save committed but did not finish, which it
+ * reads as the new state).  Every size read from a file is checked against
+ * the file and the other files before anything is allocated; IVF entries are
+ * checked against num_docs; centroids must be finite in fp16, bucket weights
+ * in the fp16 range, cutoffs / avg_residual / cluster_threshold finite.  Only
+ * regular files are read (a FIFO is refused, never waited on).  A missing,
+ * inconsistent or non-finite file gives LIK_ERR_VALUE naming the file and
+ * the sizes or the entry.  A code outside [0, K) (a corrupt file) is reported by
  * the load with LIK_PLAID_LOAD_VERIFY, else by the search that reads it
  * (LIK_ERR_VALUE naming the document and token).
  * Errors: LIK_ERR_NULL, LIK_ERR_VALUE, LIK_ERR_ALLOC. */

@@ -7,7 +7,7 @@
 # report, leak, timeout, out-of-memory); the input is left under
 # $BUILD_DIR/findings/ — copy it into tests/fuzz/crashes/<target>/ with the fix.
 #
-#   scripts/fuzz.sh                          # CI: 60 s per target (5 targets)
+#   scripts/fuzz.sh                          # CI: 60 s per target (6 targets)
 #   FUZZ_SECONDS=3600 scripts/fuzz.sh        # longer runs
 #   FUZZ_TARGETS="fuzz_api" scripts/fuzz.sh  # some targets only
 #   FUZZ_SECONDS=0 scripts/fuzz.sh           # replay only
@@ -21,7 +21,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
 SECS="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-fuzz_api fuzz_plaid_index fuzz_npy fuzz_safetensors fuzz_qrels}"
+TARGETS="${FUZZ_TARGETS:-fuzz_api fuzz_plaid_index fuzz_plaid_commit fuzz_npy fuzz_safetensors fuzz_qrels}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 FUZZ="$ROOT/tests/fuzz"
 

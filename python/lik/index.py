@@ -305,9 +305,11 @@ class Index:
         return range(first, self.num_docs)
 
     def save(self, path: str | os.PathLike, *, doc_ids=None) -> None:
-        """Write the index into folder ``path`` (fast-plaid 1.7's files; each
-        through a temporary file and a rename, so saving over the folder it
-        was loaded from is safe).
+        """Write the index into folder ``path`` (fast-plaid 1.7's files) as
+        one atomic change: the new files are staged and fsynced, then switched
+        in with one rename, so a failed or interrupted save leaves the old
+        index and saving over the folder it was loaded from is safe
+        (docs/plaid_index.md, "Atomic commits").
 
         Args:
             path: the folder (created if missing).

@@ -150,5 +150,9 @@ lik_status lik_plaid_updated_threshold(const lik_plaid_index *ix, const lik_plai
              : (float)q;
   free(norms);
   free(row);
+  if (!isfinite(*thr)) /* it could not be saved (nor loaded): refuse the add */
+    return lik_fail(LIK_ERR_VALUE, "documents: the new tokens' residual norms (0.75-quantile "
+                    "%g) make cluster_threshold %g, not a finite float32 (tokens too large)", q,
+                    (double)*thr);
   return LIK_OK;
 }

@@ -1,8 +1,8 @@
 /*
  * format.c — a PLAID index folder on disk (fast-plaid 1.7's files; see
- * lik_experimental.h): lik_plaid_index_load (memory-mapped, every size read
- * from a file checked against the file and the other files before use) and
- * lik_plaid_index_save (every file through a temporary file and a rename).
+ * lik_experimental.h): lik_plaid_index_load (memory-mapped, every size and
+ * value read from a file checked against the file and the other files before
+ * use) and lik_plaid_index_save (one atomic change of the folder: commit.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../core/dtype.h"
+#include "commit.h"
 #include "index_internal.h"
 #include "json.h"
 #include "npy.h"
@@ -30,6 +31,8 @@
 
 typedef struct {
   const char *dir;
+  lik_folder view; /* load: the folder's current state */
+  lik_commit *cm;  /* save: the change being written */
   char err[ERRLEN];
 } ctx_t;
 
@@ -50,23 +53,23 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
   return n > 0 && (size_t)n < cap;
 }
 
-static int exists(const char *dir, const char *name) {
-  char p[4096];
-  struct stat st;
-  return join(p, sizeof p, dir, name) && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+/* Whether the folder's current state has file `name` (-1: an error, in c->err). */
+static int exists(ctx_t *c, const char *name) {
+  const int fd = lik_folder_open_file(&c->view, name, c->err, sizeof c->err);
+  if (fd >= 0) close(fd);
+  return fd >= 0 ? 1 : fd == -1 ? 0 : -1;
 }
 
 /* Maps a whole file read-only (an empty file: base NULL).  0 on success. */
 static int map_file(ctx_t *c, const char *name, lik_region *r) {
-  char p[4096];
   memset(r, 0, sizeof *r);
-  if (!join(p, sizeof p, c->dir, name)) return cfail(c, "%s: path too long", name);
-  const int fd = open(p, O_RDONLY);
-  if (fd < 0) return cfail(c, "%s: cannot open (%s)", name, strerror(errno));
+  const int fd = lik_folder_open_file(&c->view, name, c->err, sizeof c->err);
+  if (fd == -1) return cfail(c, "%s: cannot open (%s)", name, strerror(ENOENT));
+  if (fd < 0) return 1;
   struct stat st;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st)) {
     close(fd);
-    return cfail(c, "%s: not a regular file", name);
+    return cfail(c, "%s: cannot stat (%s)", name, strerror(errno));
   }
   r->size = (size_t)st.st_size;
   if (r->size) {
@@ -255,7 +258,8 @@ static lik_status load_chunks(ctx_t *c, lik_plaid_index *ix, int64_t nchunks) {
     char cn[96], rn[96];
     snprintf(cn, sizeof cn, "%lld.codes.npy", (long long)i);
     snprintf(rn, sizeof rn, "%lld.residuals.npy", (long long)i);
-    const int own_c = exists(c->dir, cn), own_r = exists(c->dir, rn);
+    const int own_c = exists(c, cn), own_r = own_c < 0 ? -1 : exists(c, rn);
+    if (own_r < 0) return vfail(c);
     if (own_c != own_r)
       return cfail(c, "%s is present without %s", own_c ? cn : rn, own_c ? rn : cn), vfail(c);
     if (own_c) { /* a chunk file (older fast-plaid, or staging): it wins */
@@ -279,7 +283,9 @@ static lik_status load_chunks(ctx_t *c, lik_plaid_index *ix, int64_t nchunks) {
       }
     } else if (s->ntok > 0) { /* the merged single copy, at this chunk's offset */
       if (mcid < 0) {
-        if (!exists(c->dir, "merged_codes.npy") || !exists(c->dir, "merged_residuals.npy"))
+        const int hc = exists(c, "merged_codes.npy"), hr = hc < 0 ? -1 : exists(c, "merged_residuals.npy");
+        if (hr < 0) return vfail(c);
+        if (!hc || !hr)
           return cfail(c, "chunk %lld has %lld tokens but neither %s / %s nor merged_codes.npy / "
                        "merged_residuals.npy exist", (long long)i, (long long)s->ntok, cn, rn),
                  vfail(c);
@@ -313,7 +319,8 @@ static lik_status load_chunks(ctx_t *c, lik_plaid_index *ix, int64_t nchunks) {
 }
 
 static lik_status load_ivf(ctx_t *c, lik_plaid_index *ix) {
-  const int hi = exists(c->dir, "ivf.npy"), hl = exists(c->dir, "ivf_lengths.npy");
+  const int hi = exists(c, "ivf.npy"), hl = hi < 0 ? -1 : exists(c, "ivf_lengths.npy");
+  if (hl < 0) return vfail(c);
   if (!hi && !hl) return LIK_OK; /* compress-only */
   if (hi != hl)
     return cfail(c, "%s is present without %s", hi ? "ivf.npy" : "ivf_lengths.npy",
@@ -386,54 +393,47 @@ static lik_status verify_codes(lik_plaid_index *ix) {
   return LIK_OK;
 }
 
-lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index **out) {
-  ctx_t c;
-  memset(&c, 0, sizeof c);
-  c.dir = path;
-  *out = NULL;
-  struct stat sb;
-  if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-    return lik_fail(LIK_ERR_VALUE, "PLAID index %s: not a folder (%s)", path,
-                    errno ? strerror(errno) : "not a directory");
+/* One load of the folder's current state (c->view open). */
+static lik_status load_once(ctx_t *c, unsigned flags, lik_plaid_index **out) {
   char *txt;
   size_t n;
-  if (read_text(&c, "metadata.json", &txt, &n)) return vfail(&c);
+  if (read_text(c, "metadata.json", &txt, &n)) return vfail(c);
   lik_json_object meta;
-  const int bad = lik_json_parse_object(txt, n, "metadata.json", &meta, c.err, sizeof c.err);
+  const int bad = lik_json_parse_object(txt, n, "metadata.json", &meta, c->err, sizeof c->err);
   free(txt);
-  if (bad) return vfail(&c);
+  if (bad) return vfail(c);
   int64_t nbits = 0, nchunks = 0, v;
   int r;
-  if ((r = lik_json_get_int(&meta, "nbits", 1, 8, &nbits, "metadata.json", c.err,
-                            sizeof c.err)) <= 0 ||
+  if ((r = lik_json_get_int(&meta, "nbits", 1, 8, &nbits, "metadata.json", c->err,
+                            sizeof c->err)) <= 0 ||
       (nbits != 1 && nbits != 2 && nbits != 4 && nbits != 8)) {
-    if (r == 0) cfail(&c, "metadata.json: no \"nbits\"");
-    else if (r > 0) cfail(&c, "metadata.json: nbits=%lld, must be 1, 2, 4 or 8", (long long)nbits);
-    return vfail(&c);
+    if (r == 0) cfail(c, "metadata.json: no \"nbits\"");
+    else if (r > 0) cfail(c, "metadata.json: nbits=%lld, must be 1, 2, 4 or 8", (long long)nbits);
+    return vfail(c);
   }
   if ((r = lik_json_get_int(&meta, "num_chunks", 0, LIK_PLAID_MAX_CHUNKS, &nchunks,
-                            "metadata.json", c.err, sizeof c.err)) <= 0) {
-    if (r == 0) cfail(&c, "metadata.json: no \"num_chunks\"");
-    return vfail(&c);
+                            "metadata.json", c->err, sizeof c->err)) <= 0) {
+    if (r == 0) cfail(c, "metadata.json: no \"num_chunks\"");
+    return vfail(c);
   }
   /* codec */
   npy_file fc;
-  if (open_npy(&c, "centroids.npy", &fc)) return vfail(&c);
+  if (open_npy(c, "centroids.npy", &fc)) return vfail(c);
   if (!is_float(fc.h.dtype) || fc.h.ndim != 2) {
     unmap(&fc.r);
-    return cfail(&c, "centroids.npy: must be a 2-D float array [K, d]"), vfail(&c);
+    return cfail(c, "centroids.npy: must be a 2-D float array [K, d]"), vfail(c);
   }
   const int64_t K = fc.h.shape[0], d = fc.h.shape[1];
   if (K < 1 || K > INT32_MAX || d < 1 || d > INT32_MAX || (d * nbits) % 8) {
     unmap(&fc.r);
-    return cfail(&c, "centroids.npy: shape [%lld, %lld] (K in [1, 2^31), d * nbits=%lld a "
-                 "multiple of 8)", (long long)K, (long long)d, (long long)nbits), vfail(&c);
+    return cfail(c, "centroids.npy: shape [%lld, %lld] (K in [1, 2^31), d * nbits=%lld a "
+                 "multiple of 8)", (long long)K, (long long)d, (long long)nbits), vfail(c);
   }
-  if (lik_json_get_int(&meta, "num_partitions", 0, INT64_MAX, &v, "metadata.json", c.err,
-                       sizeof c.err) > 0 && v != K) {
+  if (lik_json_get_int(&meta, "num_partitions", 0, INT64_MAX, &v, "metadata.json", c->err,
+                       sizeof c->err) > 0 && v != K) {
     unmap(&fc.r);
-    return cfail(&c, "metadata.json: num_partitions=%lld but centroids.npy has K=%lld",
-                 (long long)v, (long long)K), vfail(&c);
+    return cfail(c, "metadata.json: num_partitions=%lld but centroids.npy has K=%lld",
+                 (long long)v, (long long)K), vfail(c);
   }
   uint16_t *c16 = (uint16_t *)malloc((size_t)(K * d) * sizeof(uint16_t));
   if (!c16) {
@@ -441,9 +441,19 @@ lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index
     return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot allocate the centroids (%lld x %lld)",
                     (long long)K, (long long)d);
   }
-  for (int64_t i = 0; i < K * d; i++)
+  int64_t bad_cent = -1;
+  for (int64_t i = 0; i < K * d; i++) {
     c16[i] = fc.h.dtype == LIK_F16 ? (uint16_t)(fc.data[2 * i] | fc.data[2 * i + 1] << 8)
                                    : lik_tr_f32_to_f16(flt_at(&fc, i));
+    if (bad_cent < 0 && (c16[i] & 0x7c00) == 0x7c00) bad_cent = i; /* fp16 inf / NaN */
+  }
+  if (bad_cent >= 0) {
+    cfail(c, "centroids.npy: entry [%lld, %lld] = %g is not finite in fp16 (|x| <= 65504)",
+          (long long)(bad_cent / d), (long long)(bad_cent % d), (double)flt_at(&fc, bad_cent));
+    unmap(&fc.r);
+    free(c16);
+    return vfail(c);
+  }
   unmap(&fc.r);
   const int nb = 1 << nbits;
   float cut[255], wts[256];
@@ -452,34 +462,39 @@ lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index
     free(c16);
     return lik_fail(LIK_ERR_ALLOC, "PLAID index: out of memory");
   }
-  if (read_vec(&c, "bucket_cutoffs.npy", nb - 1, cut) ||
-      read_vec(&c, "bucket_weights.npy", nb, wts) ||
-      (exists(path, "avg_residual.npy") && read_vec(&c, "avg_residual.npy", d, avg))) {
+  int has_avg, has_thr = 0;
+  float thr = 0;
+  if (read_vec(c, "bucket_cutoffs.npy", nb - 1, cut) ||
+      read_vec(c, "bucket_weights.npy", nb, wts) || (has_avg = exists(c, "avg_residual.npy")) < 0 ||
+      (has_avg && read_vec(c, "avg_residual.npy", d, avg)) ||
+      (has_thr = exists(c, "cluster_threshold.npy")) < 0 ||
+      (has_thr && read_vec(c, "cluster_threshold.npy", 1, &thr))) {
     free(c16);
     free(avg);
-    return vfail(&c);
+    return vfail(c);
   }
+  for (int i = 0; i < nb; i++) /* decoded values c + w stay far from fp32 overflow */
+    if (fabsf(wts[i]) > 65504.0f) {
+      free(c16);
+      free(avg);
+      return cfail(c, "bucket_weights.npy: entry %d = %g is outside the fp16 range (|w| <= "
+                   "65504)", i, (double)wts[i]), vfail(c);
+    }
   lik_plaid_index *ix = lik_plaid_new((int)nbits, d, K, c16, cut, wts, avg);
   if (!ix) return lik_fail(LIK_ERR_ALLOC, "PLAID index: out of memory");
-  if (exists(path, "cluster_threshold.npy")) {
-    npy_file ft;
-    if (!open_npy(&c, "cluster_threshold.npy", &ft)) {
-      if (is_float(ft.h.dtype) && ft.h.numel >= 1) ix->cluster_threshold = flt_at(&ft, 0);
-      unmap(&ft.r);
-    }
-  }
+  if (has_thr) ix->cluster_threshold = thr;
   lik_status st;
-  if ((st = load_chunks(&c, ix, nchunks)) || (st = load_ivf(&c, ix))) goto fail;
-  if (lik_json_get_int(&meta, "num_embeddings", 0, INT64_MAX, &v, "metadata.json", c.err,
-                       sizeof c.err) > 0 && v != ix->ntok) {
-    st = (cfail(&c, "metadata.json: num_embeddings=%lld but the doclens files hold %lld tokens",
-                (long long)v, (long long)ix->ntok), vfail(&c));
+  if ((st = load_chunks(c, ix, nchunks)) || (st = load_ivf(c, ix))) goto fail;
+  if (lik_json_get_int(&meta, "num_embeddings", 0, INT64_MAX, &v, "metadata.json", c->err,
+                       sizeof c->err) > 0 && v != ix->ntok) {
+    st = (cfail(c, "metadata.json: num_embeddings=%lld but the doclens files hold %lld tokens",
+                (long long)v, (long long)ix->ntok), vfail(c));
     goto fail;
   }
-  if (lik_json_get_int(&meta, "num_documents", 0, INT64_MAX, &v, "metadata.json", c.err,
-                       sizeof c.err) > 0 && v != ix->ndocs) {
-    st = (cfail(&c, "metadata.json: num_documents=%lld but the doclens files hold %lld",
-                (long long)v, (long long)ix->ndocs), vfail(&c));
+  if (lik_json_get_int(&meta, "num_documents", 0, INT64_MAX, &v, "metadata.json", c->err,
+                       sizeof c->err) > 0 && v != ix->ndocs) {
+    st = (cfail(c, "metadata.json: num_documents=%lld but the doclens files hold %lld",
+                (long long)v, (long long)ix->ndocs), vfail(c));
     goto fail;
   }
   if ((flags & LIK_PLAID_LOAD_VERIFY) && (st = verify_codes(ix))) goto fail;
@@ -491,92 +506,95 @@ fail:
   return st;
 }
 
+#define LOAD_ATTEMPTS 16 /* a change committed while loading: load again */
+
+lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index **out) {
+  *out = NULL;
+  struct stat sb;
+  if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
+    return lik_fail(LIK_ERR_VALUE, "PLAID index %s: not a folder (%s)", path,
+                    errno ? strerror(errno) : "not a directory");
+  lik_status st = LIK_OK;
+  for (int attempt = 0; attempt < LOAD_ATTEMPTS; attempt++) {
+    ctx_t c;
+    memset(&c, 0, sizeof c);
+    c.dir = path;
+    lik_folder_stamp s0, s1;
+    lik_folder_stamp_get(path, &s0);
+    if (lik_folder_open(&c.view, path, c.err, sizeof c.err)) return vfail(&c);
+    st = load_once(&c, flags, out);
+    lik_folder_close(&c.view);
+    lik_folder_stamp_get(path, &s1);
+    if (!memcmp(&s0, &s1, sizeof s0)) return st;
+    lik_plaid_index_free(*out); /* the folder changed meanwhile: maybe a mix */
+    *out = NULL;
+  }
+  return st ? st : lik_fail(LIK_ERR_VALUE, "PLAID index %s: the folder changed during each of "
+                            "%d loads (a writer at work?)", path, LOAD_ATTEMPTS);
+}
+
 /* ---- save ------------------------------------------------------------------------- */
 
-typedef struct {
-  FILE *f;
-  char tmp[4096], final[4096];
-  int bad;
-} wfile;
-
-static int wopen(ctx_t *c, wfile *w, const char *name) {
-  w->f = NULL;
-  w->bad = 0;
-  if (!join(w->final, sizeof w->final, c->dir, name) ||
-      snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", w->final, (long)getpid()) >= (int)sizeof w->tmp)
-    return cfail(c, "%s: path too long", name);
-  w->f = fopen(w->tmp, "wb");
-  if (!w->f) return cfail(c, "%s: cannot create (%s)", w->tmp, strerror(errno));
-  return 0;
+/* The change's writer: one file at a time (commit.h). */
+static int wopen(ctx_t *c, const char *name) {
+  return lik_commit_file(c->cm, name, c->err, sizeof c->err);
 }
 
-static void wbytes(wfile *w, const void *p, size_t n) {
-  if (n && !w->bad && fwrite(p, 1, n, w->f) != n) w->bad = errno ? errno : EIO;
-}
+static void wbytes(ctx_t *c, const void *p, size_t n) { lik_commit_write(c->cm, p, n); }
 
-static int wclose(ctx_t *c, wfile *w) {
-  if (fflush(w->f) && !w->bad) w->bad = errno ? errno : EIO;
-  if (fclose(w->f) && !w->bad) w->bad = errno ? errno : EIO;
-  if (w->bad) {
-    unlink(w->tmp);
-    return cfail(c, "%s: write failed (%s)", w->final, strerror(w->bad));
-  }
-  if (rename(w->tmp, w->final)) {
-    const int e = errno;
-    unlink(w->tmp);
-    return cfail(c, "%s: rename failed (%s)", w->final, strerror(e));
-  }
-  return 0;
-}
+static int wclose(ctx_t *c) { return lik_commit_file_done(c->cm, c->err, sizeof c->err); }
 
 static int wnpy(ctx_t *c, const char *name, lik_dtype t, int ndim, const int64_t *shape,
                 const void *data, size_t total) {
-  wfile w;
-  if (wopen(c, &w, name)) return 1;
+  if (wopen(c, name)) return 1;
   char h[256];
   const size_t hn = lik_npy_header(t, ndim, shape, total, h, sizeof h);
-  wbytes(&w, h, hn);
+  wbytes(c, h, hn);
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= shape[i];
-  wbytes(&w, data, (size_t)n * lik_npy_itemsize(t));
-  return wclose(c, &w);
+  wbytes(c, data, (size_t)n * lik_npy_itemsize(t));
+  return wclose(c);
 }
 
 static int wtext(ctx_t *c, const char *name, const char *text) {
-  wfile w;
-  if (wopen(c, &w, name)) return 1;
-  wbytes(&w, text, strlen(text));
-  return wclose(c, &w);
+  if (wopen(c, name)) return 1;
+  wbytes(c, text, strlen(text));
+  return wclose(c);
 }
 
-/* Codes of every segment as int64 (merged_codes.npy: T + pad rows). */
+/* Codes of every segment as int64 (merged_codes.npy: T + pad rows), each
+ * checked in [0, K): a corrupt code of a mapped file is refused, not saved. */
 static int write_merged(ctx_t *c, const lik_plaid_index *ix, int64_t pad) {
-  wfile w;
   char h[256];
   int64_t shape[2] = {ix->ntok + pad, ix->width};
-  if (wopen(c, &w, "merged_codes.npy")) return 1;
-  wbytes(&w, h, lik_npy_header(LIK_I64, 1, shape, MERGED_HEADER_LEN, h, sizeof h));
+  if (wopen(c, "merged_codes.npy")) return 1;
+  wbytes(c, h, lik_npy_header(LIK_I64, 1, shape, MERGED_HEADER_LEN, h, sizeof h));
   int64_t buf[4096];
   for (int64_t s = 0; s < ix->nseg; s++) {
     const lik_pseg *g = &ix->segs[s];
     for (int64_t t0 = 0; t0 < g->ntok; t0 += 4096) {
       const int64_t n = g->ntok - t0 < 4096 ? g->ntok - t0 : 4096;
-      for (int64_t t = 0; t < n; t++) buf[t] = lik_pseg_code(g, t0 + t);
-      wbytes(&w, buf, (size_t)n * 8);
+      for (int64_t t = 0; t < n; t++) {
+        buf[t] = lik_pseg_code(g, t0 + t);
+        if (buf[t] < 0 || buf[t] >= ix->ncent)
+          return cfail(c, "chunk %lld, token %lld: code %lld is outside [0, K=%lld) (a corrupt "
+                       "codes file; nothing was written)", (long long)s, (long long)(t0 + t),
+                       (long long)buf[t], (long long)ix->ncent);
+      }
+      wbytes(c, buf, (size_t)n * 8);
     }
   }
   memset(buf, 0, sizeof buf);
-  for (int64_t t = 0; t < pad; t += 4096) wbytes(&w, buf, (size_t)(pad - t < 4096 ? pad - t : 4096) * 8);
-  if (wclose(c, &w)) return 1;
-  if (wopen(c, &w, "merged_residuals.npy")) return 1;
-  wbytes(&w, h, lik_npy_header(LIK_U8, 2, shape, MERGED_HEADER_LEN, h, sizeof h));
+  for (int64_t t = 0; t < pad; t += 4096) wbytes(c, buf, (size_t)(pad - t < 4096 ? pad - t : 4096) * 8);
+  if (wclose(c)) return 1;
+  if (wopen(c, "merged_residuals.npy")) return 1;
+  wbytes(c, h, lik_npy_header(LIK_U8, 2, shape, MERGED_HEADER_LEN, h, sizeof h));
   for (int64_t s = 0; s < ix->nseg; s++)
-    wbytes(&w, ix->segs[s].res, (size_t)(ix->segs[s].ntok * ix->width));
-  uint8_t *z = (uint8_t *)calloc((size_t)ix->width + 1, 1);
-  if (!z) w.bad = ENOMEM;
-  for (int64_t t = 0; z && t < pad; t++) wbytes(&w, z, (size_t)ix->width);
-  free(z);
-  return wclose(c, &w);
+    wbytes(c, ix->segs[s].res, (size_t)(ix->segs[s].ntok * ix->width));
+  memset(buf, 0, sizeof buf);
+  for (int64_t t = 0; t < pad * ix->width; t += (int64_t)sizeof buf)
+    wbytes(c, buf, (size_t)(pad * ix->width - t < (int64_t)sizeof buf ? pad * ix->width - t : (int64_t)sizeof buf));
+  return wclose(c);
 }
 
 /* A growable string. */
@@ -613,14 +631,15 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   }
 }
 
-/* Removes chunk payload files ("<i>.codes.npy", "<i>.residuals.npy") left
- * from an older layout (they would win over the merged file on load), and
- * doclens / chunk metadata past the new chunk count. */
-static void remove_stale(const char *dir, int64_t nchunks) {
-  DIR *d = opendir(dir);
-  if (!d) return;
+/* Marks for removal the chunk payload files ("<i>.codes.npy",
+ * "<i>.residuals.npy") of an older layout (they would win over the merged
+ * file on load), and doclens / chunk metadata past the new chunk count. */
+static int remove_stale(ctx_t *c, int64_t nchunks) {
+  DIR *d = opendir(c->dir);
+  if (!d) return cfail(c, "cannot list the folder (%s)", strerror(errno));
   struct dirent *e;
-  while ((e = readdir(d))) {
+  int bad = 0;
+  while (!bad && (e = readdir(d))) {
     long long i;
     char tail[64];
     int stale = 0;
@@ -633,12 +652,18 @@ static void remove_stale(const char *dir, int64_t nchunks) {
     else if (sscanf(e->d_name, "doclens.%lld.jso%63s", &i, tail) == 2 && !strcmp(tail, "n") &&
              i >= nchunks)
       stale = 1;
-    if (stale) {
-      char p[4096];
-      if (join(p, sizeof p, dir, e->d_name)) unlink(p);
-    }
+    if (stale) bad = lik_commit_remove(c->cm, e->d_name, c->err, sizeof c->err);
   }
   closedir(d);
+  return bad;
+}
+
+/* Whether folder file `name` is present (the folder is the committed state:
+ * lik_commit_begin finished any earlier change). */
+static int present(const ctx_t *c, const char *name) {
+  char p[4096];
+  struct stat st;
+  return join(p, sizeof p, c->dir, name) && !lstat(p, &st);
 }
 
 lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
@@ -646,18 +671,17 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
   ctx_t c;
   memset(&c, 0, sizeof c);
   c.dir = path;
-  if (mkdir(path, 0777) && errno != EEXIST)
-    return lik_fail(LIK_ERR_VALUE, "PLAID index %s: cannot create the folder (%s)", path,
-                    strerror(errno));
-  struct stat sb;
-  if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-    return lik_fail(LIK_ERR_VALUE, "PLAID index %s: not a folder", path);
+  c.view.dir = path; /* after lik_commit_begin: the committed state, no change pending */
   const int64_t K = ix->ncent, d = ix->dim, nb = (int64_t)1 << ix->nbits;
   int64_t shape[2] = {K, d};
   int32_t *lens = (int32_t *)malloc((size_t)K * sizeof(int32_t) + 1);
   sbuf b = {0};
   lik_status st = LIK_OK;
   if (!lens) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+  if (lik_commit_begin(path, &c.cm, c.err, sizeof c.err)) {
+    free(lens);
+    return vfail(&c);
+  }
   for (int64_t k = 0; k < K; k++) lens[k] = (int32_t)(ix->ivf_off[k + 1] - ix->ivf_off[k]);
   float thr = ix->cluster_threshold;
   int64_t one = 1, nbm1 = nb - 1, total_ivf = ix->ivf_off[K];
@@ -724,18 +748,17 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
   sb_printf(&b, "{\n  \"nbits\": %d,\n  \"num_chunks\": %lld\n}\n", ix->nbits, (long long)ix->nseg);
   if (b.bad) goto nomem;
   if (wtext(&c, "plan.json", b.s)) goto io;
-  remove_stale(path, ix->nseg);
-  if (!ix->has_ivf) { /* a compress-only index: no lists from an earlier one */
-    char p[4096];
-    if (join(p, sizeof p, path, "ivf.npy")) unlink(p);
-    if (join(p, sizeof p, path, "ivf_lengths.npy")) unlink(p);
-  }
-  if (!doc_ids && exists(path, "doc_ids.npy")) { /* ids of other documents: drop them */
+  if (remove_stale(&c, ix->nseg)) goto io;
+  if (!ix->has_ivf) /* a compress-only index: no lists from an earlier one */
+    for (int i = 0; i < 2; i++) {
+      const char *f = i ? "ivf_lengths.npy" : "ivf.npy";
+      if (present(&c, f) && lik_commit_remove(c.cm, f, c.err, sizeof c.err)) goto io;
+    }
+  if (!doc_ids && present(&c, "doc_ids.npy")) { /* ids of other documents: drop them */
     npy_file f;
     const int stale = open_npy(&c, "doc_ids.npy", &f) || f.h.numel != ix->ndocs;
     if (f.r.base) unmap(&f.r);
-    char p[4096];
-    if (stale && join(p, sizeof p, path, "doc_ids.npy")) unlink(p);
+    if (stale && lik_commit_remove(c.cm, "doc_ids.npy", c.err, sizeof c.err)) goto io;
   }
   b.n = 0;
   sb_printf(&b, "{\n  \"avg_doclen\": %.17g,\n  \"compress_only\": %s,\n  \"nbits\": %d,\n  "
@@ -746,6 +769,9 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
             (long long)ix->ndocs, (long long)ix->ntok, (long long)K);
   if (b.bad) goto nomem;
   if (wtext(&c, "metadata.json", b.s)) goto io;
+  const int bad = lik_commit_finish(c.cm, c.err, sizeof c.err);
+  c.cm = NULL;
+  if (bad) goto io;
   goto out;
 nomem:
   st = lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
@@ -753,6 +779,7 @@ nomem:
 io:
   st = vfail(&c);
 out:
+  lik_commit_abort(c.cm);
   free(lens);
   free(b.s);
   return st;

@@ -199,3 +199,48 @@ def test_add_errors(tmp_path):
     p = run("index", "--add", tmp_path / "d4.npy", tmp_path / "ix", check=False)  # d = 4, the index has 8
     assert p.returncode == 1 and "adding to the index failed" in p.stderr
     assert sorted((f.name, f.read_bytes()) for f in (tmp_path / "ix").iterdir()) == before
+
+
+def test_failed_add_keeps_the_index(tmp_path):
+    """A failed `lik index --add` (a folder in the way of plan.json, a file-size
+    limit, with and without --expand-centroids) leaves the index as it was:
+    same files, same search results (issue 27: it used to leave a folder that
+    no longer loaded)."""
+    import resource
+    import signal
+    import subprocess
+
+    rng = np.random.default_rng(7)
+    d = 16
+    np.save(tmp_path / "d.npy", rng.standard_normal((40, 10, d)).astype(np.float32))
+    np.save(tmp_path / "more.npy", rng.standard_normal((1000, 10, d)).astype(np.float32))
+    np.save(tmp_path / "q.npy", rng.standard_normal((3, 5, d)).astype(np.float32))
+    ix = tmp_path / "ix"
+    run("index", "--centroids", "8", tmp_path / "d.npy", ix)
+
+    def files():
+        return sorted((f.name, f.read_bytes()) for f in ix.iterdir() if f.is_file())
+
+    def found():
+        return json.loads(run("search", "--json", ix, tmp_path / "q.npy").stdout)["results"]
+
+    before, want = files(), found()
+    for expand in ([], ["--expand-centroids"]):
+        (ix / "plan.json").unlink()
+        (ix / "plan.json").mkdir()
+        p = run("index", "--add", *expand, tmp_path / "more.npy", ix, check=False)
+        assert p.returncode == 1 and "plan.json" in p.stderr
+        (ix / "plan.json").rmdir()
+        assert [f for f in before if f[0] != "plan.json"] == [f for f in files() if f[0] != "plan.json"]
+        assert found() == want
+        (ix / "plan.json").write_bytes(dict(before)["plan.json"])
+
+        def limit():  # the new merged_codes.npy (83 kB) cannot be written
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (28 * 1024, 28 * 1024))
+
+        p = subprocess.run([CLI, "index", "--add", *expand, str(tmp_path / "more.npy"), str(ix)],
+                           capture_output=True, text=True, timeout=600, preexec_fn=limit)
+        assert p.returncode == 1 and "write failed" in p.stderr
+        assert files() == before and not any(f.name.startswith(".lik") for f in ix.iterdir())
+        assert found() == want

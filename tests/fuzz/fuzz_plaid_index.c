@@ -110,3 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lik_plaid_index_free(ix);
   return 0;
 }
+
+#ifdef LIK_FUZZ_MUTATOR
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed) {
+  return fuzz_mutate_folder(data, size, max_size, seed, NFILES);
+}
+#endif

@@ -53,4 +53,44 @@ static inline int fuzz_file(const uint8_t *data, size_t size, char path[32]) {
   return fd;
 }
 
+#ifdef LIK_FUZZ_MUTATOR
+#include <stdlib.h>
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+
+/* A mutator of a folder input (byte 0 = flags, then files at FUZZ_SEP):
+ * libFuzzer's own mutation of one file (or of the flags), the separators
+ * kept, so that a change stays a change of one file.  Returns the new size
+ * (at most max_size). */
+static inline size_t fuzz_mutate_folder(uint8_t *data, size_t size, size_t max_size,
+                                        unsigned seed, size_t max_parts) {
+  if (size < 1 || max_size < 2) return LLVMFuzzerMutate(data, size, max_size);
+  const uint8_t *part[64];
+  size_t len[64];
+  if (max_parts > 64) max_parts = 64;
+  const size_t n = fuzz_split(data + 1, size - 1, part, len, max_parts);
+  const size_t pick = seed % (n + 1); /* n: the flags byte */
+  if (pick == n) {
+    data[0] = (uint8_t)(data[0] ^ (1u << (seed / 7 % 8)));
+    return size;
+  }
+  const size_t off = (size_t)(part[pick] - data), tail = size - off - len[pick];
+  if (max_size - size + len[pick] < 1) return size;
+  const size_t room = max_size - size + len[pick]; /* the most this part may grow to */
+  uint8_t *buf = (uint8_t *)malloc(room + 1), *rest = (uint8_t *)malloc(tail + 1);
+  if (!buf || !rest) {
+    free(buf);
+    free(rest);
+    return size;
+  }
+  memcpy(buf, part[pick], len[pick]);
+  memcpy(rest, data + off + len[pick], tail);
+  const size_t m = LLVMFuzzerMutate(buf, len[pick], room);
+  memcpy(data + off, buf, m);
+  memcpy(data + off + m, rest, tail);
+  free(buf);
+  free(rest);
+  return off + m + tail;
+}
+#endif
+
 #endif /* LIK_FUZZ_UTIL_H */

@@ -1,6 +1,9 @@
 """Seeds of fuzz_plaid_index (corpus/fuzz_plaid_index/): small index folders
 written by lik (merged layout) and in fast-plaid's older per-chunk layout,
-packed in the target's input format (fuzz_plaid_index.c).  The files are
+packed in the target's input format (fuzz_plaid_index.c); and of
+fuzz_plaid_commit (corpus/fuzz_plaid_commit/): the same folders, plain, with
+a committed change not yet applied and with a stale staging folder, followed
+by tokens to add (fuzz_plaid_commit.c).  The files are
 committed; rerun after changing the format:  python3 tests/fuzz/plaid_seeds.py
 (needs the lik package: python/ + a built liblik.so, e.g. LIK_LIBRARY=...)."""
 
@@ -50,6 +53,22 @@ def main() -> None:
                 np.save(folder / "1.codes.npy", codes)
                 np.save(folder / "1.residuals.npy", res)
                 (out / f"seed_{n}_chunkfiles").write_bytes(pack(folder, 1))
+    commit_seeds(out, HERE / "corpus" / "fuzz_plaid_commit", rng)
+
+
+def commit_seeds(index_corpus: Path, out: Path, rng) -> None:
+    """fuzz_plaid_commit's input: fuzz_plaid_index's, then .lik-commit/metadata.json,
+    .lik-commit/ivf.npy, .lik-commit/.remove, .lik-new/metadata.json, then float32 tokens."""
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in sorted(index_corpus.iterdir()):
+        data = seed.read_bytes()
+        meta = data[1:].split(SEP)[0]
+        tokens = rng.standard_normal(16 * 12).astype(np.float32).tobytes()
+        for name, staged in [("plain", [b"", b"", b"", b""]),
+                             ("committed", [meta, b"", b"doc_ids.npy\n", b""]),
+                             ("staging", [b"", b"", b"", b"{not json"])]:
+            flags = data[0] | (4 * len(name) % 32)
+            (out / f"{seed.name}_{name}").write_bytes(bytes([flags]) + data[1:] + SEP + SEP.join(staged) + SEP + tokens)
 
 
 if __name__ == "__main__":

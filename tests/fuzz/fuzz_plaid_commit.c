@@ -1,0 +1,169 @@
+/*
+ * fuzz_plaid_commit.c — fuzz target of a change of an index folder: load an
+ * untrusted folder (a committed change not yet applied, a stale staging
+ * folder included: src/index/commit.c), add documents, save over the folder,
+ * load again.  Oracles: no crash, sanitizer report, leak or hang; every
+ * refusal is LIK_ERR_VALUE / LIK_ERR_ALLOC with a message; a folder that
+ * loaded still loads after a failed save (the old state) and, after a
+ * successful one, loads with the added documents and searches exactly as
+ * the index in memory did (the new state).
+ *
+ * Input: byte 0 = flags (bit 0: LIK_PLAID_LOAD_VERIFY; bit 1: add with
+ * expand_centroids; bits 2-4: tokens a document - 1), then the files of
+ * FILES separated by FUZZ_SEP (fuzz_util.h; an empty part leaves the file
+ * out), then the added tokens (float32, d each).  With libFuzzer a custom
+ * mutator changes one file at a time (fuzz_mutate_folder).  Seeds:
+ * tests/fuzz/plaid_seeds.py (corpus/fuzz_plaid_commit).
+ */
+#include "fuzz_util.h" /* first: it asks for _GNU_SOURCE */
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "lik_experimental.h"
+
+static const char *FILES[] = {
+    "metadata.json",      "centroids.npy",         "bucket_cutoffs.npy",       "bucket_weights.npy",
+    "ivf.npy",            "ivf_lengths.npy",       "doclens.0.json",           "merged_codes.npy",
+    "merged_residuals.npy", "doclens.1.json",      "1.codes.npy",              "1.residuals.npy",
+    "avg_residual.npy",   "cluster_threshold.npy", ".lik-commit/metadata.json", ".lik-commit/ivf.npy",
+    ".lik-commit/.remove", ".lik-new/metadata.json"};
+#define NFILES (sizeof FILES / sizeof FILES[0])
+
+#define CAP_CENT ((int64_t)1 << 16) /* K * d */
+#define CAP_DOCS ((int64_t)1 << 12)
+#define CAP_TOK ((int64_t)1 << 14)
+#define CAP_ADD 256 /* added tokens */
+
+static char g_dir[64];
+
+static void clear(const char *dir, int top) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char p[512];
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      struct stat st;
+      if (!lstat(p, &st) && S_ISDIR(st.st_mode)) clear(p, 0);
+      else unlink(p);
+    }
+  closedir(d);
+  if (!top) rmdir(dir);
+}
+
+static void remove_dir(void) {
+  clear(g_dir, 0);
+}
+
+static void refused(lik_status st, const lik_plaid_index *ix) {
+  if ((st != LIK_ERR_VALUE && st != LIK_ERR_ALLOC) || ix || !lik_last_error()[0]) abort();
+}
+
+enum { NQ = 2, LQ = 3, TOPK = 4 };
+
+static lik_status search(lik_plaid_index *ix, int64_t d, float *s, int64_t *ids) {
+  float q[NQ * LQ * 64];
+  for (int64_t i = 0; i < NQ * LQ * d; i++) q[i] = (float)((i * 7919) % 13) - 6.0f;
+  lik_tensor Q = {q, LIK_F32, 3, {NQ, LQ, d}, {LQ * d, d, 1}, LIK_CPU, 0};
+  lik_tensor S = {s, LIK_F32, 2, {NQ, TOPK}, {TOPK, 1}, LIK_CPU, 0};
+  lik_tensor I = {ids, LIK_I64, 2, {NQ, TOPK}, {TOPK, 1}, LIK_CPU, 0};
+  lik_plaid_search_params sp = {0};
+  sp.top_k = TOPK;
+  sp.n_ivf_probe = 4;
+  sp.n_full_scores = 16;
+  sp.num_threads = 1;
+  return lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &sp, &S, &I);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  if (!g_dir[0]) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/lik_fuzz_commit_XXXXXX");
+    if (!mkdtemp(g_dir)) abort();
+    atexit(remove_dir);
+  }
+  clear(g_dir, 1);
+  const unsigned flags = data[0];
+  const uint8_t *part[NFILES + 1];
+  size_t len[NFILES + 1];
+  const size_t nparts = fuzz_split(data + 1, size - 1, part, len, NFILES + 1);
+  for (size_t f = 0; f < nparts && f < NFILES; f++) {
+    if (!len[f]) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, FILES[f]);
+    char *slash = strrchr(path, '/');
+    if (slash > path + strlen(g_dir)) { /* a file of a staging folder */
+      *slash = 0;
+      mkdir(path, 0777);
+      *slash = '/';
+    }
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+      fwrite(part[f], 1, len[f], fp);
+      fclose(fp);
+    }
+  }
+  const unsigned load_flags = flags & 1 ? LIK_PLAID_LOAD_VERIFY : 0;
+  lik_plaid_index *ix = NULL;
+  lik_status st = lik_plaid_index_load(g_dir, load_flags, &ix);
+  if (st != LIK_OK) return refused(st, ix), 0;
+  lik_plaid_index_info a;
+  if (lik_plaid_index_get_info(ix, &a) != LIK_OK) abort();
+  if (a.num_centroids * a.dim > CAP_CENT || a.num_docs > CAP_DOCS || a.num_tokens > CAP_TOK ||
+      a.dim > 64) {
+    lik_plaid_index_free(ix);
+    return 0;
+  }
+  /* the documents to add: the last part's floats, (flags >> 2 & 7) + 1 tokens each */
+  const uint8_t *add = nparts > NFILES ? part[NFILES] : NULL;
+  int64_t T = add ? (int64_t)(len[NFILES] / (4 * (size_t)a.dim)) : 0;
+  if (T > CAP_ADD) T = CAP_ADD;
+  const int64_t per = (flags >> 2 & 7) + 1, n = (T + per - 1) / per;
+  float *x = malloc((size_t)(T * a.dim + 1) * sizeof(float));
+  int64_t *cu = malloc((size_t)(n + 1) * sizeof(int64_t));
+  if (T) memcpy(x, add, (size_t)(T * a.dim) * sizeof(float));
+  for (int64_t j = 0; j <= n; j++) cu[j] = j * per < T ? j * per : T;
+  lik_tensor X = {x, LIK_F32, 2, {T, a.dim}, {a.dim, 1}, LIK_CPU, 0};
+  lik_tensor CU = {cu, LIK_I64, 1, {n + 1}, {1}, LIK_CPU, 0};
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  o.num_threads = 1;
+  o.expand_centroids = (flags >> 1) & 1;
+  st = n ? lik_plaid_index_add(ix, &X, &CU, &o) : LIK_OK;
+  if (st != LIK_OK && !((st == LIK_ERR_VALUE || st == LIK_ERR_ALLOC) && lik_last_error()[0])) abort();
+  free(x);
+  free(cu);
+  lik_plaid_index_info b;
+  if (lik_plaid_index_get_info(ix, &b) != LIK_OK) abort();
+  float s0[NQ * TOPK], s1[NQ * TOPK];
+  int64_t i0[NQ * TOPK], i1[NQ * TOPK];
+  const lik_status q0 = b.has_ivf ? search(ix, b.dim, s0, i0) : LIK_ERR_UNSUPPORTED;
+  const lik_status saved = lik_plaid_index_save(ix, g_dir, NULL);
+  if (saved != LIK_OK && !((saved == LIK_ERR_VALUE || saved == LIK_ERR_ALLOC) && lik_last_error()[0]))
+    abort();
+  lik_plaid_index_free(ix);
+  ix = NULL;
+  st = lik_plaid_index_load(g_dir, load_flags, &ix); /* the old state or the new one */
+  if (st != LIK_OK) abort();
+  lik_plaid_index_info c;
+  if (lik_plaid_index_get_info(ix, &c) != LIK_OK) abort();
+  const lik_plaid_index_info *want = saved == LIK_OK ? &b : &a;
+  if (c.num_docs != want->num_docs || c.num_tokens != want->num_tokens ||
+      c.num_centroids != want->num_centroids || c.dim != want->dim)
+    abort();
+  if (saved == LIK_OK && q0 == LIK_OK) { /* the new state searches as the index in memory did */
+    if (search(ix, c.dim, s1, i1) != LIK_OK) abort();
+    if (memcmp(i0, i1, sizeof i0) || memcmp(s0, s1, sizeof s0)) abort();
+  }
+  lik_plaid_index_free(ix);
+  return 0;
+}
+
+#ifdef LIK_FUZZ_MUTATOR
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed) {
+  return fuzz_mutate_folder(data, size, max_size, seed, NFILES + 1);
+}
+#endif
