@@ -33,7 +33,6 @@ lik code (TypeError).
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import sys
 import warnings
@@ -442,16 +441,10 @@ def retrieve(
             positive``), wrong ndim (KD 4-D ``D`` is not accepted), d / mask shape mismatch, different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    try:
-        top_k = operator.index(top_k)
-    except TypeError:
-        raise TypeError(f"top_k: expected an int, got {type(top_k).__name__}") from None
+    top_k = _lib.int_arg(top_k, "top_k", None, None)  # <= 0: the library's error; above int64: clamped
     largest, sorted = _lib.flag(largest, "largest"), _lib.flag(sorted, "sorted")
     if chunk is not None:
-        try:
-            operator.index(chunk)
-        except TypeError:
-            raise TypeError(f"chunk: expected None or an int, got {type(chunk).__name__}") from None
+        _lib.int_arg(chunk, "chunk", None, None)  # accepted and ignored (the seed's argument)
     if isinstance(D, (list, tuple)):
         _lib.check_array(Q, "Q")
         D, d_mask = _pad_docs(D, d_mask, Q.shape[-1] if Q.ndim else None, Q)

@@ -303,7 +303,7 @@ class ShardedIndex:
         sizes = _exchange([n], group)[:, 0]  # the shard offsets, for global ids
         first = int(sizes[: dist.get_rank(group)].sum())
         try:
-            k = _index(top_k, "top_k")
+            k = _index(top_k, "top_k", 1, _lib.PLAID_MAX_TOP_K)
             d = self.local.dim
             if subset is not None:
                 subset = _local_subset(subset, first, n, int(sizes.sum()))
