@@ -486,7 +486,8 @@ def maxsim_varlen(
         max_seqlen_d: None or an int >= 0; accepted for seed compatibility,
             not needed.
         q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
-            token masks (beyond the seed).
+            token masks (beyond the seed); None: every packed token is valid
+            (the sequences are their ``cu_seqlens`` ranges).
         normalize: per-token L2 normalisation in the kernel (beyond the seed).
         backward: ``"auto" | "unified" | "lowmem"``.
 

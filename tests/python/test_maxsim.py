@@ -596,3 +596,12 @@ def test_strided_normalize_bitwise_equals_contiguous(rng, isa, dtype):
             sc, ic = lik.retrieve(Qc, Dc, 2)
             np.testing.assert_array_equal(s, sc)
             np.testing.assert_array_equal(i, ic)
+
+
+@pytest.mark.parametrize("fn", [lik.maxsim, lik.maxsim_pairs, lik.retrieve])
+def test_docstrings_say_what_a_missing_mask_means(fn):
+    # q_mask=None / d_mask=None: every token valid, padding included (issue 27 B, item 8)
+    doc = " ".join(fn.__doc__.split())
+    for m in ("q_mask", "d_mask"):
+        entry = doc.split(f"{m}: optional", 1)[1].split(":", 3)[:3]
+        assert "None" in " ".join(entry) and "valid" in " ".join(entry), (fn.__name__, m, entry)
