@@ -26,10 +26,10 @@ int cand_topk(const emb_set *Q, const emb_set *D, int64_t i, const int64_t *idx,
               float *out_s, int64_t *out_i, char *err);
 
 /* lik_retrieve of q against d (masks: data NULL for none) into out_s / out_i
- * [q.shape[0], kb].  Returns 0, or 1 with err set. */
+ * [q.shape[0], kb], rows ld elements apart.  Returns 0, or 1 with err set. */
 int retrieve_topk(const lik_tensor *q, const lik_tensor *qm, const lik_tensor *d,
                   const lik_tensor *dm, int64_t kb, const lik_options *opts, float *out_s,
-                  int64_t *out_i, char *err);
+                  int64_t *out_i, int64_t ld, char *err);
 
 void cand_free(cand_buf *b);
 

@@ -12,7 +12,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "emb_io.h"
 
-#include "dtype.h" /* src/core: the library's one fp16 / bf16 <-> fp32 conversion */
+#include "checked.h" /* src/core: the library's overflow-checked sizes */
+#include "dtype.h"   /* src/core: the library's one fp16 / bf16 <-> fp32 conversion */
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -72,19 +73,50 @@ static int is_float(lik_dtype t) {
 
 /* ---- files ------------------------------------------------------------- */
 
-static int map_file(const char *path, mapped_file *m, char *err) {
+int open_regular(const char *path, const char *what, char *err) {
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    fail(err, "%s: cannot open %s: %s", path, what, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    fail(err, "%s: cannot stat %s: %s", path, what, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    fail(err, "%s: cannot open %s: %s, not a regular file", path, what,
+         S_ISDIR(st.st_mode) ? "is a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a special file");
+    close(fd);
+    return -1;
+  }
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    fail(err, "%s: cannot read %s: %s", path, what, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void *calloc_n(int64_t n1, int64_t n2, size_t elem) {
+  int64_t n;
+  size_t bytes;
+  if (n1 < 0 || n2 < 0 || lik_mul_i64(n1, n2, &n) || lik_bytes(n, elem, &bytes)) return NULL;
+  return calloc(bytes ? bytes : 1, 1);
+}
+
+static int map_file(const char *path, const char *what, mapped_file *m, char *err) {
   m->base = NULL;
   m->size = 0;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return fail(err, "%s: cannot open: %s", path, strerror(errno));
+  int fd = open_regular(path, what, err);
+  if (fd < 0) return 1;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     close(fd);
-    return fail(err, "%s: cannot stat: %s", path, strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return fail(err, "%s: not a regular file", path);
+    return fail(err, "%s: cannot stat %s: %s", path, what, strerror(errno));
   }
   if (st.st_size == 0) {
     close(fd);
@@ -447,10 +479,23 @@ static int to_int64(const char *path, const char *what, const raw_array *a, int6
 
 /* ---- loading ---------------------------------------------------------------- */
 
-static int load_companion(emb_set *s, const char *path, raw_array *a, char *err) {
+int npy_read_ints(const char *path, const char *what, int64_t want_len, int64_t **out,
+                  char *err) {
+  mapped_file m;
+  raw_array a = {0};
+  if (map_file(path, what, &m, err)) return 1;
+  const int rc = !is_npy(&m) ? fail(err, "%s: %s must be a .npy file", path, what)
+                             : npy_parse(path, &m, &a, err) ||
+                                   to_int64(path, what, &a, want_len, out, err);
+  unmap_file(&m);
+  return rc;
+}
+
+static int load_companion(emb_set *s, const char *path, const char *what, raw_array *a,
+                          char *err) {
   if (s->nfiles >= 4) return fail(err, "too many files");
   mapped_file *m = &s->files[s->nfiles];
-  if (map_file(path, m, err)) return 1;
+  if (map_file(path, what, m, err)) return 1;
   s->nfiles++;
   if (!is_npy(m)) return fail(err, "%s: companion arrays must be .npy files", path);
   return npy_parse(path, m, a, err);
@@ -464,7 +509,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
   raw_array emb = {0}, cu = {0}, lens = {0}, mask = {0}, ids = {0};
   int have_cu = 0, have_lens = 0, have_mask = 0, have_ids = 0;
 
-  if (map_file(path, &s->files[0], err)) return 1;
+  if (map_file(path, name, &s->files[0], err)) return 1;
   s->nfiles = 1;
   const mapped_file *m = &s->files[0];
   if (is_npy(m)) {
@@ -496,15 +541,15 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     if (rc) return 1;
   }
   if (src->cu_seqlens) {
-    if (load_companion(s, src->cu_seqlens, &cu, err)) return 1;
+    if (load_companion(s, src->cu_seqlens, "cu_seqlens", &cu, err)) return 1;
     have_cu = 1;
   }
   if (src->lengths) {
-    if (load_companion(s, src->lengths, &lens, err)) return 1;
+    if (load_companion(s, src->lengths, "lengths", &lens, err)) return 1;
     have_lens = 1;
   }
   if (src->ids) {
-    if (load_companion(s, src->ids, &ids, err)) return 1;
+    if (load_companion(s, src->ids, "ids", &ids, err)) return 1;
     have_ids = 1;
   }
 
@@ -599,7 +644,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     }
     free(lv);
     /* A prefix mask from the lengths (n * L <= the embeddings' elements). */
-    s->mask_owned = alloc_n(s->n * s->L, 1);
+    s->mask_owned = calloc_n(s->n, s->L, 1);
     if (!s->mask_owned)
       return fail(err, "%s: out of memory for a [%lld, %lld] mask", path, (long long)s->n,
                   (long long)s->L);

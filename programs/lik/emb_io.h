@@ -63,6 +63,25 @@ typedef struct emb_set {
 } emb_set;
 
 size_t dtype_size(lik_dtype t);
+
+/* Opens an input file for reading: a regular file only (a FIFO, a device or
+ * a folder is refused at once, never waited on: opened O_NONBLOCK, checked
+ * with fstat, then made blocking).  Returns the descriptor, or -1 with a
+ * message naming the file and `what` in err. */
+int open_regular(const char *path, const char *what, char *err);
+
+/* calloc of n1 x n2 elements of elem bytes (at least one byte), the size
+ * computed by src/core/checked.h: NULL when a count is negative, the size
+ * does not fit a size_t, or memory is short.  Every buffer of the command
+ * sized by a product of counts comes from here. */
+void *calloc_n(int64_t n1, int64_t n2, size_t elem);
+
+/* A 1-D integer .npy file (int64, int32 or uint8; format 1.0 to 3.0, any key
+ * order: the reader of emb_load) as malloc'ed int64 [want_len] in *out
+ * (want_len < 0: any length).  Returns 0, or 1 with a message naming the file
+ * and `what` in err. */
+int npy_read_ints(const char *path, const char *what, int64_t want_len, int64_t **out,
+                  char *err);
 const char *dtype_name(lik_dtype t);
 
 /* Reads an embedding set.  Returns 0 on success. */

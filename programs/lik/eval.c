@@ -7,23 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
-#include "emb_io.h" /* ERR_LEN */
+#include "checked.h" /* src/core: overflow-checked sizes */
+#include "emb_io.h"  /* ERR_LEN, open_regular, calloc_n */
 
-/* Opens a text file for reading; a directory (which fopen accepts but which
- * cannot be read) is an error.  NULL with a message in err on failure. */
+/* Opens a text file for reading: a regular file only (open_regular: a
+ * folder or a FIFO is refused, never waited on).  NULL with a message in err
+ * on failure. */
 static FILE *open_text(const char *path, const char *what, char *err) {
-  FILE *f = fopen(path, "r");
-  struct stat st;
-  if (f && fstat(fileno(f), &st) == 0 && !S_ISDIR(st.st_mode)) return f;
-  if (f) {
-    fclose(f);
-    snprintf(err, ERR_LEN, "%s: cannot open %s: is a directory", path, what);
-  } else {
+  const int fd = open_regular(path, what, err);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
     snprintf(err, ERR_LEN, "%s: cannot open %s: %s", path, what, strerror(errno));
+    close(fd);
   }
-  return NULL;
+  return f;
 }
 
 static int cmp_qrel(const void *a, const void *b) {
@@ -90,7 +90,8 @@ int qrels_load(qrels *r, const char *path, char *err) {
     }
     if ((size_t)r->n == cap) {
       cap = cap ? 2 * cap : 1024;
-      qrel *v = realloc(r->v, cap * sizeof *v);
+      size_t bytes;
+      qrel *v = lik_bytes((int64_t)cap, sizeof *v, &bytes) ? NULL : realloc(r->v, bytes);
       if (!v) {
         snprintf(err, ERR_LEN, "out of memory reading %s", path);
         goto bad;
@@ -137,7 +138,7 @@ int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int 
   for (int64_t i = b; i < hi; i++) nrel += r->v[i].gain > 0;
   if (nrel == 0) return 0;
 
-  int64_t *g = malloc(sizeof(int64_t) * (size_t)(hi - b));
+  int64_t *g = calloc_n(hi - b, 1, sizeof(int64_t));
   if (!g) return 0;
   for (int64_t i = b; i < hi; i++) g[i - b] = r->v[i].gain;
   qsort(g, (size_t)(hi - b), sizeof *g, cmp_gain_desc);
@@ -192,7 +193,8 @@ int pairs_load(qrels *r, const char *path, char *err) {
     }
     if ((size_t)r->n == cap) {
       cap = cap ? 2 * cap : 1024;
-      qrel *v = realloc(r->v, cap * sizeof *v);
+      size_t bytes;
+      qrel *v = lik_bytes((int64_t)cap, sizeof *v, &bytes) ? NULL : realloc(r->v, bytes);
       if (!v) {
         snprintf(err, ERR_LEN, "out of memory reading %s", path);
         goto bad;

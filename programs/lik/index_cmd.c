@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checked.h" /* src/core: overflow-checked sizes */
 #include "emb_io.h"
 #include "eval.h"
 #include "lik_experimental.h"
@@ -76,34 +77,17 @@ static long long folder_bytes(const char *dir) {
   return total;
 }
 
-/* INDEX/doc_ids.npy written by lik (int64 [n]) into a malloc'ed array, or
- * NULL when absent (0..n-1); *bad set on a malformed file. */
+/* INDEX/doc_ids.npy (written by `lik index`: [n] integers) into a malloc'ed
+ * int64 array through the command's one .npy reader (emb_io.h), or NULL when
+ * the index has none (ids 0..n-1); *bad set, with err, when it cannot be
+ * read or does not hold n integers. */
 static int64_t *read_doc_ids(const char *dir, int64_t n, int *bad, char *err) {
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/doc_ids.npy", dir);
-  *bad = 0;
-  FILE *f = fopen(p, "rb");
-  if (!f) return NULL;
-  unsigned char h[10];
+  struct stat st;
   int64_t *ids = NULL;
-  char hdr[65536];
-  size_t hl;
-  if (fread(h, 1, 10, f) != 10 || memcmp(h, "\x93NUMPY\x01", 7)) goto malformed;
-  hl = (size_t)h[8] | (size_t)h[9] << 8;
-  if (hl >= sizeof hdr || fread(hdr, 1, hl, f) != hl) goto malformed;
-  hdr[hl] = 0;
-  const char *s = strstr(hdr, "'shape': (");
-  if (!strstr(hdr, "'descr': '<i8'") || !s || strtoll(s + 10, NULL, 10) != n) goto malformed;
-  ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  if (!ids || fread(ids, 8, (size_t)n, f) != (size_t)n) goto malformed;
-  fclose(f);
+  *bad = lstat(p, &st) == 0 || errno != ENOENT ? npy_read_ints(p, "doc ids", n, &ids, err) : 0;
   return ids;
-malformed:
-  fclose(f);
-  free(ids);
-  snprintf(err, ERR_LEN, "%.400s: not an int64 [%lld] .npy file", p, (long long)n);
-  *bad = 1;
-  return NULL;
 }
 
 /* ---- lik index ------------------------------------------------------------------------ */
@@ -158,10 +142,12 @@ static int add_ids(const char *dir, int64_t n_old, const emb_set *D, int64_t **o
   int bad;
   int64_t *old = read_doc_ids(dir, n_old, &bad, err);
   if (bad) return 1;
-  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n_old + D->n > 0 ? n_old + D->n : 1));
+  int64_t n_all;
+  int64_t *ids = lik_add_i64(n_old, D->n, &n_all) ? NULL : calloc_n(n_all, 1, sizeof(int64_t));
   if (!ids) {
     free(old);
-    snprintf(err, ERR_LEN, "out of memory for %lld document ids", (long long)(n_old + D->n));
+    snprintf(err, ERR_LEN, "out of memory for %lld + %lld document ids", (long long)n_old,
+             (long long)D->n);
     return 1;
   }
   for (int64_t i = 0; i < n_old; i++) ids[i] = old ? old[i] : i;
@@ -259,10 +245,11 @@ int cmd_index(int argc, char **argv) {
   int64_t *ids = NULL, n_old = 0, k_old = 0;
   if (!D.ragged) { /* padded input: the valid tokens, packed */
     const size_t es = dtype_size(D.dtype);
-    packed = malloc((size_t)(D.tokens > 0 ? D.tokens : 1) * (size_t)D.d * es);
-    cu_owned = malloc(sizeof(int64_t) * (size_t)(D.n + 1));
+    packed = calloc_n(D.tokens, D.d, es);
+    cu_owned = calloc_n(D.n + 1, 1, sizeof(int64_t)); /* D.n <= the file's bytes */
     if (!packed || !cu_owned) {
-      fprintf(stderr, "%s: error: out of memory for %lld tokens\n", prog, (long long)D.tokens);
+      fprintf(stderr, "%s: error: out of memory for %lld tokens x d=%lld (%s)\n", prog,
+              (long long)D.tokens, (long long)D.d, dtype_name(D.dtype));
       goto out;
     }
     cu_owned[0] = 0;
@@ -499,13 +486,20 @@ int cmd_search(int argc, char **argv) {
   if (qrels_path && K < RECALL_K) K = RECALL_K;
   const int64_t L = Q.max_len > 0 ? Q.max_len : 1, d = Q.d;
   /* queries: valid tokens first, F32 [nq, L, d], lengths ql */
-  qbuf = calloc((size_t)(nq > 0 ? nq : 1) * (size_t)(L * d), sizeof(float));
-  ql = malloc(sizeof(int64_t) * (size_t)(nq > 0 ? nq : 1));
-  S = malloc(sizeof(float) * (size_t)(nq > 0 ? nq : 1) * (size_t)K);
-  I = malloc(sizeof(int64_t) * (size_t)(nq > 0 ? nq : 1) * (size_t)K);
-  ranked = malloc(sizeof(int64_t) * (size_t)K);
-  if (!qbuf || !ql || !S || !I || !ranked) {
-    fprintf(stderr, "%s: error: out of memory for %lld queries\n", prog, (long long)nq);
+  int64_t Ld;
+  qbuf = lik_mul_i64(L, d, &Ld) ? NULL : calloc_n(nq, Ld, sizeof(float));
+  ql = calloc_n(nq, 1, sizeof(int64_t));
+  if (!qbuf || !ql) {
+    fprintf(stderr, "%s: error: out of memory for %lld queries x %lld tokens x d=%lld\n", prog,
+            (long long)nq, (long long)L, (long long)d);
+    goto out;
+  }
+  S = calloc_n(nq, K, sizeof(float));
+  I = calloc_n(nq, K, sizeof(int64_t));
+  ranked = calloc_n(K, 1, sizeof(int64_t));
+  if (!S || !I || !ranked) {
+    fprintf(stderr, "%s: error: out of memory for the results of %lld queries x top %lld\n", prog,
+            (long long)nq, (long long)K);
     goto out;
   }
   for (int64_t i = 0; i < nq; i++) {

@@ -25,7 +25,8 @@
 #include "eval.h"
 #include "index_cmd.h"
 #include "precision.h"
-#include "lik.h"
+#include "checked.h" /* src/core: overflow-checked sizes */
+#include "lik_experimental.h"
 #include "report.h"
 
 #ifndef LIK_DEFAULT_DATA_DIR
@@ -170,6 +171,31 @@ static int cmp_i64(const void *a, const void *b) {
 }
 static void sort_i64(int64_t *v, int64_t n) { qsort(v, (size_t)n, sizeof *v, cmp_i64); }
 
+/* Merges every query's block top kb (list 1 of cand_s / cand_i, ids relative
+ * to j0) into its best `have` (list 0): the library's lik_topk_merge, so one
+ * order (lik_retrieve's: score descending, NaN last, ties to the lower index,
+ * i.e. the earlier block) ranks every candidate of the exact job.  The lists
+ * are [2, nq, K1]; the merged min(K1, have + kb) replace list 0. */
+static int merge_block(float *cand_s, int64_t *cand_i, int64_t nq, int64_t K1, int64_t have,
+                       int64_t kb, int64_t j0, const lik_options *opts, float *mrg_s,
+                       int64_t *mrg_i, char *err) {
+  for (int64_t i = 0; i < nq; i++)
+    for (int64_t r = 0; r < kb; r++) cand_i[(nq + i) * K1 + r] += j0;
+  const int64_t m = have + kb < K1 ? have + kb : K1, lens[2] = {have, kb};
+  const int64_t cs[3] = {2, nq, K1}, cst[3] = {nq * K1, K1, 1}, os[2] = {nq, m}, ost[2] = {K1, 1};
+  lik_tensor S = cpu_view(cand_s, LIK_F32, 3, cs, cst), I = cpu_view(cand_i, LIK_I64, 3, cs, cst);
+  lik_tensor L = cpu_view((void *)lens, LIK_I64, 2, (const int64_t[2]){2, nq}, (const int64_t[2]){1, 0});
+  lik_tensor OS = cpu_view(mrg_s, LIK_F32, 2, os, ost), OI = cpu_view(mrg_i, LIK_I64, 2, os, ost);
+  const lik_status st = lik_topk_merge(&S, &I, &L, m, opts, &OS, &OI);
+  if (st) {
+    snprintf(err, ERR_LEN, "lik_topk_merge failed (%s): %s", lik_status_string(st), lik_last_error());
+    return 1;
+  }
+  memcpy(cand_s, mrg_s, (size_t)(nq * K1) * sizeof *cand_s);
+  memcpy(cand_i, mrg_i, (size_t)(nq * K1) * sizeof *cand_i);
+  return 0;
+}
+
 enum {
   OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
   OPT_PRECISION, OPT_RERANK, OPT_RESCORE
@@ -309,10 +335,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rc = 1;
-  float *best_s = NULL, *blk_s = NULL;
-  int64_t *best_i = NULL, *blk_i = NULL, *ranked = NULL;
-  float *mrg_s = NULL;
-  int64_t *mrg_i = NULL;
+  float *cand_s = NULL, *best_s = NULL, *blk_s = NULL, *mrg_s = NULL;
+  int64_t *cand_i = NULL, *best_i = NULL, *blk_i = NULL, *mrg_i = NULL, *ranked = NULL;
+  int64_t have = 0; /* entries of every query's list 0 during the block loop */
   void *qbuf = NULL, *dbuf = NULL;
   uint8_t *qmbuf = NULL, *dmbuf = NULL;
   size_t qcap = 0, dcap = 0, qmcap = 0, dmcap = 0;
@@ -355,22 +380,25 @@ int main(int argc, char **argv) {
   opts.normalize = normalize;
   opts.num_threads = (int)threads;
 
-  size_t nqk; /* K <= D.n and nq are bounded by the files; the product is checked */
-  if (__builtin_mul_overflow((size_t)(nq > 0 ? nq : 1), (size_t)K1, &nqk)) nqk = SIZE_MAX;
-  best_s = calloc(nqk, sizeof *best_s);
-  best_i = calloc(nqk, sizeof *best_i);
-  blk_s = calloc(nqk, sizeof *blk_s);
-  blk_i = calloc(nqk, sizeof *blk_i);
-  mrg_s = calloc((size_t)K1, sizeof *mrg_s);
-  mrg_i = calloc((size_t)K1, sizeof *mrg_i);
-  cnt = calloc((size_t)(nq > 0 ? nq : 1), sizeof *cnt);
-  ranked = calloc((size_t)K1, sizeof *ranked);
-  cidx = calloc((size_t)(K1 > cand.n ? K1 : cand.n) + 1, sizeof *cidx);
-  if (!best_s || !best_i || !blk_s || !blk_i || !mrg_s || !mrg_i || !cnt || !ranked || !cidx) {
+  /* The block merge's candidates: list 0 the best so far (best_s / best_i),
+   * list 1 the block's top kb (blk_s / blk_i), each [nq, K1] (K1 <= D.n and
+   * nq are bounded by the files; every product is checked by calloc_n). */
+  cand_s = calloc_n(nq, 2 * K1, sizeof *cand_s);
+  cand_i = calloc_n(nq, 2 * K1, sizeof *cand_i);
+  mrg_s = calloc_n(nq, K1, sizeof *mrg_s);
+  mrg_i = calloc_n(nq, K1, sizeof *mrg_i);
+  cnt = calloc_n(nq, 1, sizeof *cnt);
+  ranked = calloc_n(K1, 1, sizeof *ranked);
+  cidx = calloc_n((K1 > cand.n ? K1 : cand.n) + 1, 1, sizeof *cidx);
+  if (!cand_s || !cand_i || !mrg_s || !mrg_i || !cnt || !ranked || !cidx) {
     fprintf(stderr, "%s: error: out of memory for %lld x %lld results\n", prog, (long long)nq,
             (long long)K1);
     goto out;
   }
+  best_s = cand_s;
+  best_i = cand_i;
+  blk_s = cand_s + nq * K1;
+  blk_i = cand_i + nq * K1;
 
   lik_tensor qx, qm, dx, dm;
   if (emb_block(&Q, 0, nq, want, &qx, &qm, &qbuf, &qcap, &qmbuf, &qmcap, err)) {
@@ -434,35 +462,21 @@ int main(int argc, char **argv) {
     while (j1 < D.n) {
       int64_t l = D.ragged ? D.len[j1] : D.L;
       int64_t nl = l > lmax ? l : lmax;
-      if ((j1 + 1 - j0) * (nl > 0 ? nl : 1) > block_tokens) break;
+      int64_t padded;
+      if (lik_mul_i64(j1 + 1 - j0, nl > 0 ? nl : 1, &padded) || padded > block_tokens) break;
       lmax = nl;
       j1++;
     }
     int64_t nb = j1 - j0, kb = K1 < nb ? K1 : nb;
-    if (lb.kind ? lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, err)
-                : emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err) ||
-                      retrieve_topk(&qx, &qm, &dx, &dm, kb, &opts, blk_s, blk_i, err)) {
+    if ((lb.kind ? lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, K1, err)
+                 : emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err) ||
+                       retrieve_topk(&qx, &qm, &dx, &dm, kb, &opts, blk_s, blk_i, K1, err)) ||
+        merge_block(cand_s, cand_i, nq, K1, have, kb, j0, &opts, mrg_s, mrg_i, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
     }
-    /* Merge: earlier blocks have lower document indices and win ties. */
-    for (int64_t i = 0; i < nq; i++) {
-      float *gs = best_s + i * K1, *bs = blk_s + i * kb;
-      int64_t *gi = best_i + i * K1, *bi = blk_i + i * kb;
-      int64_t a = 0, b = 0, m = 0, na = cnt[i];
-      while (m < K1 && (a < na || b < kb)) {
-        if (b >= kb || (a < na && !(bs[b] > gs[a]))) {
-          mrg_s[m] = gs[a];
-          mrg_i[m++] = gi[a++];
-        } else {
-          mrg_s[m] = bs[b];
-          mrg_i[m++] = bi[b++] + j0;
-        }
-      }
-      memcpy(gs, mrg_s, (size_t)m * sizeof *gs);
-      memcpy(gi, mrg_i, (size_t)m * sizeof *gi);
-      cnt[i] = m;
-    }
+    have = have + kb < K1 ? have + kb : K1;
+    for (int64_t i = 0; i < nq; i++) cnt[i] = have;
     j0 = j1;
     if (show_progress) progress((double)j0 / (double)D.n, 0);
   }
@@ -582,10 +596,8 @@ int main(int argc, char **argv) {
   }
   rc = 0;
 out:
-  free(best_s);
-  free(best_i);
-  free(blk_s);
-  free(blk_i);
+  free(cand_s);
+  free(cand_i);
   free(mrg_s);
   free(mrg_i);
   free(cnt);

@@ -1,11 +1,11 @@
 /* precision.c — see precision.h. */
 #include "precision.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h" /* src/core: overflow-checked sizes */
 #include "lik_experimental.h"
 
 #define ERR_LEN 512
@@ -50,14 +50,15 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   c->lmax = D->L > 0 ? D->L : 1;
   c->d = D->d;
   c->nq = qx->shape[0];
-  const int64_t dl = row_bytes(c);
-  size_t cells = (size_t)c->n * (size_t)c->lmax;
-  c->docs = calloc(cells * (size_t)dl + 1, 1);
-  c->dscale = calloc(cells + 1, sizeof(float));
-  c->dmask = calloc(cells + 1, 1);
-  const int64_t lq = qx->shape[1], qcells = c->nq * lq;
-  c->q = calloc((size_t)(qcells * c->d) + 1, 1);
-  c->qscale = calloc((size_t)qcells + 1, sizeof(float));
+  const int64_t dl = row_bytes(c), lq = qx->shape[1];
+  int64_t cells = -1, qcells = -1; /* -1: the product does not fit; calloc_n refuses it */
+  if (lik_mul_i64(c->n, c->lmax, &cells)) cells = -1;
+  if (lik_mul_i64(c->nq, lq, &qcells)) qcells = -1;
+  c->docs = calloc_n(cells, dl, 1);
+  c->dscale = calloc_n(cells, 1, sizeof(float));
+  c->dmask = calloc_n(cells, 1, 1);
+  c->q = calloc_n(qcells, c->d, 1);
+  c->qscale = calloc_n(qcells, 1, sizeof(float));
   if (!c->docs || !c->dscale || !c->dmask || !c->q || !c->qscale) {
     snprintf(err, ERR_LEN, "out of memory quantising %lld documents x %lld tokens x d=%lld",
              (long long)c->n, (long long)c->lmax, (long long)c->d);
@@ -100,36 +101,35 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   return rc;
 }
 
-typedef struct {
-  float s;
-  int64_t i;
-} ranked;
-
-/* lik_retrieve's order: score descending, NaN last, ties by lower index. */
-static int by_score(const void *a, const void *b) {
-  const ranked *x = a, *y = b;
-  const int xn = isnan(x->s), yn = isnan(y->s);
-  if (xn != yn) return xn - yn;
-  if (!xn && x->s != y->s) return x->s > y->s ? -1 : 1;
-  return (x->i > y->i) - (x->i < y->i);
-}
-
 /* Scores queries [q0, q0 + nqs) against the nb quantised documents of the
  * views D / dsc / dm, and writes each query's top kb into out_s / out_i
- * [nqs, kb] (indices into the nb documents). */
+ * [nqs, kb], rows ld apart (indices into the nb documents).  The ranking is
+ * the library's: every score is a one-entry candidate list of
+ * lik_topk_merge, whose order (lik_retrieve's: score descending, NaN last,
+ * ties to the lower index) is the only one the command uses. */
 static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_tensor *dsc,
                       lik_tensor *dm, int64_t nb, int64_t kb, const lik_options *opts,
-                      float *out_s, int64_t *out_i, char *err) {
-  if (nb * nqs > c->scores_cap) {
+                      float *out_s, int64_t *out_i, int64_t ld, char *err) {
+  int64_t need;
+  if (lik_mul_i64(nb, nqs, &need) || need > c->scores_cap) {
     free(c->scores);
-    c->scores_cap = nb * nqs;
-    c->scores = malloc((size_t)c->scores_cap * sizeof(float));
+    c->scores = calloc_n(nb, nqs, sizeof(float));
+    c->scores_cap = c->scores ? need : 0;
     if (!c->scores) {
-      c->scores_cap = 0;
       snprintf(err, ERR_LEN, "out of memory for %lld x %lld scores", (long long)nqs,
                (long long)nb);
       return 1;
     }
+  }
+  if (nb > c->ids_cap) {
+    free(c->ids);
+    c->ids = calloc_n(nb, 1, sizeof(int64_t));
+    c->ids_cap = c->ids ? nb : 0;
+    if (!c->ids) {
+      snprintf(err, ERR_LEN, "out of memory for %lld document indices", (long long)nb);
+      return 1;
+    }
+    for (int64_t j = 0; j < nb; j++) c->ids[j] = j;
   }
   const int64_t lq = c->qx.shape[1];
   lik_tensor q = c->qx, qm = c->qm;
@@ -150,25 +150,17 @@ static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_ten
   else
     st = lik_maxsim_binary(&q, &qsc, D, c->d, qm.data ? &qm : NULL, dm, &o, &sc);
   if (st) return fail(err, c->kind == PRECISION_INT8 ? "lik_maxsim_scaled" : "lik_maxsim_binary", st);
-  ranked *r = malloc((size_t)nb * sizeof *r + 1);
-  if (!r) {
-    snprintf(err, ERR_LEN, "out of memory for %lld scores", (long long)nb);
-    return 1;
-  }
-  for (int64_t i = 0; i < nqs; i++) {
-    for (int64_t j = 0; j < nb; j++) r[j] = (ranked){c->scores[i * nb + j], j};
-    qsort(r, (size_t)nb, sizeof *r, by_score);
-    for (int64_t k = 0; k < kb; k++) {
-      out_s[i * kb + k] = r[k].s;
-      out_i[i * kb + k] = r[k].i;
-    }
-  }
-  free(r);
+  const int64_t ls[3] = {nb, nqs, 1}, os[2] = {nqs, kb}, ost[2] = {ld, 1};
+  lik_tensor S = cpu_view(c->scores, LIK_F32, 3, ls, (const int64_t[3]){1, nb, 1});
+  lik_tensor I = cpu_view(c->ids, LIK_I64, 3, ls, (const int64_t[3]){1, 0, 1});
+  lik_tensor OS = cpu_view(out_s, LIK_F32, 2, os, ost);
+  lik_tensor OI = cpu_view(out_i, LIK_I64, 2, os, ost);
+  if ((st = lik_topk_merge(&S, &I, NULL, kb, &o, &OS, &OI))) return fail(err, "lik_topk_merge", st);
   return 0;
 }
 
 int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
-                float *out_s, int64_t *out_i, char *err) {
+                float *out_s, int64_t *out_i, int64_t ld, char *err) {
   const int64_t nb = j1 - j0, dl = row_bytes(c);
   const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
   const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
@@ -176,7 +168,7 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
                           c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
   lik_tensor dm = cpu_view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
   lik_tensor dsc = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
-  return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, err);
+  return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, ld, err);
 }
 
 int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t kb,
@@ -186,9 +178,9 @@ int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t
     free(c->gdocs);
     free(c->gscale);
     free(c->gmask);
-    c->gdocs = malloc((size_t)(n * cell));
-    c->gscale = malloc((size_t)(n * c->lmax) * sizeof(float));
-    c->gmask = malloc((size_t)(n * c->lmax));
+    c->gdocs = calloc_n(n, cell, 1);
+    c->gscale = calloc_n(n, c->lmax, sizeof(float));
+    c->gmask = calloc_n(n, c->lmax, 1);
     c->gather_cap = c->gdocs && c->gscale && c->gmask ? n : 0;
     if (!c->gather_cap) {
       snprintf(err, ERR_LEN, "out of memory gathering %lld candidates x %lld tokens",
@@ -207,7 +199,7 @@ int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t
   lik_tensor D = cpu_view(c->gdocs, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
   lik_tensor dm = cpu_view(c->gmask, LIK_U8, 2, ms, mst);
   lik_tensor dsc = cpu_view(c->gscale, LIK_F32, 2, ms, mst);
-  return score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, err);
+  return score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, kb, err);
 }
 
 void lowbit_free(lowbit *c) {
@@ -217,6 +209,7 @@ void lowbit_free(lowbit *c) {
   free(c->q);
   free(c->qscale);
   free(c->scores);
+  free(c->ids);
   free(c->gdocs);
   free(c->gscale);
   free(c->gmask);

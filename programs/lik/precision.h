@@ -23,7 +23,8 @@ typedef struct {
   float *qscale;      /* [nq, Lq] */
   lik_tensor qx, qm;  /* views of q (mask: the loader's) */
   float *scores;      /* [nq, block] scratch */
-  int64_t scores_cap;
+  int64_t *ids;       /* [block] 0, 1, ..: the scores' document indices */
+  int64_t scores_cap, ids_cap;
   uint8_t *gdocs, *gmask; /* gathered candidates (lowbit_topk_of): [cap, lmax, .] */
   float *gscale;
   int64_t gather_cap;
@@ -42,10 +43,11 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
                 const lik_tensor *qm, const lik_options *opts, char *err);
 
 /* The top-kb documents of [j0, j1) per query, sorted as lik_retrieve (score
- * descending, ties by lower index): out_s / out_i [nq, kb], indices relative
- * to j0.  Returns 0, or 1 with err set. */
+ * descending, NaN last, ties by lower index: lik_topk_merge ranks them):
+ * out_s / out_i [nq, kb], rows ld elements apart, indices relative to j0.
+ * Returns 0, or 1 with err set. */
 int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options *opts,
-                float *out_s, int64_t *out_i, char *err);
+                float *out_s, int64_t *out_i, int64_t ld, char *err);
 
 /* The top-kb of query qi against the documents idx[0..n) (kb <= n), sorted
  * as lik_retrieve: out_s / out_i [kb], positions in idx.

@@ -33,7 +33,6 @@ lik code (TypeError).
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import sys
 import warnings
@@ -242,9 +241,15 @@ def maxsim(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, backward:
             product), ``[Ld, d]`` (one document) or ``[Nq, K, Ld, d]`` (K
             candidates per query, KD layout; needs 3-D ``Q``).
         q_mask: optional ``[Nq, Lq]`` (``[Lq]`` for 2-D ``Q``), bool or uint8,
-            True / nonzero = valid query token.
+            True / nonzero = valid query token.  None (the default): every
+            query token is valid, padding included -- each adds its max (a
+            zero padding token adds 0; pass a mask or ``q_lengths`` for
+            tokens that must not count).
         d_mask: optional ``[Nd, Ld]`` (``[Ld]``; ``[Nq, K, Ld]`` for KD), bool
-            or uint8, True / nonzero = valid document token.
+            or uint8, True / nonzero = valid document token.  None: every
+            document token is valid, padding included (a zero padding token
+            takes part in the max with similarity 0, which wins when every
+            real token's similarity is negative; a masked token never wins).
         normalize: L2-normalise every token, ``x / max(||x||, 1e-12)``, on both
             sides inside the kernel (cosine MaxSim).
         backward: ``"auto" | "unified" | "lowmem"`` (None = ``"auto"``), the
@@ -300,8 +305,10 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
     Args:
         Q: ``[B, Lq, d]``; float32, float16, float64 or torch.bfloat16.
         D: ``[B, Ld, d]``, same dtype, ``B`` and ``d`` as ``Q``.
-        q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token).
-        d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token).
+        q_mask: optional ``[B, Lq]`` bool or uint8 (True = valid token); None:
+            every query token is valid, padding included (see :func:`maxsim`).
+        d_mask: optional ``[B, Ld]`` bool or uint8 (True = valid token); None:
+            every document token is valid, padding included.
         normalize: per-token L2 normalisation of both sides in the kernel.
         backward: ``"auto" | "unified" | "lowmem"`` or None (see :func:`maxsim`).
         q_lengths: optional integer ``[B]``, each in ``[0, Lq]`` (a prefix mask).
@@ -420,9 +427,11 @@ def retrieve(
             into ``[Nd, max Ld_j, d]`` with the padding masked out; this is a
             copy).
         top_k: int >= 1; ``k = min(top_k, Nd)`` results are returned.
-        q_mask: optional ``[Nq, Lq]`` (``[Lq]``) bool / uint8.
+        q_mask: optional ``[Nq, Lq]`` (``[Lq]``) bool / uint8; None: every
+            query token is valid, padding included (see :func:`maxsim`).
         d_mask: optional ``[Nd, Ld]`` (``[Ld]``) bool / uint8, or, with a list
-            ``D``, a list of ``[Ld_j]`` masks.
+            ``D``, a list of ``[Ld_j]`` masks; None: every document token is
+            valid (a list ``D``: each document's own tokens).
         normalize: per-token L2 normalisation (default True, as the seed's
             ``retrieve``: ColBERT / ColPali cosine scoring).
         chunk: accepted for compatibility with the seed, which scores in
@@ -446,16 +455,10 @@ def retrieve(
             positive``), wrong ndim (KD 4-D ``D`` is not accepted), d / mask shape mismatch, different devices.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
-    try:
-        top_k = operator.index(top_k)
-    except TypeError:
-        raise TypeError(f"top_k: expected an int, got {type(top_k).__name__}") from None
+    top_k = _lib.int_arg(top_k, "top_k", None, None)  # <= 0: the library's error; above int64: clamped
     largest, sorted = _lib.flag(largest, "largest"), _lib.flag(sorted, "sorted")
     if chunk is not None:
-        try:
-            operator.index(chunk)
-        except TypeError:
-            raise TypeError(f"chunk: expected None or an int, got {type(chunk).__name__}") from None
+        _lib.int_arg(chunk, "chunk", None, None)  # accepted and ignored (the seed's argument)
     if isinstance(D, (list, tuple)):
         _lib.check_array(Q, "Q")
         D, d_mask = _pad_docs(D, d_mask, Q.shape[-1] if Q.ndim else None, Q)

@@ -32,7 +32,6 @@ The C calls go through the package's private ctypes layer (:mod:`lik._lib`).
 from __future__ import annotations
 
 import ctypes
-import operator
 from typing import Optional
 
 import torch
@@ -360,19 +359,7 @@ def _max_len(cu: torch.Tensor) -> int:
 
 def _check_max_seqlen(value, name: str = "max_seqlen_q"):
     """A max_seqlen argument as given: None or an int in [0, 2**62]."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected None or an int, got bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected None or an int, got {type(value).__name__}") from None
-    if value < 0:
-        raise ValueError(f"{name}: must be >= 0, got {value}")
-    if value > 2**62:
-        raise ValueError(f"{name}: {value} is too large (at most 2**62)")
-    return value
+    return None if value is None else _lib.int_arg(value, name, 0, 2**62)
 
 
 def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
@@ -499,7 +486,8 @@ def maxsim_varlen(
         max_seqlen_d: None or an int >= 0; accepted for seed compatibility,
             not needed.
         q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
-            token masks (beyond the seed).
+            token masks (beyond the seed); None: every packed token is valid
+            (the sequences are their ``cu_seqlens`` ranges).
         normalize: per-token L2 normalisation in the kernel (beyond the seed).
         backward: ``"auto" | "unified" | "lowmem"``.
 

@@ -20,6 +20,7 @@ same wrappers, e.g. ``call_maxsim(..., argmax=buf)`` to get the saved argmax.
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import struct
 import sys
@@ -58,6 +59,36 @@ LIK_CPU = 1
 LIK_CUDA = 2
 
 BACKWARD_CODES = {"auto": 0, "unified": 1, "lowmem": 2}
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UINT64_MAX = 2**64 - 1
+#: lik_plaid_index_search's largest top_k (src/api/plaid_index.c).
+PLAID_MAX_TOP_K = 2**40
+
+
+def int_arg(value, name: str, lo: int | None = INT64_MIN, hi: int | None = INT64_MAX) -> int:
+    """An integer argument, checked once before it reaches C: an ``int`` (or
+    anything with ``__index__``, numpy integers included; not a bool) in
+    ``[lo, hi]`` -- by default int64's range, the C type of lik's counts, so
+    that nothing wraps modulo 2**64 on its way into ctypes (``lo`` / ``hi``
+    None: no bound on that side, for arguments the caller clamps).
+
+    Raises:
+        TypeError: not an integer, or a bool (message: the name, the type).
+        ValueError: outside ``[lo, hi]`` (message: the name, the value, the range).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected an int, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        rng = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+        raise ValueError(f"{name}: {v} is outside {rng}")
+    return v
 
 
 def check_backward(backward) -> str:
@@ -260,14 +291,7 @@ _nt_lock = threading.Lock()
 
 def set_num_threads(n: int) -> None:
     global _num_threads
-    try:
-        n = int(n.__index__())
-    except AttributeError:
-        raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}") from None
-    if n < 0:
-        raise ValueError(f"set_num_threads: n must be >= 0 (0 = $LIK_NUM_THREADS or all cores), got {n}")
-    if n > 2**31 - 1:
-        raise ValueError(f"set_num_threads: n={n} is too large")
+    n = int_arg(n, "set_num_threads: n (0 = $LIK_NUM_THREADS or all cores)", 0, INT32_MAX)
     with _nt_lock:
         _num_threads = n
 
@@ -308,7 +332,7 @@ class Context:
         if bad:
             raise ValueError(f"Context: cuda_off: unknown feature(s) {bad}, expected some of {list(_CUDA_FEATURES)}")
         o = LikContextOptions()
-        o.num_threads = num_threads
+        o.num_threads = int_arg(num_threads, "Context: num_threads", 0, INT32_MAX)
         o.cpu_isa = cpu_isa.encode() if cpu_isa is not None else None
         o.cuda_off = sum(_CUDA_FEATURES[f] for f in set(cuda_off))
         h = ctypes.c_void_p()
@@ -744,15 +768,11 @@ def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_toke
               "total_tokens": total_tokens, "max_points_per_centroid": max_points_per_centroid,
               "sample_docs": sample_docs, "chunk_docs": chunk_docs}
     for name, value in counts.items():
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
         bits = 8 * ctypes.sizeof(dict(LikPlaidBuildOptions._fields_)[name])
-        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-            raise ValueError(f"{name}: {value} is outside the {bits}-bit range")
-        setattr(o, name, int(value))
+        setattr(o, name, int_arg(value, name, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
     if nbits not in (1, 2, 4, 8):
         raise ValueError(f"nbits: {nbits}, must be 1, 2, 4 or 8")
-    o.seed = seed & (2**64 - 1)
+    o.seed = int_arg(seed, "seed", 0, UINT64_MAX)
     o.expand_centroids = 1 if expand_centroids else 0
     o.num_threads = _num_threads
     o.context = getattr(_current, "handle", None)

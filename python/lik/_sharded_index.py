@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import stat
 import tempfile
 
 import numpy as np
@@ -185,8 +185,7 @@ class ShardedIndex:
         try:
             info = os.path.join(os.fspath(path), "shards.json")
             if os.path.exists(info):
-                with open(info) as f:
-                    saved = int(json.load(f).get("world_size", world))
+                saved = _read_shards_json(fn, info)
                 if saved != world:
                     raise ValueError(f"{fn}: {info} says the index has {saved} shards, the group has {world} ranks")
             folder = _shard_dir(path, dist.get_rank(group))
@@ -238,12 +237,14 @@ class ShardedIndex:
         """
         _require("ShardedIndex.save")
         err = None
+        n = 0
         try:
             os.makedirs(os.fspath(path), exist_ok=True)
             self.local.save(_shard_dir(path, dist.get_rank(self.group)))
+            n = self.local.num_docs
         except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
             err = exc
-        meta = _exchange([err is not None, self.local.num_docs], self.group)
+        meta = _exchange([err is not None, n], self.group)
         _raise_if_failed("ShardedIndex.save", err, meta[:, 0], self.group)
         if dist.get_rank(self.group) == 0:
             try:  # atomic: a rank that loads right after save never reads a half-written file
@@ -298,12 +299,17 @@ class ShardedIndex:
         fn = "ShardedIndex.search"
         group = self.group
         err = s = i = None
-        nq = k = q2 = d = 0
-        n = self.local.num_docs
-        sizes = _exchange([n], group)[:, 0]  # the shard offsets, for global ids
+        nq = k = q2 = d = n = 0
+        try:  # everything a rank can fail on before a collective happens inside a try: a
+            n = self.local.num_docs  # closed index raises on its rank, the others learn it
+        except Exception as exc:  # noqa: BLE001 - re-raised after the exchange
+            err = exc
+        meta = _exchange([err is not None, n], group)  # the shard offsets, for global ids
+        _raise_if_failed(fn, err, meta[:, 0], group)
+        sizes = meta[:, 1]
         first = int(sizes[: dist.get_rank(group)].sum())
         try:
-            k = _index(top_k, "top_k")
+            k = _index(top_k, "top_k", 1, _lib.PLAID_MAX_TOP_K)
             d = self.local.dim
             if subset is not None:
                 subset = _local_subset(subset, first, n, int(sizes.sum()))
@@ -345,6 +351,40 @@ class ShardedIndex:
 
     def __repr__(self) -> str:
         return f"lik.distributed.ShardedIndex(local={self.local!r})"
+
+
+def _read_shards_json(fn: str, info: str) -> int:
+    """The number of shards ``shards.json`` (written by :meth:`ShardedIndex.save`)
+    declares: an object with ``world_size`` (an int >= 1) and, optionally,
+    ``num_docs`` (a list of ``world_size`` ints >= 0).
+
+    Raises:
+        ValueError: anything else, naming the file and what is wrong.
+    """
+    def bad(why: str):
+        return ValueError(f"{fn}: {info} is not a valid shards.json ({why}); ShardedIndex.save writes "
+                          '{"world_size": R, "num_docs": [n_0, ..., n_R-1]}')
+
+    def count(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not stat.S_ISREG(os.stat(info).st_mode):  # a FIFO would block the read
+        raise bad("not a regular file")
+    try:
+        with open(info, "rb") as f:
+            meta = json.loads(f.read(1 << 20))
+    except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise bad(f"a JSON {type(meta).__name__}, not an object")
+    world = meta.get("world_size")
+    if not count(world) or world < 1:
+        raise bad(f"world_size {world!r} is not an int >= 1")
+    docs = meta.get("num_docs")
+    if docs is not None and not (isinstance(docs, list) and len(docs) == world
+                                 and all(count(n) and n >= 0 for n in docs)):
+        raise bad(f"num_docs {docs!r} is not a list of {world} ints >= 0")
+    return world
 
 
 def _local_subset(subset, first: int, n: int, total: int):

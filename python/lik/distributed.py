@@ -32,7 +32,6 @@ never a hang.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
@@ -62,13 +61,9 @@ def _require(fn: str, *, initialized: bool = True) -> None:
         )
 
 
-def _index(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+def _index(value: Any, name: str, lo: int | None = _lib.INT64_MIN, hi: int | None = _lib.INT64_MAX) -> int:
+    """An integer argument: :func:`lik._lib.int_arg`."""
+    return _lib.int_arg(value, name, lo, hi)
 
 
 def _comm_device(group, like=None):
@@ -236,9 +231,7 @@ def retrieve(Q, D_local, top_k: int, *, q_mask=None, d_mask=None, normalize: boo
     s = i = None
     n_local = nq = d = q2 = k_in = 0
     try:
-        k_in = _index(top_k, "top_k")
-        if k_in < 1:
-            raise ValueError(f"top_k: must be >= 1, got {k_in}")
+        k_in = _index(top_k, "top_k", 1, None)  # above int64: every document (retrieve clamps)
         s, i = _api.retrieve(Q, D_local, k_in, q_mask, d_mask, normalize=normalize)
         q2 = int(Q.ndim == 2)
         if q2:

@@ -358,9 +358,14 @@ class Index:
             sides L2-normalised).  torch in -> torch out.
 
         Raises:
-            ValueError: shapes, parameters, ``subset`` ids out of range or
-                nested deeper than one list per query.
-            TypeError: dtypes; ``subset`` or ``q_lengths`` not integers.
+            ValueError: shapes; ``top_k`` outside ``[1, 2**40]``,
+                ``n_ivf_probe`` / ``n_full_scores`` outside ``[1, 2**63 - 1]``
+                (the message names the argument and the range; checked before
+                anything is allocated); ``subset`` ids out of range or nested
+                deeper than one list per query.
+            TypeError: dtypes; ``top_k`` / ``n_ivf_probe`` / ``n_full_scores``
+                not ints (a bool included); ``subset`` or ``q_lengths`` not
+                integers.
         """
         torch_out = _lib.is_torch(Q) or (_is_seq(Q) and Q and _lib.is_torch(Q[0]))
         if _is_seq(Q):
@@ -380,11 +385,10 @@ class Index:
             Q = _to_np(Q)
         if not (1 <= Q.ndim <= 4):
             raise ValueError(f"Q: expected [Nq, Lq, d] or [Lq, d], got shape {tuple(Q.shape)}")
-        for name, v in (("top_k", top_k), ("n_ivf_probe", n_ivf_probe), ("n_full_scores", n_full_scores)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}: must be an int >= 1, got {v!r}")
         p = _lib.LikPlaidSearchParams()
-        p.top_k, p.n_ivf_probe, p.n_full_scores = int(top_k), int(n_ivf_probe), int(n_full_scores)
+        p.top_k = top_k = _lib.int_arg(top_k, "top_k", 1, _lib.PLAID_MAX_TOP_K)
+        p.n_ivf_probe = _lib.int_arg(n_ivf_probe, "n_ivf_probe", 1)
+        p.n_full_scores = _lib.int_arg(n_full_scores, "n_full_scores", 1)
         if centroid_score_threshold is not None:
             p.prune = 1
             p.centroid_score_threshold = float(centroid_score_threshold)

@@ -34,7 +34,6 @@ and the sizes) as ValueError (shape, value) / TypeError (dtype).
 
 from __future__ import annotations
 
-import operator
 
 from . import _api, _lib
 
@@ -55,12 +54,8 @@ _NBITS = (1, 2, 4, 8)
 
 
 def _int_arg(value, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    """nbits (a C int) / max_seqlen_d (int64), checked by _lib.int_arg."""
+    return _lib.int_arg(value, name, *((_lib.INT32_MIN, _lib.INT32_MAX) if name == "nbits" else ()))
 
 
 def _layout(layout) -> str:

@@ -21,7 +21,6 @@ tokens of sim``, as :func:`lik.maxsim`.
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
@@ -300,10 +299,7 @@ def maxsim_inference_binary(Q, D_bits, *, d: int | None = None, scale_Q=None, q_
     )
     if d is None:
         d = Q.shape[-1] if _lib.dtype_name(Q) == "int8" else 8 * D_bits.shape[-1]
-    try:
-        d = operator.index(d)
-    except TypeError:
-        raise TypeError(f"d: expected an int, got {type(d).__name__}") from None
+    d = _lib.int_arg(d, "d")
     if scale_Q is not None:
         scale_Q = _as_scale(scale_Q, "scale_Q", tm, Q)
         if tm:
@@ -346,13 +342,8 @@ def retrieve_binary(Q, D, D_bits, top_k: int, *, candidates: int = 10, q_mask=No
         TypeError: non-int ``top_k`` / ``candidates``, dtypes.
         ValueError: ``top_k`` or ``candidates`` < 1, shapes.
     """
-    for name, v in (("top_k", top_k), ("candidates", candidates)):
-        try:
-            operator.index(v)
-        except TypeError:
-            raise TypeError(f"{name}: expected an int, got {type(v).__name__}") from None
-        if v < 1:
-            raise ValueError(f"{name}: must be >= 1, got {v}")
+    top_k = _lib.int_arg(top_k, "top_k", 1)
+    candidates = _lib.int_arg(candidates, "candidates", 1)
     (Q, D, D_bits, q_mask, d_mask), tm = _prepare(
         ("Q", "D", "D_bits", "q_mask", "d_mask"), (Q, D, D_bits, q_mask, d_mask),
         (False, False, False, True, True)

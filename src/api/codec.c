@@ -2,6 +2,7 @@
  * codec.c — lik_codec_train, lik_codec_compress, lik_codec_decompress:
  * validate once, describe the call, route it to a backend.
  */
+#include "../core/checked.h"
 #include "../core/residual_check.h"
 
 static lik_status cuda_unsupported(const char *what) {
@@ -35,8 +36,14 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
       (st = lik_check_disjoint(ts, names, 3, 2)))
     return st;
   if (dev == LIK_CUDA) return cuda_unsupported("lik_codec_train");
-  int64_t n = 1;
+  int64_t n = 1; /* fits int64: lik_check_tensor */
+  size_t bytes;
   for (int i = 0; i < residuals->ndim; i++) n *= residuals->shape[i];
+  if (lik_bytes(n, sizeof(float), &bytes)) {
+    char s[96];
+    return lik_fail(LIK_ERR_ALLOC, "residuals: a sample of shape %s does not fit in memory (its fp32 "
+                    "copy exceeds the address space)", lik_shape_str(residuals, s));
+  }
   if (n == 0) return lik_fail(LIK_ERR_VALUE, "residuals: the sample is empty");
   return lik_cpu_codec_train(residuals, nbits, (float *)bucket_cutoffs->data,
                              bucket_cutoffs->strides[0], (float *)bucket_weights->data,

@@ -31,4 +31,11 @@ static inline int lik_bytes(int64_t n, size_t elem, size_t *out) {
   return n < 0 || __builtin_mul_overflow((uint64_t)n, elem, out);
 }
 
+/* *out = a x b elements of elem bytes, as a size_t; nonzero when a or b < 0
+ * or the byte count does not fit. */
+static inline int lik_bytes2(int64_t a, int64_t b, size_t elem, size_t *out) {
+  int64_t n;
+  return a < 0 || b < 0 || lik_mul_i64(a, b, &n) || lik_bytes(n, elem, out);
+}
+
 #endif /* LIK_CHECKED_H */

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 #include "residual_decode.h"
 
@@ -32,7 +33,7 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
     shape[off + i] = r->shape[i];
     strides[off + i] = r->strides[i];
   }
-  const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+  const int64_t n = shape[0] * shape[1] * shape[2] * shape[3]; /* n x 4 bytes fit: lik_codec_train */
   float *v = (float *)malloc((size_t)n * sizeof(float));
   if (!v)
     return lik_fail(LIK_ERR_ALLOC, "lik_codec_train: cannot allocate %lld bytes for the sample",
@@ -160,13 +161,17 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
 
   /* Centroids as fp32 tile rows, padded to a multiple of mr by repeating the
    * last one (an equal dot never passes the tiles' strict >). */
-  g.cpad = (C + mr - 1) / mr * mr;
-  g.crows = (float *)malloc((size_t)(g.cpad * d) * sizeof(float));
-  g.ctix = (int32_t *)malloc((size_t)g.cpad * sizeof(int32_t));
+  g.cpad = C / mr * mr + (C % mr ? mr : 0); /* no C + mr - 1 overflow */
+  size_t rows_b, tix_b;
+  if (lik_bytes2(g.cpad, d, sizeof(float), &rows_b) || lik_bytes(g.cpad, sizeof(int32_t), &tix_b))
+    return lik_fail(LIK_ERR_ALLOC, "lik_codec: C=%lld centroid rows of d=%lld fp32 values exceed the "
+                    "address space", (long long)C, (long long)d);
+  g.crows = (float *)malloc(rows_b);
+  g.ctix = (int32_t *)malloc(tix_b);
   if (!g.crows || !g.ctix) {
     free(g.crows);
     free(g.ctix);
-    return alloc_fail("the centroid rows", (size_t)(g.cpad * d) * sizeof(float));
+    return alloc_fail("the centroid rows", rows_b);
   }
   for (int64_t c = 0; c < g.cpad; c++) {
     g.ctix[c] = (int32_t)(c < C ? c : C - 1);

@@ -124,7 +124,9 @@ static void free_blocks(char **ptrs, int64_t nthreads) {
 static void *load_weights(const lik_head *h, size_t real, void **bias) {
   const int64_t d_out = h->p.q.dim, d_model = h->p.d.dim;
   size_t bytes;
-  if (lik_bytes(d_out * d_model + d_out, real, &bytes)) return NULL;
+  int64_t n;
+  if (lik_mul_i64(d_out, d_model, &n) || lik_add_i64(n, d_out, &n) || lik_bytes(n, real, &bytes))
+    return NULL;
   char *wt = malloc(bytes);
   if (!wt) return NULL;
   *bias = wt + (size_t)(d_out * d_model) * real;
@@ -215,16 +217,16 @@ static lik_status number_winners(head_bwd *g) {
 
 /* Allocates the winner lists and rows once nwin is known. */
 static lik_status alloc_rows(head_bwd *g, size_t real, int64_t d_out) {
-  size_t b1, b2, b3;
+  size_t b1, b2, b3, b4;
   if (lik_bytes(g->nwin, sizeof(int64_t), &b1) || lik_bytes(g->nwin, sizeof(int32_t), &b2) ||
-      lik_bytes(g->nwin * d_out, real, &b3))
+      lik_bytes2(g->nwin, d_out, real, &b3) || lik_bytes(g->nwin, real, &b4))
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: %lld winning tokens x d_out=%lld",
                     (long long)g->nwin, (long long)d_out);
   g->win_doc = malloc(b1 ? b1 : 1);
   g->win_tok = malloc(b2 ? b2 : 1);
   g->yhat = malloc(b3 ? b3 : 1);
   g->gy = malloc(b3 ? b3 : 1);
-  g->wnorm = malloc(g->nwin ? (size_t)g->nwin * real : 1);
+  g->wnorm = malloc(b4 ? b4 : 1);
   if (!g->win_doc || !g->win_tok || !g->yhat || !g->gy || !g->wnorm)
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: cannot allocate rows for %lld "
                     "winning tokens x d_out=%lld", (long long)g->nwin, (long long)d_out);
@@ -246,8 +248,12 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw) {
   if (lik_mul_i64(g->ndocs, ld, &ntok) || lik_bytes(ntok, sizeof(int64_t), &bytes))
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: %lld documents x Ld=%lld tokens",
                     (long long)g->ndocs, (long long)ld);
+  size_t first_b;
+  int64_t ndocs1;
+  if (lik_add_i64(g->ndocs, 1, &ndocs1) || lik_bytes(ndocs1, sizeof(int64_t), &first_b))
+    return lik_fail(LIK_ERR_ALLOC, "fused head backward: %lld documents", (long long)g->ndocs);
   g->tok_row = malloc(bytes ? bytes : 1);
-  g->win_first = malloc((size_t)(g->ndocs + 1) * sizeof(int64_t));
+  g->win_first = malloc(first_b);
   if (!g->tok_row || !g->win_first)
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: cannot allocate a map of %lld tokens",
                     (long long)ntok);

@@ -98,10 +98,9 @@ static void lik_tile_avx2_6x8(const float *q, int64_t ldq, const float *dr,
   }
 }
 
-/* Contiguous (sk == 1) row: 8 elements per step, F16 through F16C, BF16 by
- * a 16-bit shift; then the fp32 norm with 8 partial sums (fixed order). */
-static void pack_row_avx2(const void *base, lik_dtype dt, int64_t off,
-                          int64_t d, int normalize, float *dst) {
+/* Contiguous (sk == 1) row, widened: 8 elements per step, F16 through F16C,
+ * BF16 by a 16-bit shift. */
+static void widen_row_avx2(const void *base, lik_dtype dt, int64_t off, int64_t d, float *dst) {
   int64_t k = 0;
   if (dt == LIK_F32) {
     const float *src = (const float *)base + off;
@@ -120,7 +119,13 @@ static void pack_row_avx2(const void *base, lik_dtype dt, int64_t off,
     }
     for (; k < d; k++) dst[k] = lik_bf16_to_f32(src[k]);
   }
-  if (!normalize) return;
+}
+
+/* dst *= 1 / max(||dst||, eps): the fp32 norm with 8 partial sums (fixed
+ * order).  Every widened row, contiguous or strided, is normalised here, so
+ * a strided view scores bitwise as its contiguous copy. */
+static void normalize_row_avx2(float *dst, int64_t d) {
+  int64_t k;
   __m256 acc = _mm256_setzero_ps();
   for (k = 0; k + 8 <= d; k += 8) {
     __m256 x = _mm256_loadu_ps(dst + k);
@@ -144,9 +149,10 @@ static void lik_pack_avx2(const lik_seqs *s, int64_t n, const int32_t *tok,
     int64_t off = lik_tok_off(s, n, tok[i]);
     float *row = dst + i * s->dim;
     if (s->sk == 1)
-      pack_row_avx2(s->data, s->dtype, off, s->dim, normalize, row);
+      widen_row_avx2(s->data, s->dtype, off, s->dim, row);
     else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, normalize, row);
+      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
+    if (normalize) normalize_row_avx2(row, s->dim);
   }
 }
 

@@ -89,12 +89,9 @@ static void lik_tile_avx512_12x16(const float *q, int64_t ldq, const float *dr,
   }
 }
 
-/* Contiguous (sk == 1) row, 16 elements per step with masked tails (no
- * scalar remainder); F16 through F16C (vcvtph2ps zmm), BF16 by a shift.
- * Norm: 16 fp32 partial sums reduced in a fixed order. */
-static void pack_row_avx512(const void *base, lik_dtype dt, int64_t off,
-                            int64_t d, int normalize, float *dst) {
-  __m512 acc = _mm512_setzero_ps();
+/* Contiguous (sk == 1) row, widened: 16 elements per step with masked tails
+ * (no scalar remainder); F16 through F16C (vcvtph2ps zmm), BF16 by a shift. */
+static void widen_row_avx512(const void *base, lik_dtype dt, int64_t off, int64_t d, float *dst) {
   for (int64_t k = 0; k < d; k += 16) {
     int64_t left = d - k;
     __mmask16 msk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
@@ -108,10 +105,21 @@ static void pack_row_avx512(const void *base, lik_dtype dt, int64_t off,
       else
         x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
-    acc = _mm512_fmadd_ps(x, x, acc);
     _mm512_mask_storeu_ps(dst + k, msk, x);
   }
-  if (!normalize) return;
+}
+
+/* dst *= 1 / max(||dst||, eps): 16 fp32 partial sums reduced in a fixed
+ * order.  Every widened row, contiguous or strided, is normalised here, so a
+ * strided view scores bitwise as its contiguous copy. */
+static void normalize_row_avx512(float *dst, int64_t d) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t k = 0; k < d; k += 16) {
+    int64_t left = d - k;
+    __mmask16 msk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __m512 x = _mm512_maskz_loadu_ps(msk, dst + k);
+    acc = _mm512_fmadd_ps(x, x, acc);
+  }
   float part[16];
   _mm512_storeu_ps(part, acc);
   float ss = 0.0f;
@@ -131,9 +139,10 @@ static void lik_pack_avx512(const lik_seqs *s, int64_t n, const int32_t *tok,
     int64_t off = lik_tok_off(s, n, tok[i]);
     float *row = dst + i * s->dim;
     if (s->sk == 1)
-      pack_row_avx512(s->data, s->dtype, off, s->dim, normalize, row);
+      widen_row_avx512(s->data, s->dtype, off, s->dim, row);
     else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, normalize, row);
+      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
+    if (normalize) normalize_row_avx512(row, s->dim);
   }
 }
 

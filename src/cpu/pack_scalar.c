@@ -1,7 +1,8 @@
 /*
  * pack_scalar.c — scalar widening + L2 normalisation of token rows: the
- * portable pack, and the fallback the SIMD packs use for strided rows
- * (sk != 1).  The norm is fp32, summed in ascending k, and applied as a
+ * portable pack, and the widening the SIMD packs use for strided rows
+ * (sk != 1; they normalise every row with their own norm, called with
+ * normalize = 0 here).  The norm is fp32, summed in ascending k, and applied as a
  * multiply by 1 / max(||x||, 1e-12) (one division per token, not per element).
  */
 #include <math.h>

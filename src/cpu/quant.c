@@ -289,12 +289,18 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
     return lik_fail(LIK_ERR_ALLOC, "lik: scratch for Nq=%lld, Lq=%lld, Ld=%lld, d=%lld does not "
                     "fit int64", (long long)p->q.count, (long long)p->q.len,
                     (long long)p->d_seqs.len, (long long)p->d);
-  const int64_t nq = p->q.count, scratch = c.dscratch_bytes * nthreads;
+  const int64_t nq = p->q.count, scratch = c.dscratch_bytes * nthreads; /* checked by plan */
+  size_t first_b, valid_b, tok_b; /* q.len <= INT32_MAX (validated) */
+  int64_t nq1;
+  if (lik_add_i64(nq, 1, &nq1) || lik_bytes(nq1, sizeof(int64_t), &first_b) ||
+      lik_bytes(nq1, sizeof(int32_t), &valid_b) || lik_bytes(p->q.len + 1, sizeof(int32_t), &tok_b))
+    return lik_fail(LIK_ERR_ALLOC, "lik: Nq=%lld queries of Lq=%lld tokens exceed the address space",
+                    (long long)nq, (long long)p->q.len);
   c.qbuf = aligned_alloc(64, (size_t)qbytes + 64);
-  c.qfirst = malloc((size_t)(nq + 1) * sizeof(int64_t));
-  c.qvalid = malloc((size_t)nq * sizeof(int32_t) + 1);
+  c.qfirst = malloc(first_b);
+  c.qvalid = malloc(valid_b);
   c.dscratch = aligned_alloc(64, (size_t)scratch);
-  int32_t *tok = malloc((size_t)p->q.len * sizeof(int32_t) + 1);
+  int32_t *tok = malloc(tok_b);
   lik_status st = LIK_OK;
   if (!c.qbuf || !c.qfirst || !c.qvalid || !c.dscratch || !tok) {
     st = lik_fail(LIK_ERR_ALLOC, "lik: cannot allocate packed queries and document rows "

@@ -17,6 +17,7 @@
  */
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 #include "residual_internal.h"
 
@@ -72,8 +73,15 @@ typedef struct {
   size_t off_urow, off_inv, off_m, off_ix;
 } rctx;
 
-/* 64-byte aligned (a table row never straddles a cache line), never NULL for n = 0. */
-static void *xmalloc(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64 + 64); }
+/* a x b x c elements of elem bytes, 64-byte aligned (a table row never
+ * straddles a cache line), never NULL for a zero count; NULL when a count is
+ * negative or the size does not fit (src/core/checked.h). */
+static void *xmalloc(int64_t a, int64_t b, int64_t c, size_t elem) {
+  int64_t n;
+  size_t bytes;
+  if (lik_mul_i64(a, b, &n) || lik_bytes2(n, c, elem, &bytes) || bytes > SIZE_MAX - 128) return NULL;
+  return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -224,21 +232,21 @@ static void release(rctx *g) {
 /* Steps 1 and 2 and every allocation; 0 on allocation failure. */
 static int prepare(rctx *g, int nth) {
   const lik_ctokens *d = g->d;
-  g->used = (uint8_t *)calloc((size_t)g->ncent + 1, 1);
-  g->umap = (int32_t *)xmalloc((size_t)g->ncent * sizeof(int32_t));
+  g->used = g->ncent < INT64_MAX ? (uint8_t *)calloc((size_t)g->ncent + 1, 1) : NULL;
+  g->umap = (int32_t *)xmalloc(g->ncent, 1, 1, sizeof(int32_t));
   if (!g->used || !g->umap) return 0;
   lik_parallel_run(nth, g->ndblocks, mark_task, g);
   for (int64_t c = 0; c < g->ncent; c++) g->umap[c] = g->used[c] ? (int32_t)g->nused++ : -1;
-  g->ulist = (int32_t *)xmalloc((size_t)g->nused * sizeof(int32_t));
-  g->qc = (float *)xmalloc((size_t)(g->nlb * g->nused * LB) * sizeof(float));
+  g->ulist = (int32_t *)xmalloc(g->nused, 1, 1, sizeof(int32_t));
+  g->qc = (float *)xmalloc(g->nlb, g->nused, LB, sizeof(float));
   if (!g->ulist || !g->qc) return 0;
   for (int64_t c = 0; c < g->ncent; c++)
     if (g->umap[c] >= 0) g->ulist[g->umap[c]] = (int32_t)c;
   if (g->rp) {
-    g->cent = (float *)xmalloc((size_t)(g->nused * g->dim) * sizeof(float));
-    g->inv = (float *)xmalloc((size_t)lik_ct_ntok(d) * sizeof(float));
-    g->qt = (float *)xmalloc((size_t)((g->lqp + 1) * g->dim) * sizeof(float));
-    g->tab = (float *)xmalloc((size_t)(g->nlb * g->width * 256 * LB) * sizeof(float));
+    g->cent = (float *)xmalloc(g->nused, g->dim, 1, sizeof(float));
+    g->inv = (float *)xmalloc(lik_ct_ntok(d), 1, 1, sizeof(float));
+    g->qt = (float *)xmalloc(g->lqp + 1, g->dim, 1, sizeof(float));
+    g->tab = (float *)xmalloc(g->nlb, g->width, 256 * LB, sizeof(float));
     if (!g->cent || !g->inv || !g->qt || !g->tab) return 0;
     lik_parallel_run(nth, (g->nused + UROWS - 1) / UROWS, cent_task, g);
     lik_parallel_run(nth, g->ndblocks, norm_task, g);

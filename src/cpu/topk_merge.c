@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "../core/checked.h"
 #include "cpu_internal.h"
 #include "topk.h"
 
@@ -36,8 +37,11 @@ lik_status lik_cpu_topk_merge(const lik_merge *m) {
   const int nt = (int64_t)m->num_threads < ntasks ? m->num_threads : (int)ntasks;
   merge_run run;
   run.m = m;
-  run.lists = (lik_topk_list *)malloc((size_t)(nt * m->R) * sizeof(lik_topk_list));
-  run.heap = (int64_t *)malloc((size_t)(nt * 2 * m->R) * sizeof(int64_t));
+  size_t lists_b = 0, heap_b = 0;
+  const int sizes_ok = !lik_bytes2(nt, m->R, sizeof(lik_topk_list), &lists_b) &&
+                       !lik_bytes2(nt, m->R, 2 * sizeof(int64_t), &heap_b);
+  run.lists = sizes_ok ? (lik_topk_list *)malloc(lists_b) : NULL;
+  run.heap = sizes_ok ? (int64_t *)malloc(heap_b) : NULL;
   lik_status st = LIK_OK;
   if (!run.lists || !run.heap)
     st = lik_fail(LIK_ERR_ALLOC, "topk_merge: cannot allocate scratch for %d threads x R=%lld lists",

@@ -135,6 +135,14 @@ static void group_scratch(void) {
     EXPECT(lik_retrieve(&Q, &D, NULL, NULL, 1, NULL, &S, &I), LIK_ERR_ALLOC,
            "Lq=2147483647", "d=2147483647");
   }
+  /* A size from hostile counts (issue 27 B): a product that wrapped to a small
+   * allocation, then written past, is LIK_ERR_ALLOC naming the shape. */
+  float cut[3], wts[4];
+  lik_tensor CUT = dense(cut, LIK_F32, 1, DIMS(3)), W = dense(wts, LIK_F32, 1, DIMS(4));
+  case_begin("codec_train: a [2^62 + 1] sample (its fp32 copy's 2^64 + 4 bytes wrapped to 4)");
+  lik_tensor R = V(zeros, LIK_F32, 1, DIMS(((int64_t)1 << 62) + 1), DIMS(0));
+  EXPECT(lik_codec_train(&R, 2, &CUT, &W), LIK_ERR_ALLOC, "residuals: a sample of shape",
+         "[4611686018427387905]");
   group_end();
 }
 

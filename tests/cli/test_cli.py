@@ -413,7 +413,8 @@ def test_error_usage(tmp_path):
 # ---- rerank ------------------------------------------------------------------------------
 
 def test_rerank_candidates(tmp_path, cranfield):
-    full = run_json("--limit-queries", 6, "--top-k", 50, "--qrels", "/dev/null")
+    (tmp_path / "none.tsv").write_text("")  # no judgments (inputs are regular files: not /dev/null)
+    full = run_json("--limit-queries", 6, "--top-k", 50, "--qrels", tmp_path / "none.tsv")
     lines = []
     for res in full["results"]:
         # candidates in scrambled order, TREC run format, plus a duplicate

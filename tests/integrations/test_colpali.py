@@ -211,3 +211,19 @@ def test_backend_env(patched, lik_calls, monkeypatch):
     monkeypatch.setenv("COLPALI_SCORES_BACKEND", "nope")
     with pytest.raises(ValueError, match="COLPALI_SCORES_BACKEND"):
         maxsim_mod.maxsim_inbatch(q, d)
+
+
+def test_nan_embeddings_give_nan_scores_as_unpatched():
+    # torch's amax propagates NaN; lik's own rule would skip it: patched
+    # colpali-engine keeps the NaN (issue 27 B, item 2)
+    gen = torch.Generator().manual_seed(7)
+    Q = torch.randn(3, 4, 8, generator=gen)
+    D = torch.randn(3, 6, 8, generator=gen)
+    D4 = torch.randn(3, 2, 6, 8, generator=gen)
+    Q[1, 2, 3] = D[2, 5, 0] = D4[0, 1, 4, 2] = float("nan")
+    van = (maxsim_mod.maxsim_inbatch(Q, D), maxsim_mod.maxsim_kd(Q, D4))
+    li.patch_colpali_engine()
+    got = (maxsim_mod.maxsim_inbatch(Q, D), maxsim_mod.maxsim_kd(Q, D4), lik_colpali._pairs(Q, D))
+    for g, v in zip(got, van + (torch.diagonal(van[0]),)):
+        assert torch.isnan(v).any() and not torch.isnan(v).all()
+        torch.testing.assert_close(g, v, equal_nan=True, rtol=1e-5, atol=1e-5)

@@ -392,3 +392,39 @@ def test_rerank_and_similarity(model):
     # a model's similarity function is bound when the model is built
     li.patch_pylate()
     assert simfn_mod.SimilarityFunction.to_similarity_fn("MaxSim") is lik_pylate.colbert_scores
+
+
+# ---- NaN propagates as in PyLate (issue 27 B, item 2) -----------------------------------------
+
+
+def _nan_case(gen):
+    Q = torch.randn(3, 4, 8, generator=gen)
+    D = torch.randn(5, 6, 8, generator=gen)
+    Q[1, 2, 3] = float("nan")
+    D[3, 5, 0] = float("nan")  # in a masked token below: PyLate's 0 * NaN is NaN too
+    dm = torch.ones(5, 6, dtype=torch.bool)
+    dm[3, 5] = False
+    return Q, D, dm
+
+
+def _same_nan(got, van):
+    assert torch.isnan(van).any() and not torch.isnan(van).all()
+    torch.testing.assert_close(got, van, equal_nan=True, **F32)
+
+
+def test_nan_embeddings_give_nan_scores_as_unpatched():
+    # lik's own rule skips a NaN similarity (finite scores); patched PyLate
+    # must keep PyLate's NaN so that a diverging training run's loss is NaN
+    gen = torch.Generator().manual_seed(7)
+    Q, D, dm = _nan_case(gen)
+    for args in ((Q, D), (Q, D, None, dm), (Q, D, dm[:3, :4], dm)):
+        _same_nan(*reversed(_both(lambda: scores_pkg.colbert_scores, *args)))
+    D4 = torch.randn(3, 2, 6, 8, generator=gen)
+    D4[0, 1, 4, 2] = float("nan")
+    _same_nan(*reversed(_both(lambda: scores_pkg.colbert_kd_scores, Q, D4)))
+    _same_nan(*reversed(_both(lambda: scores_pkg.colbert_scores_pairwise, Q, D[:3, :4])))
+    qs, ds = list(Q), [D[j, : 2 + j] for j in range(3)] + [D[3]]
+    _same_nan(*reversed(_both(lambda: scores_pkg.colbert_scores_pairwise, qs, ds)))
+    # the loss of a contrastive step is NaN patched as unpatched
+    li.patch_pylate()
+    assert torch.isnan(scores_pkg.colbert_scores(Q, D).logsumexp(-1).sum())

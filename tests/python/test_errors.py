@@ -231,3 +231,39 @@ def test_context_cuda_off_names():
     lik.Context(cuda_off=names)
     with pytest.raises(ValueError, match="sparse"):
         lik.Context(cuda_off=["sparse"])
+
+
+# ---- integer arguments: checked in their C type's range, never wrapped (issue 27 B, item 5) ----
+
+
+def test_integer_arguments_never_wrap(tmp_path):
+    from lik import plaid
+
+    rng = np.random.default_rng(11)
+    docs = [rng.standard_normal((int(n), 16)).astype(np.float32) for n in rng.integers(3, 9, 30)]
+    ix = plaid.Index.build(docs, tmp_path / "ix", num_centroids=8)
+    Q = rng.standard_normal((2, 4, 16)).astype(np.float32)
+    I64 = r"\[1, 9223372036854775807\]"
+    cases = [
+        # ctypes stored these modulo 2**64: n_ivf_probe=2**64+1 ran with 1
+        (lambda: ix.search(Q, n_ivf_probe=2**64 + 1), rf"n_ivf_probe: 18446744073709551617 is outside {I64}"),
+        (lambda: ix.search(Q, n_full_scores=2**64 + 4096), rf"n_full_scores: \d+ is outside {I64}"),
+        # numpy's MemoryError before the library's documented limit
+        (lambda: ix.search(Q, top_k=2**40 + 1), r"top_k: 1099511627777 is outside \[1, 1099511627776\]"),
+        (lambda: ix.search(Q, top_k=np.int64(0)), r"top_k: 0 is outside \[1, 1099511627776\]"),
+        (lambda: lik.Context(num_threads=2**32), r"Context: num_threads: 4294967296 is outside \[0, 2147483647\]"),
+        (lambda: lik.Context(num_threads=-1), r"Context: num_threads: -1 is outside"),
+        (lambda: plaid.Index.build(docs, seed=2**64), r"seed: 18446744073709551616 is outside \[0, 18446744073709551615\]"),
+        (lambda: plaid.compress(np.concatenate(docs), np.ones((4, 16), np.float32), np.zeros(3, np.float32),
+                                2**32 + 2), r"nbits: 4294967298 is outside \[-2147483648, 2147483647\]"),
+        (lambda: lik.maxsim_inference_binary(np.zeros((2, 8), np.int8), np.zeros((3, 1), np.uint8), d=2**64),
+         r"d: 18446744073709551616 is outside"),
+        (lambda: lik.retrieve_binary(Q, Q, lik.quantize_binary(Q), 2**63), rf"top_k: 9223372036854775808 is outside {I64}"),
+    ]
+    for call, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            call()
+    for bad in (True, 1.0, "3"):
+        with pytest.raises(TypeError, match="n_ivf_probe: expected an int"):
+            ix.search(Q, n_ivf_probe=bad)
+    ix.search(Q, top_k=np.int32(3), n_ivf_probe=np.uint64(2))  # numpy integers are ints

@@ -51,3 +51,33 @@ def as_dtype(scores: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """lik returns float32 scores (float64 for float64 inputs); the packages'
     torch code returns the input dtype.  Cast to it (differentiable)."""
     return scores if scores.dtype == dtype else scores.to(dtype)
+
+
+# ---- NaN: the packages' rule on lik's scores -----------------------------------------------
+#
+# lik's MaxSim skips a NaN similarity (it never wins a max: include/lik.h), so
+# NaN embeddings give finite scores.  The packages' torch code (einsum, a
+# multiply by the masks, max / amax, sum) propagates it: a NaN anywhere in
+# query i's or document j's embeddings -- masked tokens included, as
+# 0 * NaN is NaN -- makes score [i, j] NaN, so a diverging training run shows
+# a NaN loss.  The wrappers put that back: lik's scores, then NaN where either
+# side holds a NaN (one pass over the inputs; the gradient of the other
+# scores is unchanged).  A NaN similarity made of infinite inputs (inf * 0 in
+# a dot product) still follows lik's rule.
+
+
+def nan_seqs(x: torch.Tensor, batch_dims: int) -> torch.Tensor:
+    """Bool ``x.shape[:batch_dims]``: which sequences hold a NaN."""
+    return torch.isnan(x).flatten(batch_dims).any(-1)
+
+
+def nan_packed(x: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """Bool ``[n]``: which packed sequences ``x[cu[i]:cu[i+1]]`` hold a NaN."""
+    tok = torch.isnan(x).any(-1).to(torch.int64).cumsum(0)
+    tok = torch.cat([tok.new_zeros(1), tok])
+    return tok[cu_seqlens[1:]] > tok[cu_seqlens[:-1]]
+
+
+def with_nan(scores: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
+    """``scores`` with NaN where ``bad`` (broadcast to the scores' shape)."""
+    return scores.masked_fill(bad, float("nan"))

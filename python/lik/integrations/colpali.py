@@ -22,7 +22,10 @@ Patch points (``patch()`` returns the list it made):
 Semantics are colpali-engine's: no masks, padding tokens are zero vectors
 that take part in the max with a similarity of 0 (lik is called without
 masks, so the same holds).  Scores come back in the embeddings' dtype (as the
-einsum returns).  ``use_smooth_max=True`` (log-sum-exp instead of max) keeps
+einsum returns).  NaN is colpali-engine's (``_common``'s NaN rule): a NaN
+in query i's or document j's embeddings makes score [i, j] NaN, as torch's
+``amax`` does, where lik's own rule (a NaN similarity never wins) would give
+a finite score.  ``use_smooth_max=True`` (log-sum-exp instead of max) keeps
 colpali-engine's einsum path: lik computes the hard max only.  On exact ties
 of the max (in practice: zero padding tokens, similarity 0) torch's ``amax``
 splits the gradient evenly among the tied tokens, lik gives it to the first;
@@ -103,7 +106,8 @@ def maxsim_inbatch(query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
     """
     backend = _backend()
     if backend != "torch" and _common.fits(query, doc, 3, 3):
-        return _common.as_dtype(_ops.maxsim(query, doc), query.dtype)
+        bad = _common.nan_seqs(query, 1)[:, None] | _common.nan_seqs(doc, 1)[None, :]
+        return _common.as_dtype(_common.with_nan(_ops.maxsim(query, doc), bad), query.dtype)
     # colpali-engine's "lik" means the seed package: its reference formula instead
     return _torch_inbatch(query, doc) if backend == "lik" else _ORIG["maxsim_inbatch"](query, doc)
 
@@ -120,14 +124,16 @@ def maxsim_kd(query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
     """
     backend = _backend()
     if backend != "torch" and _common.fits(query, doc, 3, 4) and query.shape[0] == doc.shape[0]:
-        return _common.as_dtype(_ops.maxsim(query, doc), query.dtype)
+        bad = _common.nan_seqs(query, 1)[:, None] | _common.nan_seqs(doc, 2)
+        return _common.as_dtype(_common.with_nan(_ops.maxsim(query, doc), bad), query.dtype)
     return _torch_kd(query, doc) if backend == "lik" else _ORIG["maxsim_kd"](query, doc)
 
 
 def _pairs(query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
     """``einsum("bnd,bsd->bns", query, doc).amax(2).sum(1)`` -> ``[B]``."""
     if _lik_selected() and _common.fits(query, doc, 3, 3) and query.shape[0] == doc.shape[0]:
-        return _common.as_dtype(_ops.maxsim_pairs(query, doc), query.dtype)
+        bad = _common.nan_seqs(query, 1) | _common.nan_seqs(doc, 1)
+        return _common.as_dtype(_common.with_nan(_ops.maxsim_pairs(query, doc), bad), query.dtype)
     return torch.einsum("bnd,bsd->bns", query, doc).amax(dim=2).sum(dim=1)
 
 

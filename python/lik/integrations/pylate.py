@@ -26,7 +26,10 @@ negative) and a masked query token adds 0.  The wrappers reproduce this by
 zeroing the masked document tokens (``D * documents_mask``) and passing no
 document mask to lik; a float query mask scales the query tokens, a bool one
 goes to lik as its query mask.  Gradients are PyLate's: none into masked
-tokens.  The scores come back in the dtype PyLate's torch code returns (the
+tokens.  NaN is PyLate's too (``_common``'s NaN rule): a NaN anywhere in
+query i's or document j's embeddings, masked tokens included (PyLate
+multiplies by the mask: 0 * NaN is NaN), makes score [i, j] NaN, where lik's
+own rule (a NaN similarity never wins a max) would give a finite score.  The scores come back in the dtype PyLate's torch code returns (the
 embeddings' dtype, promoted by a floating-point mask).
 
 Backend selection: PyLate's ``backend=`` argument and its environment
@@ -161,8 +164,9 @@ def colbert_scores(queries_embeddings, documents_embeddings, queries_mask=None, 
             and _common.mask_fits(dm, D.shape[:2], D.device)):
         return _ORIG["colbert_scores"](Q, D, qm, dm, backend=_fallback(backend))
     out = _common.result_dtype(Q, qm, dm)
+    bad = _common.nan_seqs(Q, 1)[:, None] | _common.nan_seqs(D, 1)[None, :]
     Q, D, lik_q_mask = _pylate_masked(Q, D, qm, dm)
-    return _common.as_dtype(_ops.maxsim(Q, D, lik_q_mask), out)
+    return _common.as_dtype(_common.with_nan(_ops.maxsim(Q, D, lik_q_mask), bad), out)
 
 
 def colbert_kd_scores(queries_embeddings, documents_embeddings, queries_mask=None, documents_mask=None,
@@ -192,8 +196,9 @@ def colbert_kd_scores(queries_embeddings, documents_embeddings, queries_mask=Non
             and _common.mask_fits(dm, D.shape[:3], D.device)):
         return _ORIG["colbert_kd_scores"](Q, D, qm, dm, backend=_fallback(backend))
     out = _common.result_dtype(Q, qm, dm)
+    bad = _common.nan_seqs(Q, 1)[:, None] | _common.nan_seqs(D, 2)
     Q, D, lik_q_mask = _pylate_masked(Q, D, qm, dm)
-    return _common.as_dtype(_ops.maxsim(Q, D, lik_q_mask), out)
+    return _common.as_dtype(_common.with_nan(_ops.maxsim(Q, D, lik_q_mask), bad), out)
 
 
 def colbert_scores_pairwise(queries_embeddings, documents_embeddings, backend=None):
@@ -220,14 +225,16 @@ def colbert_scores_pairwise(queries_embeddings, documents_embeddings, backend=No
     Q, D = queries_embeddings, documents_embeddings
     if (isinstance(Q, torch.Tensor) and isinstance(D, torch.Tensor) and _common.fits(Q, D, 3, 3)
             and Q.shape[0] == D.shape[0]):
-        return _common.as_dtype(_ops.maxsim_pairs(Q, D), Q.dtype)
+        bad = _common.nan_seqs(Q, 1) | _common.nan_seqs(D, 1)
+        return _common.as_dtype(_common.with_nan(_ops.maxsim_pairs(Q, D), bad), Q.dtype)
     packed = _pack_pairs(Q, D)
     if packed is None:
         return _ORIG["colbert_scores_pairwise"](queries_embeddings, documents_embeddings,
                                                 backend=_fallback(backend))
     Qp, Dp, cu_q, cu_d, idx, longest = packed
     s = _ops.score_pairs_packed(Qp, Dp, cu_q, cu_d, idx, idx, max_seqlen_q=longest)
-    return _common.as_dtype(s, Qp.dtype)
+    bad = _common.nan_packed(Qp, cu_q) | _common.nan_packed(Dp, cu_d)
+    return _common.as_dtype(_common.with_nan(s, bad), Qp.dtype)
 
 
 def _pack_pairs(Q, D):
