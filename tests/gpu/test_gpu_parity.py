@@ -593,6 +593,12 @@ def test_argmax_exact_ties_unmasked(case, family, gen):
         scores, am = api._forward(Q, D, with_argmax=True)
         s2 = api.maxsim(Q, D)
     torch.cuda.synchronize()
-    assert torch.equal(am.long(), want_am), f"{(am.long() != want_am).sum().item()} argmax entries differ"
-    assert torch.equal(scores.double(), want)
+    bad = (am.long() != want_am).nonzero()
+    if len(bad):
+        i, j, s = bad[0].tolist()
+        got = am[i, j, s].item()
+        pytest.fail(f"{len(bad)} argmax entries differ; first [{i}, {j}, {s}]: got {got} "
+                    f"(S {S[i, j, s, got].item() if got >= 0 else None}), want {want_am[i, j, s].item()} "
+                    f"(S {mx[i, j, s].item()}); rows of the first: {sorted(set(bad[:, 2].tolist()))[:12]}")
+    assert torch.equal(scores.double(), want), (scores.double() - want).abs().max()
     assert torch.equal(scores, s2)
