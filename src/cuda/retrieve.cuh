@@ -8,7 +8,7 @@
  *      lowest-index ties of it (an ordered per-thread scan) — at most k
  *      candidates, deterministic;
  *   2. merges them with the running top-k (kept sorted, ping-pong buffers)
- *      by rank counting under the total order (score desc, index asc).
+ *      by rank counting under the total order (score desc, NaN last, index asc).
  * Few queries against a large block (Nq below twice the SM count): the block is
  * split into G slices and the same kernel runs twice — G CTAs per query
  * select each slice's sorted top-k (from an empty running top-k), then one
@@ -23,22 +23,30 @@
 
 namespace lik_cuda {
 
-/* Order-preserving key of a score; -0 and +0 share a key (they compare equal,
- * so the index decides between them, as in rbetter). */
+/* The order of lik.h's top-k (src/core/topk.h's lik_topk_better): score
+ * descending, NaN after every number, ties (NaN among NaN too) by the lower
+ * index.  fkey: an order-preserving key of a score; -0 and +0 share a key
+ * (they compare equal, so the index decides between them), every NaN gets 0,
+ * below every number's (-inf's is 0x007fffff). */
 __device__ __forceinline__ uint32_t fkey(float f) {
+  if (f != f) return 0;
   uint32_t u = __float_as_uint(f);
   if (u == 0x80000000u) u = 0;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 __device__ __forceinline__ bool rbetter(float a, int64_t ia, float b, int64_t ib) {
+  const bool na = a != a, nb = b != b;
+  if (na || nb) return na == nb ? ia < ib : nb;
   return a > b || (a == b && ia < ib);
 }
 
+/* An empty slot of a top-k list: (NaN, INT64_MAX), after every candidate
+ * under rbetter (a NaN score included), skipped as a candidate itself. */
 __global__ void topk_init_kernel(float *s, int64_t *ix, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    s[i] = -INFINITY;
+    s[i] = CUDART_NAN_F;
     ix[i] = INT64_MAX;
   }
 }
@@ -132,8 +140,8 @@ __global__ void __launch_bounds__(256)
       ci[slot] = sx ? sx[c] : base + c;
     }
   }
-  for (int64_t r = tid; r < k; r += 256) {
-    qs[r] = -INFINITY;
+  for (int64_t r = tid; r < k; r += 256) { /* empty slots (topk_init_kernel) */
+    qs[r] = CUDART_NAN_F;
     qi[r] = INT64_MAX;
   }
   __syncthreads();

@@ -357,6 +357,40 @@ def test_retrieve_split_with_ties(Nq, k, gen):
     assert torch.equal(sc, -srt[:, :k])
 
 
+@pytest.mark.parametrize("Nq,n_num,k", [(1, 5, 10), (1, 3000, 2990), (1, 20000, 7), (3, 40, 100), (3, 900, 1000)])
+def test_retrieve_nan_last(Nq, n_num, k, gen):
+    """lik.h's top-k order on CUDA: NaN scores after every number, -inf
+    included, NaN ties by the lower index (the CPU's lik_topk_better).  Query
+    tokens +big e0 and -big e1: a document whose rows are all -big (e0 + e1)
+    meets -inf and +inf (score NaN); a +big e0 row scores +inf, rows of -big
+    e0 only -inf; the others (tiny e0, e1) are finite.  n_num documents are
+    not NaN, at random positions among 20 000 (one query: the sliced path)."""
+    api = _lik()
+    Nd, Ld, d, big = 20000, 3, 16, 1e20
+    Q = torch.zeros((Nq, 2, d), device="cuda")
+    Q[:, 0, 0], Q[:, 1, 1] = big, -big
+    D = torch.rand((Nd, Ld, d), device="cuda", generator=gen) * 2 - 1
+    D[..., :2] *= 1e-20
+    num = torch.randperm(Nd, device="cuda", generator=gen)[:n_num]
+    nan_doc = torch.ones(Nd, dtype=torch.bool, device="cuda")
+    nan_doc[num] = False
+    D[nan_doc, :, :2] = -big
+    D[num[:2], 0, 0] = big  # two +inf scores
+    D[num[2:4], :, 0] = -big  # two -inf scores
+    Q, D = Q.to(torch.bfloat16), D.to(torch.bfloat16)
+    full = api.maxsim(Q, D).float().cpu()
+    assert torch.isnan(full).sum().item() == Nq * (Nd - n_num)
+    sc, ix = api.retrieve(Q, D, k, normalize=False)
+    import numpy as np
+
+    for i in range(Nq):
+        f = full[i].numpy()
+        nan = np.isnan(f)
+        order = np.lexsort((np.arange(Nd), -np.where(nan, 0, f), nan))[:k]  # last key first
+        assert ix[i].tolist() == order.tolist(), f"query {i}"
+        np.testing.assert_array_equal(sc[i].cpu().numpy(), f[order])  # NaN where NaN
+
+
 @pytest.mark.skipif(not os.environ.get("LIK_GPU_BIG"), reason="set LIK_GPU_BIG=1 (needs ~16 GB)")
 def test_big_corpus_over_2_31(gen):
     """1 x 100 000 x 32 x 300 x 128: 3.84e9 elements > 2^31, last docs checked."""
