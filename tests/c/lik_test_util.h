@@ -2,7 +2,8 @@
  * lik_test_util.h — shared helpers of the C tests (header-only, test-private):
  * seeded PRNG, fp16/bf16 conversions written independently of the library,
  * strided views over private allocations, the test data's bridge to the fp64
- * MaxSim reference (src/ref/maxsim_ref.h) and failure bookkeeping.
+ * MaxSim reference (src/ref/maxsim_ref.h) and failure bookkeeping; whole files
+ * and folder trees come from lik_test_files.h.
  *
  * Every test program prints its seed; LIK_TEST_SEED=<n> reproduces a run.
  */
@@ -24,6 +25,7 @@
 
 #include "lik.h"
 #include "../../src/ref/maxsim_ref.h"
+#include "lik_test_files.h"
 
 /* ---- failure bookkeeping --------------------------------------------------- */
 

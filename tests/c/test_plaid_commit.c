@@ -113,43 +113,6 @@ int rmdir(const char *p) {
 
 static char g_tmp[256];
 
-static uint8_t *read_all(const char *path, size_t *n) {
-  *n = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  const long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *b = malloc((size_t)sz + 1);
-  *n = fread(b, 1, (size_t)sz, f);
-  fclose(f);
-  return b;
-}
-
-static void write_all(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return;
-  fwrite(p, 1, n, f);
-  fclose(f);
-}
-
-/* Removes a folder, its files and the files of its sub-folders. */
-static void rm_tree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[1024];
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      struct stat st;
-      if (!lstat(p, &st) && S_ISDIR(st.st_mode)) rm_tree(p);
-      else unlink(p);
-    }
-  closedir(d);
-  rmdir(dir);
-}
-
 #define MAXF 64
 typedef struct {
   int n;

@@ -26,43 +26,8 @@ static void path_of(char *out, size_t cap, const char *dir, const char *name) {
   snprintf(out, cap, "%s/%s", dir, name);
 }
 
-static uint8_t *read_all(const char *path, size_t *n) {
-  *n = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *b = malloc((size_t)sz + 1);
-  *n = fread(b, 1, (size_t)sz, f);
-  b[*n] = 0; /* text files are parsed with strtoll */
-  fclose(f);
-  return b;
-}
-
-static void write_all(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return;
-  fwrite(p, 1, n, f);
-  fclose(f);
-}
-
-static void rm_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[1024];
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      path_of(p, sizeof p, dir, e->d_name);
-      unlink(p);
-    }
-  closedir(d);
-  rmdir(dir);
-}
-
 static void copy_dir(const char *src, const char *dst) {
-  rm_dir(dst);
+  rm_tree(dst);
   mkdir(dst, 0777);
   DIR *d = opendir(src);
   struct dirent *e;
@@ -279,8 +244,8 @@ static void group_roundtrip(void) {
     char a[300], b[300];
     snprintf(a, sizeof a, "%s/a", g_tmp);
     snprintf(b, sizeof b, "%s/b", g_tmp);
-    rm_dir(a);
-    rm_dir(b);
+    rm_tree(a);
+    rm_tree(b);
     st = lik_plaid_index_save(ix, a, NULL);
     CHECK(st == LIK_OK, "save: %s", lik_last_error());
     lik_plaid_index *lx = NULL;
@@ -317,8 +282,8 @@ static void group_roundtrip(void) {
       lik_plaid_index *ix3 = NULL;
       o.num_threads = 1;
       CHECK(lik_plaid_index_build(&X, &cu, &o, &ix3) == LIK_OK, "rebuild: %s", lik_last_error());
-      rm_dir(a);
-      rm_dir(b);
+      rm_tree(a);
+      rm_tree(b);
       lik_plaid_index_save(ix2, a, NULL);
       lik_plaid_index_save(ix3, b, NULL);
       CHECK(same_dir(a, b), "the build depends on the thread count");
@@ -364,7 +329,7 @@ static void reference_scores(const lik_plaid_index *ix, const char *dir, const c
                              const queries *q, float *full) {
   const int64_t n = c->n, d = c->d;
   g_cu = c->cu;
-  rm_dir(dir);
+  rm_tree(dir);
   CHECK(lik_plaid_index_save(ix, dir, NULL) == LIK_OK, "save: %s", lik_last_error());
   size_t nc, nr, nw, ncen;
   uint8_t *f1, *f2, *f3, *f4;
@@ -523,7 +488,7 @@ static void group_add(void) {
       if (part == 1) {
         char p[300];
         snprintf(p, sizeof p, "%s/part", g_tmp);
-        rm_dir(p);
+        rm_tree(p);
         CHECK(lik_plaid_index_save(b, p, NULL) == LIK_OK, "save: %s", lik_last_error());
         lik_plaid_index_free(b);
         b = NULL;
@@ -548,8 +513,8 @@ static void group_add(void) {
       char pa[300], pb[300];
       snprintf(pa, sizeof pa, "%s/ea", g_tmp);
       snprintf(pb, sizeof pb, "%s/eb", g_tmp);
-      rm_dir(pa);
-      rm_dir(pb);
+      rm_tree(pa);
+      rm_tree(pb);
       lik_plaid_index_save(a, pa, NULL);
       lik_plaid_index_save(b, pb, NULL);
       size_t n1, n2;
@@ -639,7 +604,7 @@ static void group_expand(void) {
     snprintf(p2, sizeof p2, "%s/x2", g_tmp);
     snprintf(p3, sizeof p3, "%s/x3", g_tmp);
     lik_plaid_index *ix = build(&a, nbits, 2, rng_int(10, 100));
-    rm_dir(p0);
+    rm_tree(p0);
     CHECK(ix && lik_plaid_index_save(ix, p0, NULL) == LIK_OK, "save: %s", lik_last_error());
     if (ix && mapped) {
       lik_plaid_index_free(ix);
@@ -674,7 +639,7 @@ static void group_expand(void) {
     CHECK(add_expand(ix, &b, 1) == LIK_ERR_VALUE, "a NaN / inf token: %s", lik_last_error());
     b.x[bad] = keep;
     lik_plaid_index_get_info(ix, &i1);
-    rm_dir(p1);
+    rm_tree(p1);
     CHECK(lik_plaid_index_save(ix, p1, NULL) == LIK_OK && same_dir(p0, p1) &&
               i1.num_centroids == i0.num_centroids && i1.num_docs == i0.num_docs,
           "a failed add changed the index");
@@ -699,7 +664,7 @@ static void group_expand(void) {
     if (lx) {
       CHECK(search(lx, &q, d, &p, NULL, NULL) == LIK_OK, "search loaded: %s", lik_last_error());
       check_exact(&q, full, ab.n);
-      rm_dir(p3);
+      rm_tree(p3);
       CHECK(lik_plaid_index_save(lx, p3, NULL) == LIK_OK && same_dir(p2, p3), "save(load(x)) differs");
       /* documents made of the centroids themselves: no outlier */
       const uint16_t *c2 = npy_data(p3, "centroids.npy", &n2, &w2);
@@ -850,7 +815,7 @@ static void group_files(void) {
   char good[300], bad[300], p[600];
   snprintf(good, sizeof good, "%s/good", g_tmp);
   snprintf(bad, sizeof bad, "%s/bad", g_tmp);
-  rm_dir(good);
+  rm_tree(good);
   CHECK(lik_plaid_index_save(ix, good, NULL) == LIK_OK, "save: %s", lik_last_error());
   lik_plaid_index_info info;
   lik_plaid_index_get_info(ix, &info);
@@ -1017,7 +982,7 @@ static void group_files(void) {
       /* saving it writes the merged layout and removes the chunk files */
       char re[300];
       snprintf(re, sizeof re, "%s/resaved", g_tmp);
-      rm_dir(re);
+      rm_tree(re);
       CHECK(lik_plaid_index_save(lx, re, NULL) == LIK_OK && same_dir(good, re), "resave differs");
       lik_plaid_index_save(lx, bad, NULL);
       path_of(p, sizeof p, bad, "0.codes.npy");
@@ -1085,7 +1050,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", g_tmp, sub[i]);
-    rm_dir(p);
+    rm_tree(p);
   }
   rmdir(g_tmp);
   (void)argv;

@@ -48,6 +48,16 @@ def _entry(fn, rank, world, init, env, results, args):
         results.put((rank, False, traceback.format_exc()))
 
 
+def raised(fn):
+    """What fn() raised, as (type name, message): a value a rank can return to
+    the parent for comparison; None when fn returned."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - compared by the parent
+        return type(exc).__name__, str(exc)
+    return None
+
+
 def run_ranks(fn, world: int, *args, timeout: float = 120.0) -> list:
     """fn(rank, world, *args) on `world` gloo ranks; returns the ranks' return
     values in rank order.  Raises AssertionError with every failing rank's

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from _launch import run_ranks  # noqa: E402
+from _launch import raised, run_ranks  # noqa: E402
 
 BAD_SHARDS_JSON = {
     "not_json": b"{world_size: 2",
@@ -37,13 +37,6 @@ def _worker(rank: int, world: int, tmp):
     ix = ld.ShardedIndex.build(mine, os.path.join(tmp, "ix"), sample=np.concatenate(docs) if rank == 0 else None,
                                num_centroids=8)
 
-    def error(fn):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - compared by the parent
-            return type(exc).__name__, str(exc)
-        return None
-
     out = {"ok": ix.search(Q, 3)[1]}
     for name, data in BAD_SHARDS_JSON.items():
         torch.distributed.barrier()
@@ -51,11 +44,11 @@ def _worker(rank: int, world: int, tmp):
             with open(os.path.join(tmp, "ix", "shards.json"), "wb") as f:
                 f.write(data)
         torch.distributed.barrier()
-        out[name] = error(lambda: ld.ShardedIndex.load(os.path.join(tmp, "ix")))
+        out[name] = raised(lambda: ld.ShardedIndex.load(os.path.join(tmp, "ix")))
     if rank == world - 1:
         ix.local.close()  # this rank's shard is closed: the others must not wait for it
-    out["closed_search"] = error(lambda: ix.search(Q, 3))
-    out["closed_save"] = error(lambda: ix.save(os.path.join(tmp, "again")))
+    out["closed_search"] = raised(lambda: ix.search(Q, 3))
+    out["closed_save"] = raised(lambda: ix.save(os.path.join(tmp, "again")))
     return out
 
 

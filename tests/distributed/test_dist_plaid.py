@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from _launch import run_ranks  # noqa: E402
+from _launch import raised, run_ranks  # noqa: E402
 
 K = 16
 EXHAUSTIVE = dict(n_ivf_probe=K, n_full_scores=1 << 20)
@@ -113,13 +113,6 @@ def _worker(rank: int, world: int, names, tmp):
     back = ld.ShardedIndex.load(os.path.join(tmp, "ix"))
     out["save_load"] = (ix.search(Q, 10, **EXHAUSTIVE), back.search(Q, 10, **EXHAUSTIVE))
 
-    def error(fn):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - compared by the parent
-            return type(exc).__name__, str(exc)
-        return None
-
     if rank == 0:
         with open(os.path.join(tmp, "ix", "shards.json")) as f:
             meta = json.load(f)
@@ -129,21 +122,21 @@ def _worker(rank: int, world: int, names, tmp):
         with open(os.path.join(tmp, "ix", "shards.json"), "w") as f:
             json.dump({"world_size": world + 1}, f)
     torch.distributed.barrier()
-    out["err_world"] = error(lambda: ld.ShardedIndex.load(os.path.join(tmp, "ix")))
+    out["err_world"] = raised(lambda: ld.ShardedIndex.load(os.path.join(tmp, "ix")))
     own = os.path.join(tmp, "own")  # every rank trains its own codec: not one index
     os.makedirs(own, exist_ok=True)
     plaid.Index.build(docs[:20], num_centroids=8, seed=rank).save(os.path.join(own, f"shard-{rank}"))
-    out["err_codec"] = error(lambda: ld.ShardedIndex.load(own))
-    out["err_k"] = error(lambda: ix.search(Q, 3 + rank))
-    out["err_subset"] = error(lambda: ix.search(Q, 3, subset=[0, sum(sizes)]))
-    out["err_subset_neg"] = error(lambda: ix.search(Q, 3, subset=np.array([3, -1])))
-    out["err_subset_float"] = error(lambda: ix.search(Q, 3, subset=[[0.0, 1.5]] * Q.shape[0]))
-    out["err_d"] = error(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
+    out["err_codec"] = raised(lambda: ld.ShardedIndex.load(own))
+    out["err_k"] = raised(lambda: ix.search(Q, 3 + rank))
+    out["err_subset"] = raised(lambda: ix.search(Q, 3, subset=[0, sum(sizes)]))
+    out["err_subset_neg"] = raised(lambda: ix.search(Q, 3, subset=np.array([3, -1])))
+    out["err_subset_float"] = raised(lambda: ix.search(Q, 3, subset=[[0.0, 1.5]] * Q.shape[0]))
+    out["err_d"] = raised(lambda: ix.search(Q[..., :-1] if rank == world - 1 else Q, 3))
     mine = docs[off:off + sizes[rank]] or docs[:1]
-    out["err_build_d"] = error(lambda: ld.ShardedIndex.build([x[:, :-4] for x in mine] if rank == world - 1 else mine,
-                                                             sample=sample if rank == 0 else None, num_centroids=K))
-    out["err_no_docs"] = error(lambda: ld.ShardedIndex.build([], num_centroids=K))
-    out["err_nbits"] = error(lambda: ld.ShardedIndex.build(mine, nbits=3, num_centroids=K))
+    out["err_build_d"] = raised(lambda: ld.ShardedIndex.build([x[:, :-4] for x in mine] if rank == world - 1 else mine,
+                                                              sample=sample if rank == 0 else None, num_centroids=K))
+    out["err_no_docs"] = raised(lambda: ld.ShardedIndex.build([], num_centroids=K))
+    out["err_nbits"] = raised(lambda: ld.ShardedIndex.build(mine, nbits=3, num_centroids=K))
     out["ok_after_errors"] = ix.search(Q, 3)
     out["no_queries"] = ix.search(Q[:0], 3)
     return out

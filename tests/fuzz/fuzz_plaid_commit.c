@@ -17,10 +17,8 @@
  */
 #include "fuzz_util.h" /* first: it asks for _GNU_SOURCE */
 
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "lik_experimental.h"
 
@@ -36,28 +34,6 @@ static const char *FILES[] = {
 #define CAP_DOCS ((int64_t)1 << 12)
 #define CAP_TOK ((int64_t)1 << 14)
 #define CAP_ADD 256 /* added tokens */
-
-static char g_dir[64];
-
-static void clear(const char *dir, int top) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      struct stat st;
-      if (!lstat(p, &st) && S_ISDIR(st.st_mode)) clear(p, 0);
-      else unlink(p);
-    }
-  closedir(d);
-  if (!top) rmdir(dir);
-}
-
-static void remove_dir(void) {
-  clear(g_dir, 0);
-}
 
 static void refused(lik_status st, const lik_plaid_index *ix) {
   if ((st != LIK_ERR_VALUE && st != LIK_ERR_ALLOC) || ix || !lik_last_error()[0]) abort();
@@ -81,35 +57,15 @@ static lik_status search(lik_plaid_index *ix, int64_t d, float *s, int64_t *ids)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  if (!g_dir[0]) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/lik_fuzz_commit_XXXXXX");
-    if (!mkdtemp(g_dir)) abort();
-    atexit(remove_dir);
-  }
-  clear(g_dir, 1);
+  const char *dir = fuzz_dir("lik_fuzz_commit"); /* empty */
   const unsigned flags = data[0];
   const uint8_t *part[NFILES + 1];
   size_t len[NFILES + 1];
   const size_t nparts = fuzz_split(data + 1, size - 1, part, len, NFILES + 1);
-  for (size_t f = 0; f < nparts && f < NFILES; f++) {
-    if (!len[f]) continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", g_dir, FILES[f]);
-    char *slash = strrchr(path, '/');
-    if (slash > path + strlen(g_dir)) { /* a file of a staging folder */
-      *slash = 0;
-      mkdir(path, 0777);
-      *slash = '/';
-    }
-    FILE *fp = fopen(path, "wb");
-    if (fp) {
-      fwrite(part[f], 1, len[f], fp);
-      fclose(fp);
-    }
-  }
+  fuzz_write_folder(dir, FILES, NFILES, part, len, nparts); /* the staging folders' files too */
   const unsigned load_flags = flags & 1 ? LIK_PLAID_LOAD_VERIFY : 0;
   lik_plaid_index *ix = NULL;
-  lik_status st = lik_plaid_index_load(g_dir, load_flags, &ix);
+  lik_status st = lik_plaid_index_load(dir, load_flags, &ix);
   if (st != LIK_OK) return refused(st, ix), 0;
   lik_plaid_index_info a;
   if (lik_plaid_index_get_info(ix, &a) != LIK_OK) abort();
@@ -141,12 +97,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   float s0[NQ * TOPK], s1[NQ * TOPK];
   int64_t i0[NQ * TOPK], i1[NQ * TOPK];
   const lik_status q0 = b.has_ivf ? search(ix, b.dim, s0, i0) : LIK_ERR_UNSUPPORTED;
-  const lik_status saved = lik_plaid_index_save(ix, g_dir, NULL);
+  const lik_status saved = lik_plaid_index_save(ix, dir, NULL);
   if (saved != LIK_OK && !((saved == LIK_ERR_VALUE || saved == LIK_ERR_ALLOC) && lik_last_error()[0]))
     abort();
   lik_plaid_index_free(ix);
   ix = NULL;
-  st = lik_plaid_index_load(g_dir, load_flags, &ix); /* the old state or the new one */
+  st = lik_plaid_index_load(dir, load_flags, &ix); /* the old state or the new one */
   if (st != LIK_OK) abort();
   lik_plaid_index_info c;
   if (lik_plaid_index_get_info(ix, &c) != LIK_OK) abort();

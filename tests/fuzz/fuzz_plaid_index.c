@@ -14,9 +14,7 @@
  */
 #include "fuzz_util.h" /* first: it asks for _GNU_SOURCE */
 
-#include <dirent.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "lik_experimental.h"
 
@@ -32,50 +30,16 @@ static const char *FILES[] = {"metadata.json",        "centroids.npy",     "buck
 #define CAP_DOCS ((int64_t)1 << 14)
 #define CAP_TOK ((int64_t)1 << 16)
 
-static char g_dir[64]; /* the folder, made once per process, removed at exit */
-
-static void clear_dir(void) {
-  DIR *d = opendir(g_dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') {
-      snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-      unlink(p);
-    }
-  closedir(d);
-}
-
-static void remove_dir(void) {
-  clear_dir();
-  rmdir(g_dir);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  if (!g_dir[0]) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/lik_fuzz_plaid_XXXXXX");
-    if (!mkdtemp(g_dir)) abort();
-    atexit(remove_dir);
-  }
-  clear_dir();
+  const char *dir = fuzz_dir("lik_fuzz_plaid"); /* empty */
   const unsigned flags = data[0];
   const uint8_t *part[NFILES];
   size_t len[NFILES];
   const size_t nparts = fuzz_split(data + 1, size - 1, part, len, NFILES);
-  for (size_t f = 0; f < nparts; f++) {
-    if (!len[f]) continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", g_dir, FILES[f]);
-    FILE *fp = fopen(path, "wb");
-    if (fp) {
-      fwrite(part[f], 1, len[f], fp);
-      fclose(fp);
-    }
-  }
+  fuzz_write_folder(dir, FILES, NFILES, part, len, nparts);
   lik_plaid_index *ix = NULL;
-  lik_status st = lik_plaid_index_load(g_dir, flags & 1 ? LIK_PLAID_LOAD_VERIFY : 0, &ix);
+  lik_status st = lik_plaid_index_load(dir, flags & 1 ? LIK_PLAID_LOAD_VERIFY : 0, &ix);
   if (st != LIK_OK) {
     if ((st != LIK_ERR_VALUE && st != LIK_ERR_ALLOC) || ix || !lik_last_error()[0]) abort();
     return 0;

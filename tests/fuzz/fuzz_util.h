@@ -1,7 +1,9 @@
 /*
  * fuzz_util.h — what the file-reader fuzz targets share: an input split into
- * parts at a separator, and bytes presented as a file (a memfd, so the
- * readers' own open / fstat / mmap path runs).
+ * parts at a separator, bytes presented as a file (a memfd, so the readers'
+ * own open / fstat / mmap path runs), and a folder input written out as files
+ * (whole files and folder trees: tests/c/lik_test_files.h, shared with the C
+ * tests).
  */
 #ifndef LIK_FUZZ_UTIL_H
 #define LIK_FUZZ_UTIL_H
@@ -11,9 +13,13 @@
 #endif
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "../c/lik_test_files.h"
 
 /* Separates the files of one input (a libFuzzer dictionary entry). */
 #define FUZZ_SEP "|LIKSEP|"
@@ -53,8 +59,48 @@ static inline int fuzz_file(const uint8_t *data, size_t size, char path[32]) {
   return fd;
 }
 
+/* The folder of a folder target's inputs: made on the first call
+ * (/tmp/<name>_XXXXXX), removed with all it holds at exit, and emptied on
+ * every call. */
+static inline char *fuzz_dir_name(void) {
+  static char dir[64];
+  return dir;
+}
+static inline void fuzz_dir_remove(void) {
+  rm_tree(fuzz_dir_name());
+}
+static inline const char *fuzz_dir(const char *name) {
+  char *dir = fuzz_dir_name();
+  if (!dir[0]) {
+    snprintf(dir, 64, "/tmp/%s_XXXXXX", name);
+    if (!mkdtemp(dir)) abort();
+    atexit(fuzz_dir_remove);
+  }
+  empty_tree(dir);
+  return dir;
+}
+
+/* Writes parts 0 .. min(nparts, nfiles) - 1 of a folder input as the files
+ * names[i] of dir; an empty part leaves its file out, and a name
+ * "sub/file" makes the folder sub first. */
+static inline void fuzz_write_folder(const char *dir, const char *const *names, size_t nfiles,
+                                     const uint8_t *const *part, const size_t *len,
+                                     size_t nparts) {
+  for (size_t f = 0; f < nparts && f < nfiles; f++) {
+    if (!len[f]) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+    if (strchr(names[f], '/')) {
+      char *slash = strrchr(path, '/');
+      *slash = 0;
+      mkdir(path, 0777);
+      *slash = '/';
+    }
+    write_all(path, part[f], len[f]);
+  }
+}
+
 #ifdef LIK_FUZZ_MUTATOR
-#include <stdlib.h>
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 
 /* A mutator of a folder input (byte 0 = flags, then files at FUZZ_SEP):
