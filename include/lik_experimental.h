@@ -488,7 +488,9 @@ LIK_API lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *in
  * fast-plaid 1.7's single-copy layout, what lik writes) or per chunk
  * (<i>.codes.npy / <i>.residuals.npy, older fast-plaid; a chunk file wins
  * over the merged file, as in fast-plaid).  lik also writes doc_ids.npy
- * when given ids (an extra file fast-plaid ignores).
+ * (the documents' ids when they are not 0..N-1), deleted.npy (tombstones)
+ * and metadata.sqlite (extra files fast-plaid ignores; "a living index"
+ * below).
  *
  * Memory: lik_plaid_index_load maps codes, residuals and the IVF (mmap);
  * documents added afterwards live in memory until saved.  An index may be
@@ -670,7 +672,8 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).
  *   params     NULL or parameters (defaults above).
  *   scores     F32 [Nq, top_k] ([top_k] for 2-D Q): exact residual MaxSim
- *              scores, descending; ids I64 of the same shape.  A query with
+ *              scores, descending; ids I64 of the same shape: the documents'
+ *              ids (never a deleted one; ties: the earlier stored document).  A query with
  *              fewer than top_k results (few candidates, an empty query) gets
  *              ids -1 and scores -inf in the remaining slots.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (negative
