@@ -667,7 +667,8 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  *              with a subset or deleted documents, a query whose probes find
  *              fewer than top_k candidates takes every live (subset)
  *              document with tokens, so it gets top_k results when they
- *              exist;
+ *              exist, and a subset of at most max(top_k, n_full_scores / 4)
+ *              live documents is scored whole (exactly);
  *   subset_cu  NULL (one subset for every query) or [Nq + 1] I32/I64: query
  *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).
  *   params     NULL or parameters (defaults above).

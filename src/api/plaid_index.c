@@ -242,9 +242,11 @@ lik_status lik_plaid_index_set_metadata_db(lik_plaid_index *index, const void *d
                                            int64_t size) {
   lik_clear_error();
   if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
-  if (size < -1 || (size > 0 && !data))
-    return lik_fail(size < -1 ? LIK_ERR_VALUE : LIK_ERR_NULL, "data: %s with size %lld",
-                    data ? "given" : "is NULL", (long long)size);
+  if (size < -1)
+    return lik_fail(LIK_ERR_VALUE, "size: %lld, must be >= 0 (the bytes) or -1 (no database)",
+                    (long long)size);
+  if (size > 0 && !data)
+    return lik_fail(LIK_ERR_NULL, "data: is NULL with size %lld", (long long)size);
   uint8_t *copy = NULL;
   if (size >= 0) {
     copy = (uint8_t *)malloc((size_t)size + 1);

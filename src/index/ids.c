@@ -140,7 +140,7 @@ lik_status lik_plaid_live_positions(const lik_plaid_index *ix, const lik_index *
       return lik_fail(LIK_ERR_VALUE, "%s: %s[%lld]=%lld is a deleted document", name, name,
                       (long long)i, (long long)id);
   }
-  /* duplicates: mark, then unmark (the bitmap is the caller's scratch-free check) */
+  /* duplicates: a bitmap of positions; the first entry a repeated one names */
   uint64_t *seen = (uint64_t *)calloc((size_t)(ix->ndocs / 64 + 1), sizeof(uint64_t));
   if (!seen) return lik_fail(LIK_ERR_ALLOC, "%s: cannot allocate a bitmap of %lld documents",
                              name, (long long)ix->ndocs);

@@ -373,11 +373,14 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
       w->cand[ncand++] = j;
     }
   }
-  /* a filter (subset, tombstones) left fewer candidates than top_k: every
-   * live document of the subset (or of the index) with tokens is one, so a
-   * query gets top_k results whenever that many exist (without a filter,
-   * few candidates stay few, as in fast-plaid) */
-  if (ncand < q->top_k && ncells > 0 && (has_sub || ix->ndead)) {
+  /* every live document of the subset (or of the index) with tokens is a
+   * candidate when a filter (subset, tombstones) left fewer than top_k, so a
+   * query gets top_k results whenever that many exist (without a filter, few
+   * candidates stay few, as in fast-plaid); and when the subset is no larger
+   * than what the exact stage scores anyway, so a selective filter is
+   * searched exactly instead of through the probes */
+  const int64_t n_exact = q->top_k > q->n_full / 4 ? q->top_k : q->n_full / 4;
+  if (ncells > 0 && ((ncand < q->top_k && (has_sub || ix->ndead)) || (has_sub && nsub <= n_exact))) {
     const int64_t nall = has_sub ? nsub : ix->ndocs;
     for (int64_t i = 0; i < nall; i++) {
       const int64_t j = has_sub ? w->sub[i] : i;
@@ -402,7 +405,6 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   qsort(w->cand, (size_t)ncand, sizeof(int64_t), cmp_i64);
 
   /* approximate stages */
-  const int64_t n_exact = q->top_k > q->n_full / 4 ? q->top_k : q->n_full / 4;
   const int64_t *ids = w->cand;
   int64_t n = ncand;
   if (q->prune && n > n_exact) {

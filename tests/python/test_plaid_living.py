@@ -163,6 +163,12 @@ def test_filtered_search_exact_and_not_starved(built, frac):
     for row in i:
         got = [int(x) for x in row if x >= 0]
         assert set(got) <= set(nonempty) and len(got) == min(10, len(nonempty))
+    # a filter no larger than the exact stage's budget (n_full_scores / 4) is searched
+    # exactly, whatever the probes find
+    s, i = ix.search(Q, top_k=10, n_ivf_probe=1, filter=("year < ?", [cut]))
+    for q, (ids, sc, ref) in enumerate(exact(path, Q, 10, allowed)):
+        np.testing.assert_array_equal(i[q, :len(ids)], ids)
+        np.testing.assert_array_equal(s[q, :len(ids)], sc)
 
 
 def test_where_is_confined(built):
