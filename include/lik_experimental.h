@@ -488,7 +488,9 @@ LIK_API lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *in
  * fast-plaid 1.7's single-copy layout, what lik writes) or per chunk
  * (<i>.codes.npy / <i>.residuals.npy, older fast-plaid; a chunk file wins
  * over the merged file, as in fast-plaid).  lik also writes doc_ids.npy
- * when given ids (an extra file fast-plaid ignores).
+ * (the documents' ids when they are not 0..N-1), deleted.npy (tombstones)
+ * and metadata.sqlite (extra files fast-plaid ignores; "a living index"
+ * below).
  *
  * Memory: lik_plaid_index_load maps codes, residuals and the IVF (mmap);
  * documents added afterwards live in memory until saved.  An index may be
@@ -546,6 +548,10 @@ typedef struct lik_plaid_index_info {
   int64_t num_docs, num_tokens, dim, num_centroids, num_chunks;
   int nbits;
   int has_ivf; /* 0: a compress-only index (searching it fails)  */
+  int64_t num_deleted; /* documents deleted and not yet compacted away: of
+                          num_docs (the stored documents), num_docs -
+                          num_deleted are live                             */
+  int64_t next_id;     /* the id the next added document gets            */
 } lik_plaid_index_info;
 
 /* lik_plaid_index_build — an index of N documents in one call: samples
@@ -618,7 +624,11 @@ LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor 
  * the folder keeps its old state; on success it holds the new one; a
  * concurrent lik_plaid_index_load sees one of them.  A loaded index may be
  * saved over its own folder.  One writer at a time.
- *   doc_ids  NULL, or I64 [num_docs] external ids written as doc_ids.npy.
+ *   doc_ids  NULL: the index's ids (doc_ids.npy written when they are not
+ *            0..num_docs-1, removed otherwise); or I64 [num_docs] ids for
+ *            the stored documents, unique and >= 0 (-1 allowed for a
+ *            deleted one), written as doc_ids.npy instead: a load of the
+ *            folder searches with them (this index keeps its own).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (doc_ids), LIK_ERR_VALUE
  * (an I/O failure, naming the file and the system's reason; a folder in the
  * place of a file; a code of a loaded chunk outside [0, K): a corrupt file
@@ -651,13 +661,20 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  *   Q          [Nq, Lq, d] or [Lq, d] F32/F16/BF16/F64, any strides.
  *   q_lengths  NULL (every query has Lq tokens) or [Nq] I32/I64 in [0, Lq]:
  *              tokens past a query's length are not read.
- *   subset     NULL, or I32/I64 [S] document ids in [0, num_docs) (duplicates
- *              allowed): only these documents are searched;
+ *   subset     NULL, or I32/I64 [S] ids of documents of the index (duplicates
+ *              and deleted ones allowed; an id never given or compacted away
+ *              is LIK_ERR_VALUE): only these live documents are searched;
+ *              with a subset or deleted documents, a query whose probes find
+ *              fewer than top_k candidates takes every live (subset)
+ *              document with tokens, so it gets top_k results when they
+ *              exist, and a subset of at most max(top_k, n_full_scores / 4)
+ *              live documents is scored whole (exactly);
  *   subset_cu  NULL (one subset for every query) or [Nq + 1] I32/I64: query
  *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).
  *   params     NULL or parameters (defaults above).
  *   scores     F32 [Nq, top_k] ([top_k] for 2-D Q): exact residual MaxSim
- *              scores, descending; ids I64 of the same shape.  A query with
+ *              scores, descending; ids I64 of the same shape: the documents'
+ *              ids (never a deleted one; ties: the earlier stored document).  A query with
  *              fewer than top_k results (few candidates, an empty query) gets
  *              ids -1 and scores -inf in the remaining slots.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (negative
@@ -669,6 +686,66 @@ LIK_API lik_status lik_plaid_index_search(const lik_plaid_index *index, const li
                                           const lik_tensor *subset_cu,
                                           const lik_plaid_search_params *params,
                                           lik_tensor *scores, lik_tensor *ids);
+
+/* ---- a living index: ids, delete, update, compact, metadata ---------------------
+ *
+ * Every document has an id for life: 0, 1, ... in the order documents are
+ * added (lik_plaid_index_add gives next_id, next_id + 1, ...; a folder's
+ * doc_ids.npy, when present, holds the ids of its stored documents); search
+ * returns ids, subset and the calls below take ids.  Deleting tombstones a
+ * document (O(deleted): nothing is rewritten; search never returns it and
+ * leaves it out before the candidate stages); compacting rewrites the codes,
+ * residuals, document table and IVF without the deleted documents, keeping
+ * every other id (the map is saved as doc_ids.npy).  A save writes the
+ * tombstones as deleted.npy (int64 stored-order indices; lik only, see
+ * docs/plaid_index.md for what fast-plaid sees) through the same atomic
+ * change as the rest.  After a compact, ids above the highest surviving one
+ * may be given again by a later load + add (next_id is not saved).
+ * On any error the index is unchanged. */
+
+/* lik_plaid_index_delete — tombstones the documents ids [n] I32/I64 (CPU).
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (ids), LIK_ERR_VALUE
+ * naming the entry: an id out of range (negative, or >= next_id), unknown
+ * (compacted away), already deleted, or given twice; LIK_ERR_ALLOC. */
+LIK_API lik_status lik_plaid_index_delete(lik_plaid_index *index, const lik_tensor *ids);
+
+/* lik_plaid_index_update — replaces documents: ids [N] I32/I64 live ids get
+ * the N new documents (documents / cu_seqlens / options as
+ * lik_plaid_index_add), which are coded and appended; the old versions are
+ * deleted.  Errors as lik_plaid_index_add, and for ids as
+ * lik_plaid_index_delete (LIK_ERR_SHAPE: not N entries). */
+LIK_API lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
+                                          const lik_tensor *documents,
+                                          const lik_tensor *cu_seqlens,
+                                          const lik_plaid_build_options *options);
+
+/* lik_plaid_index_compact — drops the deleted documents (no-op without):
+ * the live documents in their order, chunks of the build's chunk_docs, IVF
+ * lists without the deleted ids; ids unchanged.  The index then lives in
+ * memory (its files are unmapped) until saved.  Errors: LIK_ERR_NULL,
+ * LIK_ERR_VALUE (a corrupt code of a mapped file, naming the document),
+ * LIK_ERR_ALLOC (the live codes and residuals are copied). */
+LIK_API lik_status lik_plaid_index_compact(lik_plaid_index *index);
+
+/* lik_plaid_index_get_ids — ids: I64 [num_docs] output (CPU, any stride):
+ * the id of each stored document in stored order, -1 for a deleted one.
+ * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (ids). */
+LIK_API lik_status lik_plaid_index_get_ids(const lik_plaid_index *index, lik_tensor *ids);
+
+/* Per-document metadata: an SQLite database (the Python front's and the
+ * command's; the library never reads it) kept as bytes with the index and
+ * saved as metadata.sqlite in the same atomic change as the index files
+ * (a load reads it with them: the two never disagree after a crash).
+ * set: size >= 0 copies data[size] (size 0: an empty database); size -1
+ *      removes it (the next save deletes metadata.sqlite).
+ * get: *size = its bytes (-1: none); with buf non-NULL copies them into
+ *      buf[capacity] (LIK_ERR_SHAPE when capacity is too small).
+ * Errors: LIK_ERR_NULL, LIK_ERR_VALUE (size < -1), LIK_ERR_SHAPE,
+ * LIK_ERR_ALLOC. */
+LIK_API lik_status lik_plaid_index_set_metadata_db(lik_plaid_index *index, const void *data,
+                                                   int64_t size);
+LIK_API lik_status lik_plaid_index_get_metadata_db(const lik_plaid_index *index, void *buf,
+                                                   int64_t capacity, int64_t *size);
 
 /* Sizes of an index.  Errors: LIK_ERR_NULL. */
 LIK_API lik_status lik_plaid_index_get_info(const lik_plaid_index *index,

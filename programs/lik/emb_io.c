@@ -460,7 +460,7 @@ static int64_t get_int(const raw_array *a, int64_t i) {
 }
 
 static int to_int64(const char *path, const char *what, const raw_array *a, int64_t want_len,
-                    int64_t **out, char *err) {
+                    int64_t **out, int64_t *len, char *err) {
   if (a->dtype != LIK_I64 && a->dtype != LIK_I32 && a->dtype != LIK_U8)
     return fail(err, "%s: %s must be an integer array (I32, I64 or U8), got %s", path, what,
                 dtype_name(a->dtype));
@@ -474,19 +474,20 @@ static int to_int64(const char *path, const char *what, const raw_array *a, int6
   if (!v) return fail(err, "%s: out of memory for %lld %s entries", path, (long long)n, what);
   for (int64_t i = 0; i < n; i++) v[i] = get_int(a, i);
   *out = v;
+  if (len) *len = n;
   return 0;
 }
 
 /* ---- loading ---------------------------------------------------------------- */
 
 int npy_read_ints(const char *path, const char *what, int64_t want_len, int64_t **out,
-                  char *err) {
+                  int64_t *len, char *err) {
   mapped_file m;
   raw_array a = {0};
   if (map_file(path, what, &m, err)) return 1;
   const int rc = !is_npy(&m) ? fail(err, "%s: %s must be a .npy file", path, what)
                              : npy_parse(path, &m, &a, err) ||
-                                   to_int64(path, what, &a, want_len, out, err);
+                                   to_int64(path, what, &a, want_len, out, len, err);
   unmap_file(&m);
   return rc;
 }
@@ -565,7 +566,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     s->ragged = 1;
     s->total = emb.shape[0];
     s->d = emb.shape[1];
-    if (to_int64(src->cu_seqlens ? src->cu_seqlens : path, "cu_seqlens", &cu, -1, &s->cu, err))
+    if (to_int64(src->cu_seqlens ? src->cu_seqlens : path, "cu_seqlens", &cu, -1, &s->cu, NULL, err))
       return 1;
     if (cu.shape[0] < 1) return fail(err, "%s: cu_seqlens is empty", path);
     s->n = cu.shape[0] - 1;
@@ -632,7 +633,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
     }
   } else if (have_lens) {
     int64_t *lv;
-    if (to_int64(src->lengths ? src->lengths : path, "lengths", &lens, s->n, &lv, err)) return 1;
+    if (to_int64(src->lengths ? src->lengths : path, "lengths", &lens, s->n, &lv, NULL, err)) return 1;
     for (int64_t i = 0; i < s->n; i++) {
       if (lv[i] < 0 || lv[i] > s->L) {
         int64_t bad = lv[i];
@@ -665,7 +666,7 @@ int emb_load(emb_set *s, const char *name, const emb_sources *src, char *err) {
 
   s->ids_given = have_ids;
   if (have_ids) {
-    if (to_int64(src->ids ? src->ids : path, "ids", &ids, s->n, &s->ids, err)) return 1;
+    if (to_int64(src->ids ? src->ids : path, "ids", &ids, s->n, &s->ids, NULL, err)) return 1;
   } else {
     s->ids = alloc_n(s->n, sizeof(int64_t));
     if (!s->ids)

@@ -78,10 +78,10 @@ void *calloc_n(int64_t n1, int64_t n2, size_t elem);
 
 /* A 1-D integer .npy file (int64, int32 or uint8; format 1.0 to 3.0, any key
  * order: the reader of emb_load) as malloc'ed int64 [want_len] in *out
- * (want_len < 0: any length).  Returns 0, or 1 with a message naming the file
- * and `what` in err. */
+ * (want_len < 0: any length), its entry count in *len (NULL: not wanted).
+ * Returns 0, or 1 with a message naming the file and `what` in err. */
 int npy_read_ints(const char *path, const char *what, int64_t want_len, int64_t **out,
-                  char *err);
+                  int64_t *len, char *err);
 const char *dtype_name(lik_dtype t);
 
 /* Reads an embedding set.  Returns 0 on success. */

@@ -77,30 +77,20 @@ static long long folder_bytes(const char *dir) {
   return total;
 }
 
-/* INDEX/doc_ids.npy (written by `lik index`: [n] integers) into a malloc'ed
- * int64 array through the command's one .npy reader (emb_io.h), or NULL when
- * the index has none (ids 0..n-1); *bad set, with err, when it cannot be
- * read or does not hold n integers. */
-static int64_t *read_doc_ids(const char *dir, int64_t n, int *bad, char *err) {
-  char p[PATH_MAX + 32];
-  snprintf(p, sizeof p, "%s/doc_ids.npy", dir);
-  struct stat st;
-  int64_t *ids = NULL;
-  *bad = lstat(p, &st) == 0 || errno != ENOENT ? npy_read_ints(p, "doc ids", n, &ids, err) : 0;
-  return ids;
-}
-
 /* ---- lik index ------------------------------------------------------------------------ */
 
 static void index_usage(FILE *f) {
   fprintf(f,
 "Usage: %s index [OPTIONS] [DOCS] OUT_DIR\n"
 "       %s index --add [--expand-centroids] [OPTIONS] DOCS INDEX_DIR\n"
+"       %s index --delete IDS INDEX_DIR\n"
 "Builds a PLAID index (k-means centroids, residual codec, IVF) of the documents in DOCS\n"
 "and writes it into OUT_DIR in fast-plaid's format (fast-plaid loads it, and `lik search`\n"
 "loads fast-plaid's).  With no DOCS: the bundled Cranfield-1400 documents.  With --add:\n"
 "codes DOCS with the codec of the index in INDEX_DIR (lik's or fast-plaid's) and appends\n"
-"them there (their ids: --doc-ids / tensor \"ids\", else N..N+n-1 after the N indexed).\n"
+"them there (their ids: --doc-ids / tensor \"ids\", else the next ids after the highest).\n"
+"With --delete: deletes the documents IDS (\"3,17,42\" or a .npy of integers) from the\n"
+"index in INDEX_DIR (tombstones: never returned by a search, other ids unchanged).\n"
 "\n"
 "  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
 "      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
@@ -114,12 +104,13 @@ static void index_usage(FILE *f) {
 "      --seed N                sampling seed (default 42)\n"
 "      --chunk-docs N          documents per chunk file (default 25000)\n"
 "      --add                   add DOCS to the index in INDEX_DIR instead of building one\n"
+"      --delete IDS            delete documents by id instead of building an index\n"
 "      --expand-centroids      with --add: new centroids for tokens far from every centroid\n"
 "                              (fast-plaid's update; docs/plaid_index.md), else K is kept\n"
 "  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
 "      --json                  a JSON report on stdout\n"
 "  -h, --help                  this help\n",
-          prog, prog);
+          prog, prog, prog);
 }
 
 typedef struct {
@@ -133,27 +124,109 @@ static void on_progress(void *user, int64_t done, int64_t total) {
 }
 
 enum { O_DLEN = 300, O_DCU, O_DIDS, O_K, O_ITERS, O_SAMPLE, O_SEED, O_CHUNK, O_JSON, O_QLEN, O_QCU,
-       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND };
+       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND, O_DELETE };
 
-/* The ids of an index after --add: INDEX/doc_ids.npy (else 0..n_old-1), then
- * the added documents' ids (given, else n_old..n_old+n-1), malloc'ed into
- * *out.  Returns 0 on success. */
-static int add_ids(const char *dir, int64_t n_old, const emb_set *D, int64_t **out, char *err) {
-  int bad;
-  int64_t *old = read_doc_ids(dir, n_old, &bad, err);
-  if (bad) return 1;
+/* The ids of an index after --add with given ids: the index's own (-1 for a
+ * deleted document), then the added documents' ids, malloc'ed into *out.
+ * Returns 0 on success. */
+static int add_ids(const lik_plaid_index *ix, int64_t n_old, const emb_set *D, int64_t **out,
+                   char *err) {
   int64_t n_all;
   int64_t *ids = lik_add_i64(n_old, D->n, &n_all) ? NULL : calloc_n(n_all, 1, sizeof(int64_t));
   if (!ids) {
-    free(old);
     snprintf(err, ERR_LEN, "out of memory for %lld + %lld document ids", (long long)n_old,
              (long long)D->n);
     return 1;
   }
-  for (int64_t i = 0; i < n_old; i++) ids[i] = old ? old[i] : i;
-  for (int64_t i = 0; i < D->n; i++) ids[n_old + i] = D->ids_given ? D->ids[i] : n_old + i;
-  free(old);
+  lik_tensor old = {ids, LIK_I64, 1, {n_old}, {1}, LIK_CPU, 0};
+  if (lik_plaid_index_get_ids(ix, &old) != LIK_OK) {
+    snprintf(err, ERR_LEN, "%s", lik_last_error());
+    free(ids);
+    return 1;
+  }
+  for (int64_t i = 0; i < D->n; i++) ids[n_old + i] = D->ids[i];
   *out = ids;
+  return 0;
+}
+
+/* IDS of --delete: a .npy file of integers, or a comma list ("3,17,42"),
+ * malloc'ed into *out.  Returns 0, or 1 with a message in err. */
+static int parse_id_list(const char *arg, int64_t **out, int64_t *n, char *err) {
+  const size_t len = strlen(arg);
+  if (len > 4 && !strcmp(arg + len - 4, ".npy")) {
+    return npy_read_ints(arg, "ids", -1, out, n, err);
+  }
+  int64_t cnt = 1;
+  for (const char *c = arg; *c; c++) cnt += *c == ',';
+  int64_t *ids = calloc_n(cnt, 1, sizeof(int64_t));
+  if (!ids) {
+    snprintf(err, ERR_LEN, "out of memory for %lld ids", (long long)cnt);
+    return 1;
+  }
+  const char *c = arg;
+  for (int64_t i = 0; i < cnt; i++) {
+    char *end;
+    errno = 0;
+    const long long v = strtoll(c, &end, 10);
+    if (end == c || errno || (*end != ',' && *end)) {
+      snprintf(err, ERR_LEN, "--delete: %s: entry %lld is not an integer (expected ids as "
+               "\"3,17,42\" or a .npy file)", arg, (long long)i);
+      free(ids);
+      return 1;
+    }
+    ids[i] = v;
+    c = end + 1;
+  }
+  *out = ids;
+  *n = cnt;
+  return 0;
+}
+
+/* `lik index --delete IDS INDEX_DIR`: tombstones, saved as one atomic change. */
+static int delete_docs(const char *arg, const char *dir, int json) {
+  char err[ERR_LEN];
+  int64_t *ids = NULL, n = 0;
+  if (parse_id_list(arg, &ids, &n, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    return 1;
+  }
+  lik_plaid_index *ix = NULL;
+  lik_plaid_index_info info;
+  const double t0 = now_s();
+  lik_tensor T = {ids, LIK_I64, 1, {n}, {1}, LIK_CPU, 0};
+  lik_status st = lik_plaid_index_load(dir, 0, &ix);
+  const char *what = "loading the index";
+  if (!st) {
+    what = "deleting";
+    st = lik_plaid_index_delete(ix, &T);
+  }
+  if (!st) {
+    what = "writing the index";
+    st = lik_plaid_index_save(ix, dir, NULL);
+  }
+  if (st) {
+    fprintf(stderr, "%s: error: %s %s failed (%s): %s\n", prog, what, dir, lik_status_string(st),
+            lik_last_error());
+    lik_plaid_index_free(ix);
+    free(ids);
+    return 1;
+  }
+  lik_plaid_index_get_info(ix, &info);
+  const double t = now_s() - t0;
+  if (json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "index", dir);
+    cJSON_AddNumberToObject(j, "deleted", (double)n);
+    cJSON_AddNumberToObject(j, "num_docs", (double)(info.num_docs - info.num_deleted));
+    cJSON_AddNumberToObject(j, "num_deleted", (double)info.num_deleted);
+    cJSON_AddNumberToObject(j, "seconds", t);
+    report_print(j, prog);
+  } else {
+    printf("%s: deleted %lld documents; %lld live, %lld deleted in all (%.3f s)\n", dir, (long long)n,
+           (long long)(info.num_docs - info.num_deleted), (long long)info.num_deleted, t);
+  }
+  lik_plaid_index_free(ix);
+  free(ids);
   return 0;
 }
 
@@ -170,8 +243,9 @@ int cmd_index(int argc, char **argv) {
       {"chunk-docs", required_argument, 0, O_CHUNK}, {"threads", required_argument, 0, 't'},
       {"json", no_argument, 0, O_JSON},              {"help", no_argument, 0, 'h'},
       {"add", no_argument, 0, O_ADD},                {"expand-centroids", no_argument, 0, O_EXPAND},
-      {0, 0, 0, 0}};
+      {"delete", required_argument, 0, O_DELETE},    {0, 0, 0, 0}};
   int c;
+  const char *del = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "b:t:h", longopts, NULL)) != -1) {
     build_opt |= c == 'b' || c == O_K || c == O_SAMPLE || c == O_CHUNK;
@@ -189,12 +263,21 @@ int cmd_index(int argc, char **argv) {
     case O_JSON: json = 1; break;
     case O_ADD: add = 1; break;
     case O_EXPAND: o.expand_centroids = 1; break;
+    case O_DELETE: del = optarg; break;
     case 'h': index_usage(stdout); return 0;
     default: fprintf(stderr, "Try '%s index --help'.\n", prog); return 2;
     }
   }
   o.num_threads = (int)(threads > 4096 ? 4096 : threads);
   const int npos = argc - optind;
+  if (del) {
+    if (npos != 1 || add || build_opt || o.expand_centroids || ds.lengths || ds.cu_seqlens || ds.ids) {
+      fprintf(stderr, "%s index: expected --delete IDS INDEX_DIR (no other option but --json)\n"
+              "Try '%s index --help'.\n", prog, prog);
+      return 2;
+    }
+    return delete_docs(del, argv[optind], json);
+  }
   if (npos < 1 || npos > 2 || (add && npos != 2)) {
     fprintf(stderr, "%s index: expected %s\nTry '%s index --help'.\n", prog,
             add ? "--add DOCS INDEX_DIR" : "[DOCS] OUT_DIR", prog);
@@ -289,7 +372,7 @@ int cmd_index(int argc, char **argv) {
     lik_plaid_index_get_info(ix, &info);
     n_old = info.num_docs;
     k_old = info.num_centroids;
-    if (add_ids(out_dir, n_old, &D, &ids, err)) {
+    if (D.ids_given && add_ids(ix, n_old, &D, &ids, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
     }
@@ -304,8 +387,9 @@ int cmd_index(int argc, char **argv) {
     goto out;
   }
   const double t_build = now_s() - t0;
+  /* ids: given (the input's, after the index's own with --add), else the index's */
   lik_tensor IDS = {add ? ids : D.ids, LIK_I64, 1, {n_old + D.n}, {1}, LIK_CPU, 0};
-  st = lik_plaid_index_save(ix, out_dir, &IDS);
+  st = lik_plaid_index_save(ix, out_dir, D.ids_given ? &IDS : NULL);
   if (st != LIK_OK) {
     fprintf(stderr, "%s: error: writing %s failed (%s): %s\n", prog, out_dir, lik_status_string(st),
             lik_last_error());
@@ -380,7 +464,8 @@ static void search_usage(FILE *f) {
 "      --verify                read every code of the index at load\n"
 "      --json                  a JSON report (all results) on stdout\n"
 "  -h, --help                  this help\n"
-"Document ids: INDEX/doc_ids.npy when present (written by `lik index`), else 0..N-1.\n",
+"Document ids: the index's (INDEX/doc_ids.npy when present, else 0..N-1); deleted\n"
+"documents are never returned.\n",
           prog);
 }
 
@@ -454,9 +539,9 @@ int cmd_search(int argc, char **argv) {
   lik_plaid_index_get_info(ix, &info);
   emb_set Q;
   qrels rel = {0};
-  int rc = 1, bad_ids = 0;
+  int rc = 1;
   float *qbuf = NULL, *S = NULL;
-  int64_t *ql = NULL, *I = NULL, *ranked = NULL, *dids = NULL;
+  int64_t *ql = NULL, *I = NULL, *ranked = NULL;
   void *buf = NULL;
   uint8_t *mbuf = NULL;
   size_t cap = 0, mcap = 0;
@@ -469,11 +554,6 @@ int cmd_search(int argc, char **argv) {
   if (Q.d != info.dim) {
     fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, the index (%s) has d=%lld\n",
             prog, Q.path, (long long)Q.d, index_dir, (long long)info.dim);
-    goto out;
-  }
-  dids = read_doc_ids(index_dir, info.num_docs, &bad_ids, err);
-  if (bad_ids) {
-    fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
   }
   if (qrels_path && qrels_load(&rel, qrels_path, err)) {
@@ -543,11 +623,10 @@ int cmd_search(int argc, char **argv) {
   if (show) progress(1.0, 1);
   double ndcg_sum = 0, rec_sum = 0;
   int64_t nevals = 0;
-#define DOC_ID(j) (dids ? dids[j] : (j))
   if (qrels_path)
     for (int64_t i = 0; i < nq; i++) {
       int64_t m = 0;
-      for (int64_t r = 0; r < K && I[i * K + r] >= 0; r++) ranked[m++] = DOC_ID(I[i * K + r]);
+      for (int64_t r = 0; r < K && I[i * K + r] >= 0; r++) ranked[m++] = I[i * K + r];
       double nd, rc2;
       if (eval_query(&rel, Q.ids[i], ranked, m, NDCG_K, RECALL_K, &nd, &rc2)) {
         ndcg_sum += nd;
@@ -575,7 +654,7 @@ int cmd_search(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
     if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
-    report_add_results(o, nq, Q.ids, I, S, K, NULL, kshow, dids);
+    report_add_results(o, nq, Q.ids, I, S, K, NULL, kshow, NULL);
     if (report_print(o, prog)) goto out;
   } else {
     printf("lik %s, PLAID search%s\n", lik_version_string(), using_default ? "  (bundled Cranfield-1400 queries)" : "");
@@ -590,7 +669,7 @@ int cmd_search(int argc, char **argv) {
       while (m < kshow && I[i * K + m] >= 0) m++;
       printf("\nquery %lld: top %lld\n", (long long)Q.ids[i], (long long)m);
       for (int64_t j = 0; j < m; j++)
-        printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1, (long long)DOC_ID(I[i * K + j]),
+        printf("  %3lld. doc %-10lld %10.4f\n", (long long)j + 1, (long long)I[i * K + j],
                S[i * K + j]);
     }
     if (np < nq) printf("\n(results of %lld more queries not shown; --print -1 shows all)\n", (long long)(nq - np));
@@ -604,7 +683,6 @@ int cmd_search(int argc, char **argv) {
         printf("nDCG@10 -  recall@100 -  (no query has a relevant document in %s)\n", qrels_path);
     }
   }
-#undef DOC_ID
   rc = 0;
 out:
   free(qbuf);
@@ -612,7 +690,6 @@ out:
   free(S);
   free(I);
   free(ranked);
-  free(dids);
   free(buf);
   free(mbuf);
   qrels_free(&rel);

@@ -727,6 +727,8 @@ class LikPlaidIndexInfo(ctypes.Structure):
         ("num_chunks", ctypes.c_int64),
         ("nbits", ctypes.c_int),
         ("has_ivf", ctypes.c_int),
+        ("num_deleted", ctypes.c_int64),
+        ("next_id", ctypes.c_int64),
     ]
 
 
@@ -749,6 +751,19 @@ lib.lik_plaid_index_get_info.restype = ctypes.c_int
 lib.lik_plaid_index_get_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(LikPlaidIndexInfo)]
 lib.lik_plaid_index_free.restype = None
 lib.lik_plaid_index_free.argtypes = [ctypes.c_void_p]
+lib.lik_plaid_index_delete.restype = ctypes.c_int
+lib.lik_plaid_index_delete.argtypes = [ctypes.c_void_p, _PT]
+lib.lik_plaid_index_update.restype = ctypes.c_int
+lib.lik_plaid_index_update.argtypes = [ctypes.c_void_p, _PT, _PT, _PT, _PBO]
+lib.lik_plaid_index_compact.restype = ctypes.c_int
+lib.lik_plaid_index_compact.argtypes = [ctypes.c_void_p]
+lib.lik_plaid_index_get_ids.restype = ctypes.c_int
+lib.lik_plaid_index_get_ids.argtypes = [ctypes.c_void_p, _PT]
+lib.lik_plaid_index_set_metadata_db.restype = ctypes.c_int
+lib.lik_plaid_index_set_metadata_db.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+lib.lik_plaid_index_get_metadata_db.restype = ctypes.c_int
+lib.lik_plaid_index_get_metadata_db.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                                ctypes.POINTER(ctypes.c_int64)]
 
 
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
@@ -823,6 +838,42 @@ def call_plaid_search(handle, Q, q_lengths, subset, subset_cu, params: LikPlaidS
     q, ql, s, scu = _views(keep, Q, q_lengths, subset, subset_cu)
     check(lib.lik_plaid_index_search(handle, q, ql, s, scu, ctypes.byref(params),
                                      *_views(keep, scores, ids)))
+
+
+def call_plaid_delete(handle, ids) -> None:
+    keep = []
+    check(lib.lik_plaid_index_delete(handle, *_views(keep, ids)))
+
+
+def call_plaid_update(handle, ids, documents, cu_seqlens, options) -> None:
+    keep = []
+    check(lib.lik_plaid_index_update(handle, *_views(keep, ids, documents, cu_seqlens),
+                                     ctypes.byref(options)))
+
+
+def call_plaid_compact(handle) -> None:
+    check(lib.lik_plaid_index_compact(handle))
+
+
+def call_plaid_ids(handle, out) -> None:
+    """lik_plaid_index_get_ids into int64 ``out [num_docs]`` (-1: deleted)."""
+    keep = []
+    check(lib.lik_plaid_index_get_ids(handle, *_views(keep, out)))
+
+
+def plaid_metadata_db(handle) -> bytes | None:
+    """The index's metadata.sqlite bytes, or None."""
+    n = ctypes.c_int64()
+    check(lib.lik_plaid_index_get_metadata_db(handle, None, 0, ctypes.byref(n)))
+    if n.value < 0:
+        return None
+    buf = ctypes.create_string_buffer(max(n.value, 1))
+    check(lib.lik_plaid_index_get_metadata_db(handle, buf, n.value, ctypes.byref(n)))
+    return buf.raw[: n.value]
+
+
+def set_plaid_metadata_db(handle, data: bytes | None) -> None:
+    check(lib.lik_plaid_index_set_metadata_db(handle, data, -1 if data is None else len(data)))
 
 
 def plaid_info(handle) -> LikPlaidIndexInfo:

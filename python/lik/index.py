@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _lib
+from ._metadata import MetaDB
 
 __all__ = ["Index"]
 
@@ -151,16 +152,22 @@ class Index:
     Make one with :meth:`build` (one call over all documents), :meth:`train`
     then :meth:`add` (a corpus streamed in chunks), or :meth:`load` (a
     folder written by :meth:`save`, or by fast-plaid).  Documents get ids
-    ``0 .. num_docs - 1`` in the order they were added.
+    ``0, 1, ...`` in the order they were added (or a folder's
+    ``doc_ids.npy``) and keep them for life: :meth:`delete`,
+    :meth:`update` and :meth:`compact` never renumber the others.  Per
+    document metadata (``metadata=`` of :meth:`build` / :meth:`add`) is an
+    SQLite table queried by :meth:`where` and ``search(filter=...)``.
 
-    Attributes (read-only): ``num_docs``, ``num_tokens``, ``dim``, ``nbits``,
-    ``num_centroids``, ``num_chunks``, ``path`` (the folder it was loaded
-    from or last saved to, else None).
+    Attributes (read-only): ``num_docs`` (live documents), ``num_deleted``,
+    ``ids``, ``num_tokens``, ``dim``, ``nbits``, ``num_centroids``,
+    ``num_chunks``, ``path`` (the folder it was loaded from or last saved
+    to, else None).
     """
 
     def __init__(self, handle: int, path: str | None = None):
         self._h = handle
         self.path = path
+        self._meta: MetaDB | None = None  # read from the index's bytes on first use
 
     # ---- construction ---------------------------------------------------------------
 
@@ -169,7 +176,8 @@ class Index:
               cu_seqlens=None, doc_lengths=None, num_centroids: int | None = None,
               kmeans_niters: int = 4, max_points_per_centroid: int = 256,
               sample_docs: int | None = None, seed: int = 42, chunk_docs: int = 25000,
-              doc_ids=None, progress: bool = False) -> "Index":
+              doc_ids=None, metadata: Sequence[dict] | None = None,
+              progress: bool = False) -> "Index":
         """Build an index (k-means, codec, every document coded, IVF).
 
         Args:
@@ -187,8 +195,12 @@ class Index:
                 ``min(N, 1 + 16 * sqrt(120 N))`` sampled documents by default,
                 deterministic for a seed.
             chunk_docs: documents per chunk (``doclens.<i>.json``).
-            doc_ids: None or int64 ``[N]`` external ids, saved as
-                ``doc_ids.npy`` (search returns internal ids ``0 .. N-1``).
+            doc_ids: None (ids ``0 .. N-1``) or unique int64 ``[N]`` ids
+                ``>= 0``, saved as ``doc_ids.npy`` (with ``path`` only): the
+                returned index (loaded from ``path``) searches with them.
+            metadata: None or one dict per document (keys: column names;
+                values int, float, str, bytes or None), stored in the
+                folder's ``metadata.sqlite`` (:meth:`where`).
             progress: show a progress bar on a terminal.
 
         Returns:
@@ -205,11 +217,21 @@ class Index:
             nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
             max_points_per_centroid=max_points_per_centroid, sample_docs=sample_docs or 0, seed=seed,
             chunk_docs=chunk_docs, progress=_Progress("lik index") if progress else None)
+        if metadata is not None and len(metadata) != len(cu) - 1:
+            raise ValueError(f"metadata: {len(metadata)} entries for {len(cu) - 1} documents")
         ix = cls(_lib.call_plaid_build(X, cu, o))
         del keep
-        if path is not None:
-            ix.save(path, doc_ids=doc_ids)
-        return ix
+        if metadata is not None:
+            ids = range(len(cu) - 1) if doc_ids is None else _ints(doc_ids, "doc_ids")
+            ix._meta = MetaDB()
+            ix._meta.put(ids, metadata)
+        if path is None:
+            return ix
+        ix.save(path, doc_ids=doc_ids)
+        if doc_ids is None:
+            return ix
+        ix.close()
+        return cls.load(path)
 
     @classmethod
     def train(cls, sample, *, nbits: int = 2, total_tokens: int | None = None,
@@ -260,7 +282,7 @@ class Index:
         return cls(_lib.call_plaid_load(p, verify), p)
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None, expand_centroids: bool = False,
-            progress: bool = False) -> range:
+            metadata: Sequence[dict] | None = None, progress: bool = False) -> range:
         """Code documents with this index's codec and append them (the IVF
         is extended).  In memory until :meth:`save`.
 
@@ -282,27 +304,140 @@ class Index:
                 ``train`` + ``add`` in parts would no longer equal one
                 ``add``; turn it on for documents unlike the indexed ones (a
                 new domain), where it restores recall (0.41 -> 0.90 there).
+            metadata: None or one dict per new document (as :meth:`build`).
             progress: show a progress bar on a terminal.
 
         Returns:
-            ``range`` of the new documents' ids.
+            ``range`` of the new documents' ids (``next_id`` onwards: after
+            the highest id ever given, even when deleted).
 
         Raises:
             ValueError: shapes, d not the index's, lengths, a NaN / infinite
-                token.
+                token, ``metadata`` not one dict per document.
             TypeError: dtypes, lengths that are not integers,
                 ``expand_centroids`` not a bool.
         """
         expand_centroids = _lib.flag(expand_centroids, "expand_centroids")
-        first = self.num_docs
+        first = int(self._info().next_id)
         if _is_seq(documents) and len(documents) == 0:
             return range(first, first)
         X, cu = _packed(documents, cu_seqlens, doc_lengths)
+        if metadata is not None and len(metadata) != len(cu) - 1:
+            raise ValueError(f"metadata: {len(metadata)} entries for {len(cu) - 1} documents")
+        meta = self._metadb(create=metadata is not None)
         o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None,
                                            expand_centroids=expand_centroids)
         _lib.call_plaid_add(self._handle(), X, cu, o)
         del keep
-        return range(first, self.num_docs)
+        new = range(first, int(self._info().next_id))
+        if meta is not None:
+            meta.drop(new)  # rows of ids a compact let go of
+            if metadata is not None:
+                meta.put(new, metadata)
+        return new
+
+    def delete(self, ids) -> None:
+        """Delete documents by id: search never returns them again (they
+        are left out before the candidate stages), the other documents keep
+        their ids, their metadata rows go.  O(len(ids)) -- tombstones; the
+        space is reclaimed by :meth:`compact`.  In memory until :meth:`save`
+        (which writes ``deleted.npy`` in the same atomic change as the rest).
+
+        Args:
+            ids: integer ids (list, numpy array, torch CPU tensor).
+
+        Raises:
+            ValueError: an id out of range, unknown (compacted away),
+                already deleted or given twice (the message names the
+                entry); nothing is deleted then.
+            TypeError: ids not integers.
+        """
+        v = _ints(ids, "ids").reshape(-1)
+        meta = self._metadb()
+        _lib.call_plaid_delete(self._handle(), v)
+        if meta is not None:
+            meta.drop(v)
+
+    def update(self, ids, documents, *, cu_seqlens=None, doc_lengths=None,
+               metadata: Sequence[dict] | None = None, expand_centroids: bool = False) -> None:
+        """Replace documents: the new versions (coded with the index's codec,
+        appended) take the ids, the old ones are deleted.
+
+        Args:
+            ids: the live ids replaced, one per new document.
+            documents, cu_seqlens, doc_lengths, expand_centroids: as :meth:`add`.
+            metadata: None (the rows stay) or one dict per document (replacing
+                its row).
+
+        Raises:
+            ValueError: ids as :meth:`delete`, not one per document; the
+                documents as :meth:`add`.  Nothing changes then.
+            TypeError: as :meth:`add`.
+        """
+        expand_centroids = _lib.flag(expand_centroids, "expand_centroids")
+        v = _ints(ids, "ids").reshape(-1)
+        X, cu = _packed(documents, cu_seqlens, doc_lengths)
+        if metadata is not None and len(metadata) != len(v):
+            raise ValueError(f"metadata: {len(metadata)} entries for {len(v)} ids")
+        meta = self._metadb(create=metadata is not None)
+        o, keep = _lib.plaid_build_options(expand_centroids=expand_centroids)
+        _lib.call_plaid_update(self._handle(), v, X, cu, o)
+        del keep
+        if metadata is not None:
+            meta.put(v, metadata)
+
+    def compact(self) -> None:
+        """Drop the deleted documents from the codes, residuals and IVF
+        (rewritten in memory; the next :meth:`save` writes them); every id
+        stays.  A no-op without deleted documents.
+
+        Raises:
+            ValueError: a corrupt code in a loaded file (nothing changes).
+        """
+        _lib.call_plaid_compact(self._handle())
+
+    # ---- metadata -------------------------------------------------------------------------
+
+    def _metadb(self, create: bool = False) -> MetaDB | None:
+        if self._meta is None:
+            data = _lib.plaid_metadata_db(self._handle())
+            if data is not None or create:
+                self._meta = MetaDB(data)
+        return self._meta
+
+    def where(self, condition: str, parameters: Sequence[Any] = ()) -> np.ndarray:
+        """Ids of the live documents whose metadata satisfies ``condition``.
+
+        Args:
+            condition: one SQL expression over the metadata's columns (the
+                body of a WHERE clause), e.g. ``"year > ? AND lang = ?"``;
+                ``_id`` is the document id.  Your own query on your own
+                index (as fast-plaid's ``filtering.where``), confined to
+                reading the metadata table: a ``;`` is refused, and only
+                SELECT / column reads / functions are authorised.
+            parameters: values bound to the ``?`` placeholders (never
+                formatted into the SQL).
+
+        Returns:
+            int64 ``[n]`` ids, ascending (for ``search(subset=...)``).
+
+        Raises:
+            ValueError: the index has no metadata; a condition that is not
+                one valid expression (SQLite's message).
+            TypeError: ``parameters`` not a list / tuple.
+        """
+        meta = self._metadb()
+        if meta is None:
+            raise ValueError("index: has no metadata (build / add with metadata=[...])")
+        found = meta.where(condition, parameters)
+        return found[np.isin(found, self.ids)]  # rows of documents deleted outside Python
+
+    def metadata(self, ids) -> list:
+        """The metadata dicts of ``ids`` (None for a document without a
+        row, {} when the index has no metadata)."""
+        v = _ints(ids, "ids").reshape(-1)
+        meta = self._metadb()
+        return [{} for _ in v] if meta is None else meta.get(v)
 
     def save(self, path: str | os.PathLike, *, doc_ids=None) -> None:
         """Write the index into folder ``path`` (fast-plaid 1.7's files) as
@@ -313,7 +448,11 @@ class Index:
 
         Args:
             path: the folder (created if missing).
-            doc_ids: None or integer ``[N]`` external ids (``doc_ids.npy``).
+            doc_ids: None (the index's ids) or unique integer ids ``>= 0``,
+                one per stored document (``doc_ids.npy``; a load of the
+                folder searches with them).  The metadata (``metadata.sqlite``)
+                and the tombstones (``deleted.npy``) are saved in the same
+                change.
 
         Returns:
             None; ``self.path`` becomes ``path``.
@@ -325,6 +464,8 @@ class Index:
         """
         p = os.fspath(path)
         ids = None if doc_ids is None else _ints(doc_ids, "doc_ids")
+        if self._meta is not None:  # saved in the same atomic change as the index files
+            _lib.set_plaid_metadata_db(self._handle(), self._meta.to_bytes())
         _lib.call_plaid_save(self._handle(), p, ids)
         self.path = p
 
@@ -332,7 +473,8 @@ class Index:
 
     def search(self, Q, top_k: int = 10, *, n_ivf_probe: int = 8, n_full_scores: int = 4096,
                centroid_score_threshold: float | None = None, q_lengths=None,
-               subset: Sequence[int] | Sequence[Sequence[int]] | None = None):
+               subset: Sequence[int] | Sequence[Sequence[int]] | None = None,
+               filter: tuple[str, Sequence[Any]] | None = None):
         """Top-``top_k`` documents of each query by PLAID search.
 
         Args:
@@ -349,7 +491,13 @@ class Index:
                 every query (a list / tuple, 1-D numpy array or torch tensor);
                 or one such list per query (a list of them, or a 2-D array
                 ``[Nq, n]``).  An empty list searches nothing (fast-plaid
-                reads a top-level ``[]`` as None).
+                reads a top-level ``[]`` as None).  Deleted ids are skipped.
+            filter: None, or ``(condition, parameters)`` of :meth:`where`:
+                the documents searched (for every query; not with
+                ``subset``).  Filters (subset, filter, deletions) apply
+                before the candidate stages, and a query whose probes find
+                fewer than ``top_k`` allowed documents scores every allowed
+                one: ``top_k`` results whenever that many exist.
 
         Returns:
             ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:
@@ -393,6 +541,12 @@ class Index:
             p.prune = 1
             p.centroid_score_threshold = float(centroid_score_threshold)
         ql = None if q_lengths is None else _ints(q_lengths, "q_lengths")
+        if filter is not None:
+            if subset is not None:
+                raise ValueError("filter: give subset or filter, not both")
+            if not isinstance(filter, tuple) or len(filter) != 2:
+                raise TypeError("filter: expected (condition, parameters)")
+            subset = self.where(*filter)
         sub, scu = (None, None) if subset is None else _subset(subset)
         nq = Q.shape[0] if Q.ndim == 3 else 1
         if scu is not None and Q.ndim in (2, 3) and len(scu) - 1 != nq:  # (another ndim: the library's error)
@@ -419,7 +573,21 @@ class Index:
 
     @property
     def num_docs(self) -> int:
-        return int(self._info().num_docs)
+        """Live documents (stored minus deleted)."""
+        i = self._info()
+        return int(i.num_docs - i.num_deleted)
+
+    @property
+    def num_deleted(self) -> int:
+        """Deleted documents not yet compacted away."""
+        return int(self._info().num_deleted)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """int64 ``[num_docs]``: the live documents' ids, in stored order."""
+        out = np.empty(int(self._info().num_docs), dtype=np.int64)
+        _lib.call_plaid_ids(self._handle(), out)
+        return out[out >= 0]
 
     @property
     def num_tokens(self) -> int:
@@ -448,7 +616,7 @@ class Index:
         if not self._h:
             return "lik.plaid.Index(closed)"
         i = self._info()
-        return (f"lik.plaid.Index(num_docs={i.num_docs}, num_tokens={i.num_tokens}, dim={i.dim}, "
+        return (f"lik.plaid.Index(num_docs={i.num_docs - i.num_deleted}, num_tokens={i.num_tokens}, dim={i.dim}, "
                 f"nbits={i.nbits}, num_centroids={i.num_centroids}, path={self.path!r})")
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
  * resolve the options, route to the index engine (src/index).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/residual_check.h"
@@ -166,7 +167,111 @@ lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documen
     return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
                     (long long)d.x.dim, (long long)index->dim);
   if (d.ndocs == 0) return LIK_OK;
-  return lik_plaid_add_impl(index, &d, &b);
+  return lik_plaid_add_impl(index, &d, &b, NULL);
+}
+
+/* An I32/I64 [n] vector of ids (n -1: any length). */
+static lik_status id_vector(const lik_tensor *t, const char *name, int64_t n, const char *call,
+                            lik_index *out) {
+  lik_status st;
+  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
+  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
+                    lik_dtype_name(t->dtype));
+  if (n >= 0 && t->shape[0] != n)
+    return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, documents has %lld", name,
+                    (long long)t->shape[0], (long long)n);
+  const lik_tensor *ts[] = {t};
+  const char *names[] = {name};
+  if ((st = on_cpu(ts, names, 1, call))) return st;
+  *out = (lik_index){t->data, t->dtype, t->strides[0]};
+  return LIK_OK;
+}
+
+lik_status lik_plaid_index_delete(lik_plaid_index *index, const lik_tensor *ids) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  lik_index v;
+  lik_status st = id_vector(ids, "ids", -1, "lik_plaid_index_delete", &v);
+  if (st || ids->shape[0] == 0) return st;
+  return lik_plaid_delete_impl(index, &v, ids->shape[0]);
+}
+
+lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
+                                  const lik_tensor *documents, const lik_tensor *cu_seqlens,
+                                  const lik_plaid_build_options *options) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  lik_status st;
+  lik_plaid_bopts b;
+  lik_plaid_docs d;
+  lik_index v;
+  if ((st = resolve_build(options, &b)) ||
+      (st = check_docs(documents, cu_seqlens, "lik_plaid_index_update", &d)) ||
+      (st = id_vector(ids, "ids", d.ndocs, "lik_plaid_index_update", &v)))
+    return st;
+  if (d.x.dim != index->dim)
+    return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
+                    (long long)d.x.dim, (long long)index->dim);
+  if (d.ndocs == 0) return LIK_OK;
+  return lik_plaid_add_impl(index, &d, &b, &v);
+}
+
+lik_status lik_plaid_index_compact(lik_plaid_index *index) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  return lik_plaid_compact_impl(index);
+}
+
+lik_status lik_plaid_index_get_ids(const lik_plaid_index *index, lik_tensor *ids) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  lik_status st;
+  const int64_t n = index->ndocs;
+  if ((st = lik_check_output(ids, "ids", LIK_I64, 1, &n))) return st;
+  const lik_tensor *ts[] = {ids};
+  const char *names[] = {"ids"};
+  if ((st = on_cpu(ts, names, 1, "lik_plaid_index_get_ids"))) return st;
+  int64_t *o = (int64_t *)ids->data;
+  for (int64_t j = 0; j < n; j++)
+    o[j * ids->strides[0]] = lik_plaid_is_dead(index, j) ? -1 : lik_plaid_id_of(index, j);
+  return LIK_OK;
+}
+
+lik_status lik_plaid_index_set_metadata_db(lik_plaid_index *index, const void *data,
+                                           int64_t size) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  if (size < -1)
+    return lik_fail(LIK_ERR_VALUE, "size: %lld, must be >= 0 (the bytes) or -1 (no database)",
+                    (long long)size);
+  if (size > 0 && !data)
+    return lik_fail(LIK_ERR_NULL, "data: is NULL with size %lld", (long long)size);
+  uint8_t *copy = NULL;
+  if (size >= 0) {
+    copy = (uint8_t *)malloc((size_t)size + 1);
+    if (!copy) return lik_fail(LIK_ERR_ALLOC, "data: cannot copy %lld bytes", (long long)size);
+    if (size) memcpy(copy, data, (size_t)size);
+  }
+  free(index->meta);
+  index->meta = copy;
+  index->meta_size = size >= 0 ? size : 0;
+  index->has_meta = size >= 0;
+  return LIK_OK;
+}
+
+lik_status lik_plaid_index_get_metadata_db(const lik_plaid_index *index, void *buf,
+                                           int64_t capacity, int64_t *size) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  if (!size) return lik_fail(LIK_ERR_NULL, "size: is NULL");
+  *size = index->has_meta ? index->meta_size : -1;
+  if (!buf || !index->has_meta) return LIK_OK;
+  if (capacity < index->meta_size)
+    return lik_fail(LIK_ERR_SHAPE, "buf: capacity %lld bytes, the metadata database has %lld",
+                    (long long)capacity, (long long)index->meta_size);
+  if (index->meta_size) memcpy(buf, index->meta, (size_t)index->meta_size);
+  return LIK_OK;
 }
 
 lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
@@ -189,6 +294,7 @@ lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
     const char *names[] = {"doc_ids"};
     if ((st = on_cpu(ts, names, 1, "lik_plaid_index_save"))) return st;
     ids = (const int64_t *)doc_ids->data;
+    if ((st = lik_plaid_check_id_map(index, ids, doc_ids->strides[0], "doc_ids"))) return st;
     return lik_plaid_save_impl(index, path, ids, doc_ids->strides[0]);
   }
   return lik_plaid_save_impl(index, path, ids, stride);
@@ -216,6 +322,8 @@ lik_status lik_plaid_index_get_info(const lik_plaid_index *index, lik_plaid_inde
   info->num_chunks = index->nseg;
   info->nbits = index->nbits;
   info->has_ivf = index->has_ivf;
+  info->num_deleted = index->ndead;
+  info->next_id = index->next_id;
   return LIK_OK;
 }
 
@@ -290,8 +398,13 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
     return st;
   if (subset_cu && !subset) return lik_fail(LIK_ERR_NULL, "subset: is NULL but subset_cu is not");
   if (subset) {
-    if ((st = check_ids(subset, "subset", -1, 0, index->ndocs - 1, &q.subset))) return st;
+    if ((st = check_ids(subset, "subset", -1, 0, index->next_id - 1, &q.subset))) return st;
     q.subset_n = subset->shape[0];
+    for (int64_t i = 0; i < q.subset_n; i++)
+      if (lik_plaid_find(index, lik_index_at(&q.subset, i)) < 0)
+        return lik_fail(LIK_ERR_VALUE, "subset: subset[%lld]=%lld is not a document of the "
+                        "index (an unknown id: deleted and compacted away)", (long long)i,
+                        (long long)lik_index_at(&q.subset, i));
     q.has_subset = 1;
     if (subset_cu) {
       int64_t cnt, maxlen;

@@ -237,7 +237,7 @@ lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopt
   if (st) return st;
   lik_plaid_bopts add = *o;
   add.expand = 0; /* the documents the centroids were trained on */
-  if ((st = lik_plaid_add_impl(*out, docs, &add))) {
+  if ((st = lik_plaid_add_impl(*out, docs, &add, NULL))) {
     lik_plaid_index_free(*out);
     *out = NULL;
   }
@@ -265,7 +265,7 @@ static lik_status grow_seg(lik_pseg *s, int64_t ntok, int64_t width) {
 }
 
 lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
-                              const lik_plaid_bopts *o) {
+                              const lik_plaid_bopts *o, const lik_index *given) {
   const int64_t N = docs->ndocs, old_ndocs = ix->ndocs, old_ntok = ix->ntok,
                 old_nseg = ix->nseg, old_ncent = ix->ncent;
   float thr = ix->cluster_threshold;
@@ -276,8 +276,21 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     last_ntok = ix->segs[ix->nseg - 1].ntok;
     last_ndocs = ix->segs[ix->nseg - 1].ndocs;
   }
-  lik_status st = lik_plaid_reserve_docs(ix, N);
-  if (st || (o->expand && (st = lik_plaid_expand(ix, docs, o)))) return st;
+  int64_t *upd = NULL; /* an update: the positions of the given ids */
+  lik_status st = LIK_OK;
+  if (given) {
+    upd = (int64_t *)malloc((size_t)N * sizeof(int64_t) + 1);
+    if (!upd) return lik_fail(LIK_ERR_ALLOC, "ids: cannot allocate %lld positions", (long long)N);
+    if ((st = lik_plaid_live_positions(ix, given, N, "ids", upd)) ||
+        (st = lik_plaid_reserve_living(ix, 1))) {
+      free(upd);
+      return st;
+    }
+  }
+  if ((st = lik_plaid_reserve_docs(ix, N)) || (o->expand && (st = lik_plaid_expand(ix, docs, o)))) {
+    free(upd);
+    return st;
+  }
   lik_codec_view cv; /* the centroids after the expansion */
   lik_plaid_codec_view(ix, &cv);
   int64_t j0 = 0;
@@ -341,8 +354,12 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     goto fail;
   if ((st = lik_plaid_ivf_extend(ix, ix->has_ivf ? old_ndocs : 0))) goto fail;
   ix->cluster_threshold = thr;
+  if (upd) lik_plaid_kill(ix, upd, N, 1);
+  lik_plaid_assign_ids(ix, old_ndocs, given);
+  free(upd);
   return LIK_OK;
 fail:
+  free(upd);
   /* back to the state before the call */
   for (int64_t i = old_nseg; i < ix->nseg; i++) {
     free(ix->segs[i].own_codes);

@@ -379,6 +379,82 @@ static lik_status load_ivf(ctx_t *c, lik_plaid_index *ix) {
   return LIK_OK;
 }
 
+/* lik's files of a living index: deleted.npy (the tombstones: ascending
+ * stored-order indices), doc_ids.npy (the id map, checked as a save's
+ * doc_ids) and metadata.sqlite (bytes, kept as they are). */
+static lik_status load_living(ctx_t *c, lik_plaid_index *ix) {
+  npy_file f;
+  int h = exists(c, "deleted.npy"), bad = 0;
+  lik_status st;
+  if (h < 0) return vfail(c);
+  if (h) {
+    if (open_npy(c, "deleted.npy", &f)) return vfail(c);
+    if (!is_int(f.h.dtype) || f.h.ndim != 1)
+      bad = cfail(c, "deleted.npy: must be a 1-D int32 / int64 array");
+    else if ((st = lik_plaid_reserve_living(ix, 0))) {
+      unmap(&f.r);
+      return st;
+    }
+    for (int64_t i = 0, prev = -1; !bad && i < f.h.numel; i++) {
+      const int64_t v = int_at(f.data, f.h.dtype, i);
+      if (v <= prev || v >= ix->ndocs)
+        bad = cfail(c, "deleted.npy: entry %lld = %lld is not above the one before it and below "
+                    "num_docs=%lld", (long long)i, (long long)v, (long long)ix->ndocs);
+      else ix->dead[v >> 6] |= (uint64_t)1 << (v & 63);
+      prev = v;
+    }
+    if (!bad) ix->ndead = f.h.numel;
+    unmap(&f.r);
+    if (bad) return vfail(c);
+  }
+  ix->next_id = ix->ndocs;
+  if ((h = exists(c, "doc_ids.npy")) < 0) return vfail(c);
+  if (h) {
+    if (open_npy(c, "doc_ids.npy", &f)) return vfail(c);
+    if (!is_int(f.h.dtype) || f.h.ndim != 1)
+      bad = cfail(c, "doc_ids.npy: must be a 1-D int32 / int64 array");
+    else if (f.h.numel != ix->ndocs)
+      bad = cfail(c, "doc_ids.npy: has %lld entries, the doclens files hold %lld documents",
+                  (long long)f.h.numel, (long long)ix->ndocs);
+    if (bad) {
+      unmap(&f.r);
+      return vfail(c);
+    }
+    const int64_t cap = ix->cap_docs > ix->ndocs ? ix->cap_docs : ix->ndocs;
+    int64_t *ids = (int64_t *)malloc((size_t)(cap ? cap : 1) * sizeof(int64_t));
+    if (!ids) {
+      unmap(&f.r);
+      return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot allocate the id map (%lld documents)",
+                      (long long)cap);
+    }
+    for (int64_t j = 0; j < ix->ndocs; j++) ids[j] = int_at(f.data, f.h.dtype, j);
+    unmap(&f.r);
+    char what[ERRLEN];
+    snprintf(what, sizeof what, "PLAID index %s: doc_ids.npy", c->dir);
+    if ((st = lik_plaid_check_id_map(ix, ids, 1, what))) {
+      free(ids);
+      return st;
+    }
+    if ((st = lik_plaid_set_ids(ix, ids))) return st;
+  }
+  if ((h = exists(c, "metadata.sqlite")) < 0) return vfail(c);
+  if (h) {
+    lik_region r;
+    if (map_file(c, "metadata.sqlite", &r)) return vfail(c);
+    ix->meta = (uint8_t *)malloc(r.size + 1);
+    if (!ix->meta) {
+      unmap(&r);
+      return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot allocate metadata.sqlite's %zu bytes",
+                      r.size);
+    }
+    if (r.size) memcpy(ix->meta, r.base, r.size);
+    ix->meta_size = (int64_t)r.size;
+    ix->has_meta = 1;
+    unmap(&r);
+  }
+  return LIK_OK;
+}
+
 static lik_status verify_codes(lik_plaid_index *ix) {
   for (int64_t s = 0; s < ix->nseg; s++) {
     const lik_pseg *g = &ix->segs[s];
@@ -484,7 +560,8 @@ static lik_status load_once(ctx_t *c, unsigned flags, lik_plaid_index **out) {
   if (!ix) return lik_fail(LIK_ERR_ALLOC, "PLAID index: out of memory");
   if (has_thr) ix->cluster_threshold = thr;
   lik_status st;
-  if ((st = load_chunks(c, ix, nchunks)) || (st = load_ivf(c, ix))) goto fail;
+  if ((st = load_chunks(c, ix, nchunks)) || (st = load_ivf(c, ix)) || (st = load_living(c, ix)))
+    goto fail;
   if (lik_json_get_int(&meta, "num_embeddings", 0, INT64_MAX, &v, "metadata.json", c->err,
                        sizeof c->err) > 0 && v != ix->ntok) {
     st = (cfail(c, "metadata.json: num_embeddings=%lld but the doclens files hold %lld tokens",
@@ -666,8 +743,8 @@ static int present(const ctx_t *c, const char *name) {
   return join(p, sizeof p, c->dir, name) && !lstat(p, &st);
 }
 
-lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
-                               const int64_t *doc_ids, int64_t doc_ids_stride) {
+lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, const int64_t *doc_ids,
+                               int64_t doc_ids_stride) {
   ctx_t c;
   memset(&c, 0, sizeof c);
   c.dir = path;
@@ -702,16 +779,34 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
                       wnpy(&c, "ivf_lengths.npy", LIK_I32, 1, &K, lens, 0)))
     goto io;
   if (write_merged(&c, ix, maxlen - lastlen)) goto io;
-  if (doc_ids) {
-    int64_t *ids = (int64_t *)malloc((size_t)(ix->ndocs ? ix->ndocs : 1) * sizeof(int64_t));
-    if (!ids) {
+  if (!doc_ids && ix->ids) {
+    doc_ids = ix->ids;
+    doc_ids_stride = 1;
+  }
+  if (doc_ids || ix->ndead) { /* doc_ids.npy, deleted.npy */
+    int64_t *v = (int64_t *)malloc((size_t)(ix->ndocs ? ix->ndocs : 1) * sizeof(int64_t));
+    if (!v) {
       st = lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
       goto out;
     }
-    for (int64_t j = 0; j < ix->ndocs; j++) ids[j] = doc_ids[j * doc_ids_stride];
-    const int e = wnpy(&c, "doc_ids.npy", LIK_I64, 1, &ix->ndocs, ids, 0);
-    free(ids);
+    int e = 0;
+    if (doc_ids) {
+      for (int64_t j = 0; j < ix->ndocs; j++) v[j] = doc_ids[j * doc_ids_stride];
+      e = wnpy(&c, "doc_ids.npy", LIK_I64, 1, &ix->ndocs, v, 0);
+    }
+    if (!e && ix->ndead) {
+      int64_t n = 0;
+      for (int64_t j = 0; j < ix->ndocs; j++)
+        if (lik_plaid_is_dead(ix, j)) v[n++] = j;
+      e = wnpy(&c, "deleted.npy", LIK_I64, 1, &n, v, 0);
+    }
+    free(v);
     if (e) goto io;
+  }
+  if (ix->has_meta) {
+    if (wopen(&c, "metadata.sqlite")) goto io;
+    wbytes(&c, ix->meta, (size_t)ix->meta_size);
+    if (wclose(&c)) goto io;
   }
   char name[96];
   for (int64_t s = 0; s < ix->nseg; s++) {
@@ -754,12 +849,16 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
       const char *f = i ? "ivf_lengths.npy" : "ivf.npy";
       if (present(&c, f) && lik_commit_remove(c.cm, f, c.err, sizeof c.err)) goto io;
     }
-  if (!doc_ids && present(&c, "doc_ids.npy")) { /* ids of other documents: drop them */
-    npy_file f;
-    const int stale = open_npy(&c, "doc_ids.npy", &f) || f.h.numel != ix->ndocs;
-    if (f.r.base) unmap(&f.r);
-    if (stale && lik_commit_remove(c.cm, "doc_ids.npy", c.err, sizeof c.err)) goto io;
-  }
+  /* lik's files this state has not: the ids are 0..N-1, no tombstones, no metadata */
+  const struct {
+    const char *name;
+    int absent;
+  } gone[] = {{"doc_ids.npy", !doc_ids}, {"deleted.npy", !ix->ndead},
+              {"metadata.sqlite", !ix->has_meta}};
+  for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+    if (gone[i].absent && present(&c, gone[i].name) &&
+        lik_commit_remove(c.cm, gone[i].name, c.err, sizeof c.err))
+      goto io;
   b.n = 0;
   sb_printf(&b, "{\n  \"avg_doclen\": %.17g,\n  \"compress_only\": %s,\n  \"nbits\": %d,\n  "
             "\"num_chunks\": %lld,\n  \"num_documents\": %lld,\n  \"num_embeddings\": %lld,\n  "

@@ -69,6 +69,22 @@ lik_status lik_plaid_reserve_docs(lik_plaid_index *ix, int64_t n) {
   if (!seg) return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot grow the document table to %lld",
                             (long long)cap);
   ix->doc_seg = seg;
+  if (ix->ids) {
+    int64_t *ids = (int64_t *)realloc(ix->ids, (size_t)cap * sizeof(int64_t));
+    if (ids) ix->ids = ids;
+    int64_t *by = ids ? (int64_t *)realloc(ix->by_id, (size_t)cap * sizeof(int64_t)) : NULL;
+    if (!by) return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot grow the id map to %lld",
+                             (long long)cap);
+    ix->by_id = by;
+  }
+  if (ix->dead) {
+    const size_t w_old = (size_t)(ix->cap_docs / 64 + 1), w_new = (size_t)(cap / 64 + 1);
+    uint64_t *d = (uint64_t *)realloc(ix->dead, w_new * sizeof(uint64_t));
+    if (!d) return lik_fail(LIK_ERR_ALLOC, "PLAID index: cannot grow the tombstones to %lld",
+                            (long long)cap);
+    memset(d + w_old, 0, (w_new - w_old) * sizeof(uint64_t));
+    ix->dead = d;
+  }
   ix->cap_docs = cap;
   return LIK_OK;
 }
@@ -132,6 +148,10 @@ void lik_plaid_index_free(lik_plaid_index *ix) {
   free(ix->segs);
   free(ix->doc_off);
   free(ix->doc_seg);
+  free(ix->ids);
+  free(ix->by_id);
+  free(ix->dead);
+  free(ix->meta);
   free(ix->ivf_off);
   free(ix->ivf_owned);
   free(ix->cent_f16);

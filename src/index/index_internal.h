@@ -76,10 +76,78 @@ struct lik_plaid_index {
   const int64_t *ivf;   /* mapped or owned */
   int64_t *ivf_owned;   /* non-NULL when owned */
 
+  /* ids (ids.c): the document at position j has id ids[j], or j when ids is
+   * NULL; ids are unique and >= 0 (-1: a deleted document whose id an
+   * update gave to a new position), positions are the stored order.  by_id
+   * [ndocs]: positions sorted by id (kept with ids).  next_id: above every
+   * id, the id of the next document add appends. */
+  int64_t *ids;   /* [cap_docs] or NULL */
+  int64_t *by_id; /* [cap_docs] or NULL (with ids) */
+  int64_t next_id;
+
+  /* tombstones: bit j of dead = the document at position j is deleted */
+  uint64_t *dead; /* [cap_docs / 64 + 1] words, or NULL (none) */
+  int64_t ndead;
+
+  /* metadata.sqlite's bytes, kept and saved as they are (lik never reads them) */
+  uint8_t *meta;
+  int64_t meta_size;
+  int has_meta;
+
   /* mapped files */
   lik_region *regions;
   int64_t nregions, cap_regions;
 };
+
+/* ---- ids and tombstones (ids.c) ---- */
+
+static inline int64_t lik_plaid_id_of(const lik_plaid_index *ix, int64_t pos) {
+  return ix->ids ? ix->ids[pos] : pos;
+}
+
+static inline int lik_plaid_is_dead(const lik_plaid_index *ix, int64_t pos) {
+  return ix->dead && (ix->dead[pos >> 6] >> (pos & 63) & 1);
+}
+
+/* The position of document id, or -1 when the index has no such id
+ * (deleted documents keep their positions: check lik_plaid_is_dead). */
+int64_t lik_plaid_find(const lik_plaid_index *ix, int64_t id);
+
+/* Sets the ids of the documents at positions [from, ndocs): given[i] for
+ * position from + i, or next_id, next_id + 1, ... when given is NULL
+ * (capacity reserved by lik_plaid_reserve_docs; by_id re-sorted in place
+ * when given).  Never fails. */
+void lik_plaid_assign_ids(lik_plaid_index *ix, int64_t from, const lik_index *given);
+
+/* Sets ids (takes ownership of ids [>= cap_docs entries], checked unique and
+ * >= 0 by the caller) with their by_id; LIK_ERR_ALLOC (ids freed) on failure. */
+lik_status lik_plaid_set_ids(lik_plaid_index *ix, int64_t *ids);
+
+/* Positions of the n ids of a validated call argument (name) into pos[n]:
+ * LIK_ERR_VALUE naming the argument and the entry when an id is negative or
+ * at least next_id ("out of range"), not in the index (a compacted one),
+ * deleted, or given twice. */
+lik_status lik_plaid_live_positions(const lik_plaid_index *ix, const lik_index *ids, int64_t n,
+                                    const char *name, int64_t *pos);
+
+/* Checks an id map for the index's stored documents (ids[j * stride], j <
+ * ndocs, tombstones set): unique, >= 0, -1 only for a deleted document;
+ * LIK_ERR_VALUE naming `what`, the entry or the duplicate id. */
+lik_status lik_plaid_check_id_map(const lik_plaid_index *ix, const int64_t *ids, int64_t stride,
+                                  const char *what);
+
+/* Makes the tombstone bitmap (and, with ids_too, an identity id map) exist,
+ * so that lik_plaid_kill / lik_plaid_assign_ids cannot fail; LIK_ERR_ALLOC. */
+lik_status lik_plaid_reserve_living(lik_plaid_index *ix, int ids_too);
+
+/* Tombstones the documents at positions pos[0..n) (live, distinct; the
+ * bitmap reserved).  forget: their ids become -1 (an update gives the ids
+ * to new positions; call lik_plaid_assign_ids next, which re-sorts by_id). */
+void lik_plaid_kill(lik_plaid_index *ix, const int64_t *pos, int64_t n, int forget);
+
+/* Deletes / compacts (lik_plaid_index_delete / _compact / _update). */
+lik_status lik_plaid_delete_impl(lik_plaid_index *ix, const lik_index *ids, int64_t n);
+lik_status lik_plaid_compact_impl(lik_plaid_index *ix);
 
 /* The codec view of the index (F16 centroids, F32 cutoffs / weights,
  * colbert layout) for the CPU backend. */
@@ -213,8 +281,11 @@ lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o
                                 lik_plaid_index **out);
 lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
                                 lik_plaid_index **out);
+/* Appends docs; their ids: given (live ids, which are deleted at their old
+ * positions: an update), or the next ids when given is NULL.  On failure the
+ * index is unchanged. */
 lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
-                              const lik_plaid_bopts *o);
+                              const lik_plaid_bopts *o, const lik_index *given);
 
 /* ---- centroid expansion (expand.c; fast-plaid's update) ---- */
 

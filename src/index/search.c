@@ -273,10 +273,12 @@ static lik_status select_best(worker *w, const int64_t *ids, int64_t n, int64_t 
   return LIK_OK;
 }
 
-static void write_row(const lik_plaid_query *q, int64_t qi, const lik_hit *h, int64_t n) {
+/* Results (hits by position) as the documents' ids. */
+static void write_row(const lik_plaid_index *ix, const lik_plaid_query *q, int64_t qi,
+                      const lik_hit *h, int64_t n) {
   for (int64_t r = 0; r < q->top_k; r++) {
     q->scores[qi * q->s_i + r * q->s_k] = r < n ? h[r].s : -INFINITY;
-    q->ids[qi * q->i_i + r * q->i_k] = r < n ? h[r].i : -1;
+    q->ids[qi * q->i_i + r * q->i_k] = r < n ? lik_plaid_id_of(ix, h[r].i) : -1;
   }
 }
 
@@ -287,7 +289,7 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   const int64_t lq = q->q_lengths.data ? lik_index_at(&q->q_lengths, qi) : q->q.len;
   const int64_t lqp = (lq + LB - 1) / LB * LB;
   if (lq == 0 || ix->ndocs == 0) {
-    write_row(q, qi, NULL, 0);
+    write_row(ix, q, qi, NULL, 0);
     return LIK_OK;
   }
   lik_status st = LIK_OK;
@@ -301,9 +303,13 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
     const int64_t a = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi) : 0;
     const int64_t b = q->subset_cu.data ? lik_index_at(&q->subset_cu, qi + 1) : q->subset_n;
     if (!GROW(w, sub, cap_sub, b - a + 1)) return nomem("the subset");
-    for (int64_t i = a; i < b; i++) w->sub[i - a] = lik_index_at(&q->subset, i);
-    qsort(w->sub, (size_t)(b - a), sizeof(int64_t), cmp_i64);
-    for (int64_t i = 0; i < b - a; i++)
+    int64_t m = 0; /* the live documents of the subset, as positions */
+    for (int64_t i = a; i < b; i++) {
+      const int64_t j = lik_plaid_find(ix, lik_index_at(&q->subset, i));
+      if (!lik_plaid_is_dead(ix, j)) w->sub[m++] = j;
+    }
+    qsort(w->sub, (size_t)m, sizeof(int64_t), cmp_i64);
+    for (int64_t i = 0; i < m; i++)
       if (nsub == 0 || w->sub[i] != w->sub[nsub - 1]) w->sub[nsub++] = w->sub[i];
     memset(w->allowed, 0, (size_t)K);
     for (int64_t i = 0; i < nsub; i++) {
@@ -362,20 +368,43 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
       const int64_t j = l[k];
       const uint64_t bit = (uint64_t)1 << (j & 63);
       if (w->seen[j >> 6] & bit) continue;
-      if (has_sub && !(w->inset[j >> 6] & bit)) continue;
+      if (has_sub ? !(w->inset[j >> 6] & bit) : lik_plaid_is_dead(ix, j)) continue;
+      w->seen[j >> 6] |= bit;
+      w->cand[ncand++] = j;
+    }
+  }
+  /* every live document of the subset (or of the index) with tokens is a
+   * candidate when a filter (subset, tombstones) left fewer than top_k, so a
+   * query gets top_k results whenever that many exist (without a filter, few
+   * candidates stay few, as in fast-plaid); and when the subset is no larger
+   * than what the exact stage scores anyway, so a selective filter is
+   * searched exactly instead of through the probes */
+  const int64_t n_exact = q->top_k > q->n_full / 4 ? q->top_k : q->n_full / 4;
+  if (ncells > 0 && ((ncand < q->top_k && (has_sub || ix->ndead)) || (has_sub && nsub <= n_exact))) {
+    const int64_t nall = has_sub ? nsub : ix->ndocs;
+    for (int64_t i = 0; i < nall; i++) {
+      const int64_t j = has_sub ? w->sub[i] : i;
+      const uint64_t bit = (uint64_t)1 << (j & 63);
+      if ((w->seen[j >> 6] & bit) || lik_plaid_is_dead(ix, j) ||
+          ix->doc_off[j + 1] == ix->doc_off[j])
+        continue;
+      if (!GROW(w, cand, cap_cand, ncand + 1)) {
+        st = nomem("the candidates");
+        break;
+      }
       w->seen[j >> 6] |= bit;
       w->cand[ncand++] = j;
     }
   }
   for (int64_t i = 0; i < ncand; i++) w->seen[w->cand[i] >> 6] = 0;
+  if (st) goto done;
   if (ncand == 0) {
-    write_row(q, qi, NULL, 0);
+    write_row(ix, q, qi, NULL, 0);
     goto done;
   }
   qsort(w->cand, (size_t)ncand, sizeof(int64_t), cmp_i64);
 
   /* approximate stages */
-  const int64_t n_exact = q->top_k > q->n_full / 4 ? q->top_k : q->n_full / 4;
   const int64_t *ids = w->cand;
   int64_t n = ncand;
   if (q->prune && n > n_exact) {
@@ -423,7 +452,7 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   if ((st = lik_cpu_maxsim_residual(&p))) goto done;
   for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
   lik_hits_sort(w->hits, n);
-  write_row(q, qi, w->hits, n);
+  write_row(ix, q, qi, w->hits, n);
 done:
   if (has_sub)
     for (int64_t i = 0; i < nsub; i++) w->inset[w->sub[i] >> 6] = 0;

@@ -1,6 +1,7 @@
 /*
  * test_plaid_commit.c — a change of a PLAID index folder (lik_plaid_index_save
- * after build, add, an expanding add) is atomic (docs/plaid_index.md, "Atomic
+ * after build, add, an expanding add, a delete with metadata, a delete +
+ * compact, an update) is atomic (docs/plaid_index.md, "Atomic
  * commits"): whatever write it fails at or is killed at, the folder loads and
  * is the old state or the new one, bitwise (its files, read through a
  * committed change as a loader does, and search results); a failed call
@@ -247,9 +248,12 @@ static docs g_base, g_more;
 static lik_plaid_index *g_built; /* g_base built (scenario "save") */
 static int64_t g_ids[1024];
 
-enum { SCN_SAVE, SCN_ADD, SCN_EXPAND, NSCN };
+enum { SCN_SAVE, SCN_ADD, SCN_EXPAND, SCN_DELETE, SCN_COMPACT, SCN_UPDATE, NSCN };
 static const char *SCN_NAME[] = {"save a built index", "load + add + save (ids)",
-                                 "load + expanding add + save (no ids: doc_ids.npy removed)"};
+                                 "load + expanding add + save (the index's ids)",
+                                 "load + delete 2 + metadata + save (deleted.npy, metadata.sqlite)",
+                                 "load + delete 2 + compact + save (doc_ids.npy: the id map)",
+                                 "load + update 1 + save (a new position under an old id)"};
 
 static lik_plaid_build_options opts(int expand) {
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
@@ -258,6 +262,32 @@ static lik_plaid_build_options opts(int expand) {
   o.chunk_docs = 16;
   o.expand_centroids = expand;
   return o;
+}
+
+/* The changes of a living index (frees ix): each deletes / updates live
+ * documents of the state it finds, so that it can be applied again. */
+static lik_status change_living(int scn, const char *dir, lik_plaid_index *ix) {
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  const int64_t k = info.num_deleted + (g_base.n - info.num_docs); /* deleted so far */
+  lik_status st;
+  if (scn == SCN_UPDATE) {
+    lik_tensor X = {g_more.x, LIK_F32, 2, {g_more.cu[1], D}, {D, 1}, LIK_CPU, 0};
+    int64_t cu[2] = {0, g_more.cu[1]}, id = g_ids[0];
+    lik_tensor CU = {cu, LIK_I64, 1, {2}, {1}, LIK_CPU, 0}, ID = {&id, LIK_I64, 1, {1}, {1}, LIK_CPU, 0};
+    lik_plaid_build_options o = opts(0);
+    st = lik_plaid_index_update(ix, &ID, &X, &CU, &o);
+  } else {
+    lik_tensor ids = {&g_ids[k], LIK_I64, 1, {2}, {1}, LIK_CPU, 0};
+    char meta[64];
+    snprintf(meta, sizeof meta, "metadata after %lld deletions", (long long)k + 2);
+    st = lik_plaid_index_delete(ix, &ids);
+    if (!st && scn == SCN_DELETE) st = lik_plaid_index_set_metadata_db(ix, meta, (int64_t)strlen(meta));
+    if (!st && scn == SCN_COMPACT) st = lik_plaid_index_compact(ix);
+  }
+  if (!st) st = lik_plaid_index_save(ix, dir, NULL);
+  lik_plaid_index_free(ix);
+  return st;
 }
 
 /* One change of folder dir. */
@@ -269,6 +299,7 @@ static lik_status change(int scn, const char *dir) {
   lik_plaid_index *ix = NULL;
   lik_status st = lik_plaid_index_load(dir, 0, &ix);
   if (st) return st;
+  if (scn >= SCN_DELETE) return change_living(scn, dir, ix);
   lik_tensor X, cu;
   docs_tensors(&g_more, &X, &cu);
   lik_plaid_build_options o = opts(scn == SCN_EXPAND);

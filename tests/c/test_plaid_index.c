@@ -803,6 +803,151 @@ static void group_errors(void) {
 
 /* ---- files: missing, inconsistent, corrupt --------------------------------------------------- */
 
+/* A .npy (v1.0, int64 [n]) of v into file; returns its size. */
+static size_t npy_i64(uint8_t *file, const int64_t *v, int64_t n) {
+  char d[128];
+  int k = snprintf(d, sizeof d, "{'descr': '<i8', 'fortran_order': False, 'shape': (%lld,), }",
+                   (long long)n);
+  while ((10 + k + 1) % 64) d[k++] = ' ';
+  d[k++] = '\n';
+  memcpy(file, "\x93NUMPY\x01\x00", 8);
+  file[8] = (uint8_t)k;
+  file[9] = 0;
+  memcpy(file + 10, d, (size_t)k);
+  memcpy(file + 10 + k, v, (size_t)n * sizeof(int64_t));
+  return 10 + (size_t)k + (size_t)n * sizeof(int64_t);
+}
+
+/* Whether the last error message contains a (and b when given). */
+static int says(const char *a, const char *b) { return strstr(lik_last_error(), a) && (!b || strstr(lik_last_error(), b)); }
+
+static void group_living(void) {
+  group_begin("living: delete, update, compact, metadata");
+  corpus c = make_corpus(40, 16, 9, 4);
+  lik_plaid_index *ix = build(&c, 2, 1, 7);
+  if (!ix) {
+    corpus_free(&c);
+    group_end();
+    return;
+  }
+  case_begin("delete: errors name the entry, leave the index unchanged");
+  int64_t v[4] = {3, 5, 3, 0};
+  lik_tensor ids = t1(v, LIK_I64, 3);
+  EXPECT_FAIL(lik_plaid_index_delete(ix, &ids), LIK_ERR_VALUE);
+  CHECK(says("ids[2]=3 is a duplicate of ids[0]", NULL), "%s", lik_last_error());
+  v[2] = 40;
+  EXPECT_FAIL(lik_plaid_index_delete(ix, &ids), LIK_ERR_VALUE);
+  CHECK(says("ids[2]=40 is out of range", "[0, 40)"), "%s", lik_last_error());
+  v[2] = -2;
+  EXPECT_FAIL(lik_plaid_index_delete(ix, &ids), LIK_ERR_VALUE);
+  lik_tensor f = t1(v, LIK_F32, 2);
+  EXPECT_FAIL(lik_plaid_index_delete(ix, &f), LIK_ERR_DTYPE);
+  EXPECT_FAIL(lik_plaid_index_delete(NULL, &ids), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_delete(ix, NULL), LIK_ERR_NULL);
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  CHECK(info.num_deleted == 0 && info.next_id == 40, "a failed delete changed the index");
+  v[2] = 7;
+  CHECK(lik_plaid_index_delete(ix, &ids) == LIK_OK, "delete: %s", lik_last_error());
+  EXPECT_FAIL(lik_plaid_index_delete(ix, &ids), LIK_ERR_VALUE);
+  CHECK(says("ids[0]=3 is a deleted document", NULL), "%s", lik_last_error());
+
+  case_begin("search: never a deleted document, all live ones when asked for");
+  queries q = make_queries(&c, 4, 6, 40);
+  lik_plaid_search_params p = {0};
+  p.n_ivf_probe = 1; /* few probes: the tombstones and the widening decide */
+  p.num_threads = 1;
+  CHECK(search(ix, &q, 16, &p, NULL, NULL) == LIK_OK, "search: %s", lik_last_error());
+  int64_t live = 0; /* live documents with tokens: what a search can return */
+  for (int64_t j = 0; j < 40; j++) live += j != 3 && j != 5 && j != 7 && c.cu[j + 1] > c.cu[j];
+  for (int64_t i = 0; i < q.nq; i++) {
+    int64_t got = 0;
+    for (int64_t r = 0; r < q.k; r++) {
+      const int64_t j = q.i[i * q.k + r];
+      CHECK(j != 3 && j != 5 && j != 7, "query %lld: deleted document %lld returned", (long long)i, (long long)j);
+      got += j >= 0;
+    }
+    CHECK(q.qlen[i] == 0 || got == live, "query %lld: %lld results of %lld live documents", (long long)i,
+          (long long)got, (long long)live);
+  }
+  int64_t sub[3] = {3, 9, 10};
+  lik_tensor st = t1(sub, LIK_I64, 3);
+  q.k = 3;
+  CHECK(search(ix, &q, 16, &p, &st, NULL) == LIK_OK, "subset search: %s", lik_last_error());
+  const int64_t nsub = (c.cu[10] > c.cu[9]) + (c.cu[11] > c.cu[10]); /* 3 is deleted */
+  for (int64_t i = 1; i < q.nq; i++)
+    for (int64_t r = 0; r < 3; r++) {
+      const int64_t j = q.i[i * 3 + r];
+      CHECK(r < nsub ? j == 9 || j == 10 : j == -1, "subset: query %lld, result %lld: %lld",
+            (long long)i, (long long)r, (long long)j);
+    }
+
+  case_begin("update, get_ids, compact, metadata, save / load");
+  int64_t u = 9;
+  lik_tensor ut = t1(&u, LIK_I64, 1), X1 = t2(c.x, LIK_F32, c.cu[1], 16);
+  int64_t cu1[2] = {0, c.cu[1]};
+  lik_tensor C1 = t1(cu1, LIK_I64, 2);
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  CHECK(lik_plaid_index_update(ix, &ut, &X1, &C1, &o) == LIK_OK, "update: %s", lik_last_error());
+  EXPECT_FAIL(lik_plaid_index_update(ix, &ids, &X1, &C1, &o), LIK_ERR_SHAPE);
+  int64_t all[41];
+  lik_tensor at = t1(all, LIK_I64, 41);
+  CHECK(lik_plaid_index_get_ids(ix, &at) == LIK_OK && all[3] == -1 && all[9] == -1 && all[40] == 9 &&
+        all[39] == 39, "get_ids after an update");
+  EXPECT_FAIL(lik_plaid_index_set_metadata_db(ix, NULL, 5), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_set_metadata_db(ix, "x", -2), LIK_ERR_VALUE);
+  CHECK(lik_plaid_index_set_metadata_db(ix, "abc", 3) == LIK_OK, "set metadata");
+  char dir[400], buf[8];
+  snprintf(dir, sizeof dir, "%s/live", g_tmp);
+  CHECK(lik_plaid_index_save(ix, dir, NULL) == LIK_OK, "save: %s", lik_last_error());
+  lik_plaid_index *lx = NULL;
+  CHECK(lik_plaid_index_load(dir, LIK_PLAID_LOAD_VERIFY, &lx) == LIK_OK, "load: %s", lik_last_error());
+  int64_t n = 0;
+  if (lx) {
+    lik_plaid_index_get_info(lx, &info);
+    CHECK(info.num_deleted == 4 && info.num_docs == 41 && info.next_id == 40, "loaded sizes");
+    EXPECT_FAIL(lik_plaid_index_get_metadata_db(lx, buf, 2, &n), LIK_ERR_SHAPE);
+    CHECK(lik_plaid_index_get_metadata_db(lx, buf, 8, &n) == LIK_OK && n == 3 && !memcmp(buf, "abc", 3),
+          "metadata bytes");
+    CHECK(lik_plaid_index_compact(lx) == LIK_OK, "compact: %s", lik_last_error());
+    lik_plaid_index_get_info(lx, &info);
+    CHECK(info.num_deleted == 0 && info.num_docs == 37 && info.next_id == 40, "compacted sizes");
+    lik_tensor a37 = t1(all, LIK_I64, 37);
+    CHECK(lik_plaid_index_get_ids(lx, &a37) == LIK_OK && all[36] == 9 && all[3] == 4, "ids after compact");
+    EXPECT_FAIL(lik_plaid_index_delete(lx, &ids), LIK_ERR_VALUE);
+    CHECK(says("ids[0]=3 is not a document of the index", NULL), "%s", lik_last_error());
+    CHECK(lik_plaid_index_set_metadata_db(lx, NULL, -1) == LIK_OK, "remove metadata");
+    CHECK(lik_plaid_index_save(lx, dir, NULL) == LIK_OK, "save compacted: %s", lik_last_error());
+    char p2[500];
+    path_of(p2, sizeof p2, dir, "metadata.sqlite");
+    CHECK(access(p2, F_OK) != 0, "metadata.sqlite kept after its removal");
+    lik_plaid_index_free(lx);
+  }
+
+  case_begin("untrusted living files");
+  int64_t bad[2] = {5, 5};
+  uint8_t file[512];
+  char p3[500];
+  path_of(p3, sizeof p3, dir, "deleted.npy");
+  write_all(p3, file, npy_i64(file, bad, 2));
+  lx = NULL;
+  EXPECT_FAIL(lik_plaid_index_load(dir, 0, &lx), LIK_ERR_VALUE);
+  CHECK(says("deleted.npy: entry 1 = 5 is not above the one before it", NULL), "%s", lik_last_error());
+  unlink(p3);
+  int64_t dup[37];
+  for (int i = 0; i < 37; i++) dup[i] = i;
+  dup[20] = 4;
+  path_of(p3, sizeof p3, dir, "doc_ids.npy");
+  write_all(p3, file, npy_i64(file, dup, 37));
+  EXPECT_FAIL(lik_plaid_index_load(dir, 0, &lx), LIK_ERR_VALUE);
+  CHECK(says("doc_ids.npy: id 4 is given to two documents", NULL), "%s", lik_last_error());
+  queries_free(&q);
+  lik_plaid_index_free(ix);
+  corpus_free(&c);
+  rm_dir(dir);
+  group_end();
+}
+
 static void group_files(void) {
   group_begin("files");
   corpus c = make_corpus(60, 16, 11, 5);
@@ -1045,6 +1190,7 @@ int main(int argc, char **argv) {
   group_add();
   group_expand();
   group_errors();
+  group_living();
   group_files();
   static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "x0", "x1", "x2", "x3", "good", "bad", "resaved"};
   for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {

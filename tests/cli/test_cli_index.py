@@ -57,10 +57,8 @@ def test_search_matches_the_python_index(cran_index):
     # queries named (no default qrels, so top 10 are computed, as in Python)
     out = json.loads(run("search", "--json", "-n", "20", "--n-ivf-probe", "4", "--n-full-scores", "256",
                          cran_index, DATA / "queries.safetensors").stdout)
-    doc_ids = np.load(cran_index / "doc_ids.npy")
-    for r, row, sc in zip(out["results"], i, s):
-        assert r["doc_index"] == [int(x) for x in row[:10]]
-        assert r["doc_ids"] == [int(doc_ids[x]) for x in row[:10]]
+    for r, row, sc in zip(out["results"], i, s):  # both return the index's ids (doc_ids.npy)
+        assert r["doc_ids"] == r["doc_index"] == [int(x) for x in row[:10]]
         np.testing.assert_allclose(r["scores"], sc[:10], rtol=1e-6)
 
 
@@ -138,7 +136,8 @@ def test_add_matches_the_python_index(tmp_path):
                          tmp_path / "ix").stdout)
     assert rep["num_docs"] == second and rep["added_docs"] == second - first and rep["added_centroids"] == 0
     assert rep["num_centroids"] == 16
-    np.testing.assert_array_equal(np.load(tmp_path / "ix" / "doc_ids.npy"), np.arange(second))
+    assert not (tmp_path / "ix" / "doc_ids.npy").exists()  # ids 0..N-1: none written
+    np.testing.assert_array_equal(lik.plaid.Index.load(tmp_path / "ix").ids, np.arange(second))
     Q = rng.standard_normal((5, 7, d)).astype(np.float32)
     np.save(tmp_path / "q.npy", Q)
     out = json.loads(run("search", "--json", "-k", "8", "--n-ivf-probe", "16", "--n-full-scores", "1000",
@@ -244,3 +243,27 @@ def test_failed_add_keeps_the_index(tmp_path):
         assert p.returncode == 1 and "write failed" in p.stderr
         assert files() == before and not any(f.name.startswith(".lik") for f in ix.iterdir())
         assert found() == want
+
+
+def test_delete(tmp_path):
+    rng = np.random.default_rng()
+    d, n = 16, 60
+    np.save(tmp_path / "d.npy", rng.standard_normal((n, 12, d)).astype(np.float32))
+    np.save(tmp_path / "q.npy", rng.standard_normal((4, 8, d)).astype(np.float32))
+    run("index", "--centroids", "16", tmp_path / "d.npy", tmp_path / "ix")
+    gone = [int(x) for x in rng.choice(n, 20, replace=False)]
+    rep = json.loads(run("index", "--json", "--delete", ",".join(map(str, gone[:10])), tmp_path / "ix").stdout)
+    assert rep["deleted"] == 10 and rep["num_docs"] == n - 10 and rep["num_deleted"] == 10
+    np.save(tmp_path / "more.npy", np.array(gone[10:], np.int64))
+    run("index", "--delete", tmp_path / "more.npy", tmp_path / "ix")
+    out = json.loads(run("search", "--json", "-k", "50", "--n-ivf-probe", "16", tmp_path / "ix",
+                         tmp_path / "q.npy").stdout)
+    for r in out["results"]:
+        assert len(r["doc_ids"]) == 40 and not set(r["doc_ids"]) & set(gone)
+    import lik.plaid
+
+    assert sorted(lik.plaid.Index.load(tmp_path / "ix").ids) == sorted(set(range(n)) - set(gone))
+    for arg, msg in [(str(gone[0]), f"ids[0]={gone[0]} is a deleted document"), ("1,x", "entry 1 is not an integer"),
+                     (f"{n}", "out of range")]:
+        p = run("index", "--delete", arg, tmp_path / "ix", check=False)
+        assert p.returncode == 1 and msg in p.stderr, p.stderr

@@ -26,8 +26,8 @@ static const char *FILES[] = {
     "metadata.json",      "centroids.npy",         "bucket_cutoffs.npy",       "bucket_weights.npy",
     "ivf.npy",            "ivf_lengths.npy",       "doclens.0.json",           "merged_codes.npy",
     "merged_residuals.npy", "doclens.1.json",      "1.codes.npy",              "1.residuals.npy",
-    "avg_residual.npy",   "cluster_threshold.npy", ".lik-commit/metadata.json", ".lik-commit/ivf.npy",
-    ".lik-commit/.remove", ".lik-new/metadata.json"};
+    "avg_residual.npy",   "cluster_threshold.npy", "doc_ids.npy",             "deleted.npy",
+    ".lik-commit/metadata.json", ".lik-commit/ivf.npy", ".lik-commit/.remove", ".lik-new/metadata.json"};
 #define NFILES (sizeof FILES / sizeof FILES[0])
 
 #define CAP_CENT ((int64_t)1 << 16) /* K * d */

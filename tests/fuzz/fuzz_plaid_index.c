@@ -22,7 +22,8 @@ static const char *FILES[] = {"metadata.json",        "centroids.npy",     "buck
                               "bucket_weights.npy",   "ivf.npy",           "ivf_lengths.npy",
                               "doclens.0.json",       "merged_codes.npy",  "merged_residuals.npy",
                               "doclens.1.json",       "1.codes.npy",       "1.residuals.npy",
-                              "avg_residual.npy",     "cluster_threshold.npy"};
+                              "avg_residual.npy",     "cluster_threshold.npy", "doc_ids.npy",
+                              "deleted.npy"};
 #define NFILES (sizeof FILES / sizeof FILES[0])
 
 /* Limits that keep one execution in milliseconds. */

@@ -23,7 +23,8 @@ from lik import plaid  # noqa: E402
 SEP = b"|LIKSEP|"
 FILES = ["metadata.json", "centroids.npy", "bucket_cutoffs.npy", "bucket_weights.npy", "ivf.npy",
          "ivf_lengths.npy", "doclens.0.json", "merged_codes.npy", "merged_residuals.npy", "doclens.1.json",
-         "1.codes.npy", "1.residuals.npy", "avg_residual.npy", "cluster_threshold.npy"]
+         "1.codes.npy", "1.residuals.npy", "avg_residual.npy", "cluster_threshold.npy", "doc_ids.npy",
+         "deleted.npy"]
 
 
 def pack(folder: Path, flags: int) -> bytes:
@@ -53,6 +54,14 @@ def main() -> None:
                 np.save(folder / "1.codes.npy", codes)
                 np.save(folder / "1.residuals.npy", res)
                 (out / f"seed_{n}_chunkfiles").write_bytes(pack(folder, 1))
+        # a living index: deletions, an update (an id map with -1), its own rng
+        lrng = np.random.default_rng(34)
+        docs = [lrng.standard_normal((int(lrng.integers(1, 6)), 8)).astype(np.float32) for _ in range(9)]
+        ix = plaid.Index.build(docs, Path(tmp) / "live", nbits=2, num_centroids=4, chunk_docs=4)
+        ix.delete([1, 6])
+        ix.update([4], docs[:1])
+        ix.save(Path(tmp) / "live")
+        (out / "seed_living").write_bytes(pack(Path(tmp) / "live", 0))
     commit_seeds(out, HERE / "corpus" / "fuzz_plaid_commit", rng)
 
 
