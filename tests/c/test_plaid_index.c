@@ -944,7 +944,7 @@ static void group_living(void) {
   queries_free(&q);
   lik_plaid_index_free(ix);
   corpus_free(&c);
-  rm_dir(dir);
+  rm_tree(dir);
   group_end();
 }
 
