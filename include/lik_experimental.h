@@ -488,9 +488,9 @@ LIK_API lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *in
  * fast-plaid 1.7's single-copy layout, what lik writes) or per chunk
  * (<i>.codes.npy / <i>.residuals.npy, older fast-plaid; a chunk file wins
  * over the merged file, as in fast-plaid).  lik also writes doc_ids.npy
- * (the documents' ids when they are not 0..N-1), deleted.npy (tombstones)
- * and metadata.sqlite (extra files fast-plaid ignores; "a living index"
- * below).
+ * (the documents' ids when they are not 0..N-1), deleted.npy (tombstones),
+ * next_id.npy (when the ids do not imply it) and metadata.sqlite (extra
+ * files fast-plaid ignores; "a living index" below).
  *
  * Memory: lik_plaid_index_load maps codes, residuals and the IVF (mmap);
  * documents added afterwards live in memory until saved.  An index may be
@@ -626,9 +626,10 @@ LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor 
  * saved over its own folder.  One writer at a time.
  *   doc_ids  NULL: the index's ids (doc_ids.npy written when they are not
  *            0..num_docs-1, removed otherwise); or I64 [num_docs] ids for
- *            the stored documents, unique and >= 0 (-1 allowed for a
+ *            the stored documents, unique, in [0, 2^62) (-1 allowed for a
  *            deleted one), written as doc_ids.npy instead: a load of the
- *            folder searches with them (this index keeps its own).
+ *            folder searches with them (this index keeps its own) and
+ *            continues after the highest (no next_id.npy).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE / LIK_ERR_DTYPE (doc_ids), LIK_ERR_VALUE
  * (an I/O failure, naming the file and the system's reason; a folder in the
  * place of a file; a code of a loaded chunk outside [0, K): a corrupt file
@@ -699,8 +700,12 @@ LIK_API lik_status lik_plaid_index_search(const lik_plaid_index *index, const li
  * every other id (the map is saved as doc_ids.npy).  A save writes the
  * tombstones as deleted.npy (int64 stored-order indices; lik only, see
  * docs/plaid_index.md for what fast-plaid sees) through the same atomic
- * change as the rest.  After a compact, ids above the highest surviving one
- * may be given again by a later load + add (next_id is not saved).
+ * change as the rest.  An id is never given twice: when a compact has
+ * dropped the documents with the highest ids, so that the stored ids no
+ * longer imply next_id (the highest + 1), the save writes it as
+ * next_id.npy (an int64 scalar) in the same change, and a later load + add
+ * continues from it (a load refuses a next_id.npy below the highest stored
+ * id + 1 or not below 2^62).
  * On any error the index is unchanged. */
 
 /* lik_plaid_index_delete — tombstones the documents ids [n] I32/I64 (CPU).

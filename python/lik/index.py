@@ -196,7 +196,7 @@ class Index:
                 deterministic for a seed.
             chunk_docs: documents per chunk (``doclens.<i>.json``).
             doc_ids: None (ids ``0 .. N-1``) or unique int64 ``[N]`` ids
-                ``>= 0``, saved as ``doc_ids.npy`` (with ``path`` only): the
+                in ``[0, 2**62)``, saved as ``doc_ids.npy`` (with ``path`` only): the
                 returned index (loaded from ``path``) searches with them.
             metadata: None or one dict per document (keys: column names;
                 values int, float, str, bytes or None), stored in the
@@ -448,11 +448,13 @@ class Index:
 
         Args:
             path: the folder (created if missing).
-            doc_ids: None (the index's ids) or unique integer ids ``>= 0``,
-                one per stored document (``doc_ids.npy``; a load of the
-                folder searches with them).  The metadata (``metadata.sqlite``)
-                and the tombstones (``deleted.npy``) are saved in the same
-                change.
+            doc_ids: None (the index's ids) or unique integer ids in
+                ``[0, 2**62)``, one per stored document (``doc_ids.npy``; a
+                load of the folder searches with them).  The metadata
+                (``metadata.sqlite``), the tombstones (``deleted.npy``) and,
+                when the ids do not imply it, the next id to give
+                (``next_id.npy``: after a compact dropped the highest ids,
+                which are never given again) are saved in the same change.
 
         Returns:
             None; ``self.path`` becomes ``path``.

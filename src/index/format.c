@@ -381,7 +381,8 @@ static lik_status load_ivf(ctx_t *c, lik_plaid_index *ix) {
 
 /* lik's files of a living index: deleted.npy (the tombstones: ascending
  * stored-order indices), doc_ids.npy (the id map, checked as a save's
- * doc_ids) and metadata.sqlite (bytes, kept as they are). */
+ * doc_ids), next_id.npy (the id the next add gives, when the ids do not
+ * imply it) and metadata.sqlite (bytes, kept as they are). */
 static lik_status load_living(ctx_t *c, lik_plaid_index *ix) {
   npy_file f;
   int h = exists(c, "deleted.npy"), bad = 0;
@@ -436,6 +437,28 @@ static lik_status load_living(ctx_t *c, lik_plaid_index *ix) {
       return st;
     }
     if ((st = lik_plaid_set_ids(ix, ids))) return st;
+  }
+  /* next_id.npy: the id the next add gives, when the stored ids do not imply
+   * it (documents with the highest ids compacted away): at least the highest
+   * stored id + 1 (what the ids imply, ix->next_id now), below 2^62 */
+  if ((h = exists(c, "next_id.npy")) < 0) return vfail(c);
+  if (h) {
+    if (open_npy(c, "next_id.npy", &f)) return vfail(c);
+    int64_t v = 0;
+    if (!is_int(f.h.dtype) || f.h.ndim > 1 || f.h.numel != 1)
+      bad = cfail(c, "next_id.npy: must be one int32 / int64 value (shape () or (1,))");
+    else v = int_at(f.data, f.h.dtype, 0);
+    unmap(&f.r);
+    if (!bad && v >= LIK_PLAID_ID_LIMIT)
+      bad = cfail(c, "next_id.npy: %lld is not below 2^62", (long long)v);
+    else if (!bad && v < ix->next_id)
+      bad = cfail(c, "next_id.npy: %lld is not above every stored id (it must be at least %lld)",
+                  (long long)v, (long long)ix->next_id);
+    if (bad) return vfail(c);
+    ix->next_id = v;
+    /* ids 0..N-1 with next_id above N: the map explicit, so that an add
+     * gives next_id onwards (reserve_living keeps next_id) */
+    if (v != ix->ndocs && !ix->ids && (st = lik_plaid_reserve_living(ix, 1))) return st;
   }
   if ((h = exists(c, "metadata.sqlite")) < 0) return vfail(c);
   if (h) {
@@ -803,6 +826,19 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, cons
     free(v);
     if (e) goto io;
   }
+  /* next_id.npy: only when the written ids do not imply it (the highest + 1;
+   * 0..N-1 without doc_ids.npy): after a compact dropped the highest ids.
+   * Given doc_ids are the folder's ids: they imply it. */
+  int64_t implied = 0;
+  if (doc_ids) {
+    for (int64_t j = 0; j < ix->ndocs; j++)
+      if (doc_ids[j * doc_ids_stride] >= implied) implied = doc_ids[j * doc_ids_stride] + 1;
+  } else {
+    implied = ix->ndocs;
+  }
+  const int own_ids = !doc_ids || doc_ids == ix->ids;
+  const int write_next = own_ids && ix->next_id != implied;
+  if (write_next && wnpy(&c, "next_id.npy", LIK_I64, 0, NULL, &ix->next_id, 0)) goto io;
   if (ix->has_meta) {
     if (wopen(&c, "metadata.sqlite")) goto io;
     wbytes(&c, ix->meta, (size_t)ix->meta_size);
@@ -854,7 +890,7 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, cons
     const char *name;
     int absent;
   } gone[] = {{"doc_ids.npy", !doc_ids}, {"deleted.npy", !ix->ndead},
-              {"metadata.sqlite", !ix->has_meta}};
+              {"next_id.npy", !write_next}, {"metadata.sqlite", !ix->has_meta}};
   for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
     if (gone[i].absent && present(&c, gone[i].name) &&
         lik_commit_remove(c.cm, gone[i].name, c.err, sizeof c.err))

@@ -181,10 +181,11 @@ lik_status lik_plaid_check_id_map(const lik_plaid_index *ix, const int64_t *ids,
   if (!v) return lik_fail(LIK_ERR_ALLOC, "%s: cannot allocate %lld ids", what, (long long)n);
   for (int64_t j = 0; j < n; j++) {
     v[j] = ids[j * stride];
-    if (v[j] < -1 || (v[j] == -1 && !lik_plaid_is_dead(ix, j))) {
+    if (v[j] < -1 || v[j] >= LIK_PLAID_ID_LIMIT || (v[j] == -1 && !lik_plaid_is_dead(ix, j))) {
       free(v);
-      return lik_fail(LIK_ERR_VALUE, "%s: entry %lld = %lld is not an id (ids are >= 0; -1 only "
-                      "for a deleted document)", what, (long long)j, (long long)ids[j * stride]);
+      return lik_fail(LIK_ERR_VALUE, "%s: entry %lld = %lld is not an id (ids are in [0, 2^62); "
+                      "-1 only for a deleted document)", what, (long long)j,
+                      (long long)ids[j * stride]);
     }
   }
   qsort(v, (size_t)n, sizeof(int64_t), cmp_i64);

@@ -27,6 +27,9 @@
 
 #define LIK_PLAID_MAX_CHUNKS (1 << 20)
 #define LIK_PLAID_DEFAULT_CHUNK_DOCS 25000
+/* ids and next_id are below this (a loaded doc_ids.npy / next_id.npy is
+ * checked): next_id + documents added never overflows int64. */
+#define LIK_PLAID_ID_LIMIT ((int64_t)1 << 62)
 
 /* A mapped (or read) region; base NULL when empty. */
 typedef struct {

@@ -252,7 +252,8 @@ enum { SCN_SAVE, SCN_ADD, SCN_EXPAND, SCN_DELETE, SCN_COMPACT, SCN_UPDATE, NSCN 
 static const char *SCN_NAME[] = {"save a built index", "load + add + save (ids)",
                                  "load + expanding add + save (the index's ids)",
                                  "load + delete 2 + metadata + save (deleted.npy, metadata.sqlite)",
-                                 "load + delete 2 + compact + save (doc_ids.npy: the id map)",
+                                 "load + delete the 2 highest ids + compact + save (doc_ids.npy: the "
+                                 "id map; next_id.npy)",
                                  "load + update 1 + save (a new position under an old id)"};
 
 static lik_plaid_build_options opts(int expand) {
@@ -278,7 +279,10 @@ static lik_status change_living(int scn, const char *dir, lik_plaid_index *ix) {
     lik_plaid_build_options o = opts(0);
     st = lik_plaid_index_update(ix, &ID, &X, &CU, &o);
   } else {
-    lik_tensor ids = {&g_ids[k], LIK_I64, 1, {2}, {1}, LIK_CPU, 0};
+    /* compact: the highest live ids, so that next_id.npy keeps them given */
+    const int64_t at = scn == SCN_COMPACT ? g_base.n - 2 - k : k;
+    int64_t two[2] = {g_ids[at], g_ids[at + 1]};
+    lik_tensor ids = {two, LIK_I64, 1, {2}, {1}, LIK_CPU, 0};
     char meta[64];
     snprintf(meta, sizeof meta, "metadata after %lld deletions", (long long)k + 2);
     st = lik_plaid_index_delete(ix, &ids);
@@ -361,6 +365,8 @@ static void set_up(int scn, scenario *z) {
   take(z->work, &z->old);
   CHECK(change(scn, z->work) == LIK_OK, "%s: %s", SCN_NAME[scn], lik_last_error());
   take(z->work, &z->neu);
+  CHECK(scn != SCN_COMPACT || state_find(&z->neu.files, "next_id.npy") >= 0,
+        "%s: no next_id.npy written", SCN_NAME[scn]);
   CHECK(change(scn, z->work) == LIK_OK, "%s again: %s", SCN_NAME[scn], lik_last_error());
   take(z->work, &z->neu2);
   CHECK(z->neu.has_index && !state_eq(&z->old.files, &z->neu.files), "the change changes nothing");

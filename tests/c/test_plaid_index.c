@@ -941,6 +941,94 @@ static void group_living(void) {
   write_all(p3, file, npy_i64(file, dup, 37));
   EXPECT_FAIL(lik_plaid_index_load(dir, 0, &lx), LIK_ERR_VALUE);
   CHECK(says("doc_ids.npy: id 4 is given to two documents", NULL), "%s", lik_last_error());
+  dup[20] = (int64_t)1 << 62; /* next_id (above every id) would pass the int64 range */
+  write_all(p3, file, npy_i64(file, dup, 37));
+  EXPECT_FAIL(lik_plaid_index_load(dir, 0, &lx), LIK_ERR_VALUE);
+  CHECK(says("doc_ids.npy: entry 20 = 4611686018427387904 is not an id", "[0, 2^62)"), "%s",
+        lik_last_error());
+
+  case_begin("ids never given twice: next_id.npy after a compact drops the highest ids");
+  char d2[400], pn[500];
+  snprintf(d2, sizeof d2, "%s/nextid", g_tmp);
+  path_of(pn, sizeof pn, d2, "next_id.npy");
+  lik_plaid_index *nx = build(&c, 2, 1, 7);
+  int64_t top[2] = {39, 38};
+  lik_tensor tt = t1(top, LIK_I64, 2);
+  CHECK(nx && lik_plaid_index_save(nx, d2, NULL) == LIK_OK, "save: %s", lik_last_error());
+  CHECK(access(pn, F_OK) != 0, "next_id.npy written for an index without deletes");
+  CHECK(nx && lik_plaid_index_delete(nx, &tt) == LIK_OK && lik_plaid_index_save(nx, d2, NULL) == LIK_OK,
+        "delete + save: %s", lik_last_error());
+  CHECK(access(pn, F_OK) != 0, "next_id.npy written while doc_ids.npy / deleted.npy imply it");
+  CHECK(nx && lik_plaid_index_compact(nx) == LIK_OK && lik_plaid_index_save(nx, d2, NULL) == LIK_OK,
+        "compact + save: %s", lik_last_error());
+  CHECK(access(pn, F_OK) == 0, "next_id.npy not written after a compact dropped ids 38, 39");
+  lik_plaid_index_free(nx);
+  nx = NULL;
+  CHECK(lik_plaid_index_load(d2, 0, &nx) == LIK_OK, "load: %s", lik_last_error());
+  if (nx) {
+    lik_plaid_index_get_info(nx, &info);
+    CHECK(info.num_docs == 38 && info.next_id == 40, "loaded next_id %lld, not 40", (long long)info.next_id);
+    EXPECT_FAIL(lik_plaid_index_delete(nx, &tt), LIK_ERR_VALUE);
+    CHECK(says("ids[0]=39 is not a document of the index", NULL), "%s", lik_last_error());
+    CHECK(lik_plaid_index_add(nx, &X1, &C1, &o) == LIK_OK, "add: %s", lik_last_error());
+    lik_tensor a39 = t1(all, LIK_I64, 39);
+    CHECK(lik_plaid_index_get_ids(nx, &a39) == LIK_OK && all[38] == 40 && all[37] == 37,
+          "the added document got id %lld, not 40 (above the deleted 39)", (long long)all[38]);
+    /* an update carries it too; then ids 0..37, 40: implied again, the file goes */
+    int64_t u0 = 0;
+    lik_tensor u0t = t1(&u0, LIK_I64, 1);
+    CHECK(lik_plaid_index_update(nx, &u0t, &X1, &C1, &o) == LIK_OK, "update: %s", lik_last_error());
+    lik_plaid_index_get_info(nx, &info);
+    CHECK(info.next_id == 41, "next_id after add + update: %lld", (long long)info.next_id);
+    CHECK(lik_plaid_index_save(nx, d2, NULL) == LIK_OK, "save: %s", lik_last_error());
+    CHECK(access(pn, F_OK) != 0, "a stale next_id.npy kept when the ids imply it");
+    lik_plaid_index_free(nx);
+  }
+
+  case_begin("untrusted next_id.npy");
+  nx = build(&c, 2, 1, 7);
+  CHECK(nx && lik_plaid_index_delete(nx, &tt) == LIK_OK && lik_plaid_index_compact(nx) == LIK_OK &&
+        lik_plaid_index_save(nx, d2, NULL) == LIK_OK, "delete + compact + save: %s", lik_last_error());
+  lik_plaid_index_free(nx);
+  static const struct {
+    int64_t v[2], n;
+    const char *says;
+  } hostile[] = {{{37, 0}, 1, "next_id.npy: 37 is not above every stored id (it must be at least 38)"},
+                 {{-5, 0}, 1, "next_id.npy: -5 is not above every stored id"},
+                 {{(int64_t)1 << 62, 0}, 1, "is not below 2^62"},
+                 {{INT64_MAX, 0}, 1, "is not below 2^62"},
+                 {{45, 46}, 2, "next_id.npy: must be one int32 / int64 value"},
+                 {{0, 0}, 0, "next_id.npy: must be one int32 / int64 value"}};
+  for (size_t h = 0; h < sizeof hostile / sizeof hostile[0]; h++) {
+    write_all(pn, file, npy_i64(file, hostile[h].v, hostile[h].n));
+    nx = NULL;
+    EXPECT_FAIL(lik_plaid_index_load(d2, 0, &nx), LIK_ERR_VALUE);
+    CHECK(!nx && says("PLAID index", hostile[h].says), "next_id %lld: %s", (long long)hostile[h].v[0],
+          lik_last_error());
+    lik_plaid_index_free(nx);
+  }
+  write_all(pn, file, 10); /* a truncated header */
+  nx = NULL;
+  EXPECT_FAIL(lik_plaid_index_load(d2, 0, &nx), LIK_ERR_VALUE);
+  CHECK(says("next_id.npy", NULL), "%s", lik_last_error());
+  lik_plaid_index_free(nx);
+  /* without doc_ids.npy: ids 0..N-1, then next_id onwards */
+  path_of(p3, sizeof p3, d2, "doc_ids.npy");
+  unlink(p3);
+  int64_t n45 = 45;
+  write_all(pn, file, npy_i64(file, &n45, 1));
+  nx = NULL;
+  CHECK(lik_plaid_index_load(d2, 0, &nx) == LIK_OK, "load without doc_ids.npy: %s", lik_last_error());
+  if (nx) {
+    lik_plaid_index_get_info(nx, &info);
+    CHECK(info.next_id == 45, "next_id %lld, not 45", (long long)info.next_id);
+    CHECK(lik_plaid_index_add(nx, &X1, &C1, &o) == LIK_OK, "add: %s", lik_last_error());
+    lik_tensor a39 = t1(all, LIK_I64, 39);
+    CHECK(lik_plaid_index_get_ids(nx, &a39) == LIK_OK && all[37] == 37 && all[38] == 45,
+          "ids after an add: [37]=%lld [38]=%lld", (long long)all[37], (long long)all[38]);
+    lik_plaid_index_free(nx);
+  }
+  rm_tree(d2);
   queries_free(&q);
   lik_plaid_index_free(ix);
   corpus_free(&c);

@@ -27,7 +27,7 @@ static const char *FILES[] = {
     "ivf.npy",            "ivf_lengths.npy",       "doclens.0.json",           "merged_codes.npy",
     "merged_residuals.npy", "doclens.1.json",      "1.codes.npy",              "1.residuals.npy",
     "avg_residual.npy",   "cluster_threshold.npy", "doc_ids.npy",             "deleted.npy",
-    ".lik-commit/metadata.json", ".lik-commit/ivf.npy", ".lik-commit/.remove", ".lik-new/metadata.json"};
+    "next_id.npy",        ".lik-commit/metadata.json", ".lik-commit/ivf.npy", ".lik-commit/.remove", ".lik-new/metadata.json"};
 #define NFILES (sizeof FILES / sizeof FILES[0])
 
 #define CAP_CENT ((int64_t)1 << 16) /* K * d */
@@ -108,7 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (lik_plaid_index_get_info(ix, &c) != LIK_OK) abort();
   const lik_plaid_index_info *want = saved == LIK_OK ? &b : &a;
   if (c.num_docs != want->num_docs || c.num_tokens != want->num_tokens ||
-      c.num_centroids != want->num_centroids || c.dim != want->dim)
+      c.num_centroids != want->num_centroids || c.dim != want->dim ||
+      c.num_deleted != want->num_deleted || c.next_id != want->next_id) /* ids never given twice */
     abort();
   if (saved == LIK_OK && q0 == LIK_OK) { /* the new state searches as the index in memory did */
     if (search(ix, c.dim, s1, i1) != LIK_OK) abort();

@@ -23,7 +23,7 @@ static const char *FILES[] = {"metadata.json",        "centroids.npy",     "buck
                               "doclens.0.json",       "merged_codes.npy",  "merged_residuals.npy",
                               "doclens.1.json",       "1.codes.npy",       "1.residuals.npy",
                               "avg_residual.npy",     "cluster_threshold.npy", "doc_ids.npy",
-                              "deleted.npy"};
+                              "deleted.npy",          "next_id.npy"};
 #define NFILES (sizeof FILES / sizeof FILES[0])
 
 /* Limits that keep one execution in milliseconds. */
@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st != LIK_OK && !(st == LIK_ERR_VALUE && lik_last_error()[0])) abort();
     if (st == LIK_OK)
       for (int i = 0; i < NQ * TOPK; i++)
-        if (ids[i] < -1 || ids[i] >= info.num_docs) abort();
+        if (ids[i] < -1 || ids[i] >= info.next_id) abort(); /* ids, not positions */
     free(q);
   }
   lik_plaid_index_free(ix);

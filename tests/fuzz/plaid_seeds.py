@@ -24,7 +24,7 @@ SEP = b"|LIKSEP|"
 FILES = ["metadata.json", "centroids.npy", "bucket_cutoffs.npy", "bucket_weights.npy", "ivf.npy",
          "ivf_lengths.npy", "doclens.0.json", "merged_codes.npy", "merged_residuals.npy", "doclens.1.json",
          "1.codes.npy", "1.residuals.npy", "avg_residual.npy", "cluster_threshold.npy", "doc_ids.npy",
-         "deleted.npy"]
+         "deleted.npy", "next_id.npy"]
 
 
 def pack(folder: Path, flags: int) -> bytes:
@@ -62,6 +62,12 @@ def main() -> None:
         ix.update([4], docs[:1])
         ix.save(Path(tmp) / "live")
         (out / "seed_living").write_bytes(pack(Path(tmp) / "live", 0))
+        # the highest ids compacted away: next_id.npy (ids 7, 8 not given again)
+        ix.delete([7, 8])
+        ix.compact()
+        ix.save(Path(tmp) / "live")
+        assert (Path(tmp) / "live" / "next_id.npy").is_file()
+        (out / "seed_living_next_id").write_bytes(pack(Path(tmp) / "live", 1))
     commit_seeds(out, HERE / "corpus" / "fuzz_plaid_commit", rng)
 
 

@@ -237,3 +237,48 @@ def test_without_deletes_the_folder_is_fast_plaids(tmp_path, rng):
         assert not names & {"deleted.npy", "doc_ids.npy", "metadata.sqlite"}
     for f in os.listdir(tmp_path / "a"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+def test_ids_never_given_twice_after_a_compact(tmp_path, rng):
+    """A compact that drops the highest ids: next_id.npy keeps them given,
+    through save / load / add / update; written only when not implied."""
+    n = 30
+    docs = corpus(rng, n, 16)
+    path = tmp_path / "ix"
+    ix = plaid.Index.build(docs, path, nbits=2, chunk_docs=8)
+    ix.delete([n - 1, n - 2])
+    ix.save(path)
+    assert not os.path.exists(path / "next_id.npy")  # deleted.npy + the stored ids imply it
+    ix.compact()
+    ix.save(path)
+    assert np.load(path / "next_id.npy") == n and np.load(path / "next_id.npy").dtype == np.int64
+    ix2 = plaid.Index.load(path)
+    with pytest.raises(ValueError, match="unknown id"):
+        ix2.delete([n - 1])
+    assert ix2.add(docs[:2]) == range(n, n + 2)
+    ix2.save(path)  # ids 0 .. n-3, n, n+1: implied again, the file goes
+    assert not os.path.exists(path / "next_id.npy")
+    ix2.delete([n, n + 1])
+    ix2.compact()
+    ix2.update([0], docs[:1])
+    ix2.save(path)
+    assert np.load(path / "next_id.npy") == n + 2
+    assert plaid.Index.load(path).add(docs[:1]) == range(n + 2, n + 3)
+
+
+@pytest.mark.parametrize("value, msg", [
+    (np.int64(5), r"next_id.npy: 5 is not above every stored id \(it must be at least 28\)"),
+    (np.int64(2**62), r"next_id.npy: 4611686018427387904 is not below 2\^62"),
+    (np.array([40, 41]), "next_id.npy: must be one int32 / int64 value"),
+    (np.float64(40), "next_id.npy"),
+])
+def test_hostile_next_id_is_refused(tmp_path, rng, value, msg):
+    docs = corpus(rng, 30, 16)
+    path = tmp_path / "ix"
+    ix = plaid.Index.build(docs, path, nbits=2)
+    ix.delete([28, 29])
+    ix.compact()
+    ix.save(path)
+    np.save(path / "next_id.npy", value)
+    with pytest.raises(ValueError, match=msg):
+        plaid.Index.load(path)
