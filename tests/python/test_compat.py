@@ -395,3 +395,16 @@ def test_reference_plaid(rng, nbits):
     torch.testing.assert_close(lk.plaid.plaid_approx_score_reference(qcs, codes, lengths), want)
     assert lk.plaid.plaid_approx_score_reference(qcs, codes, lengths)[1] == 0
 
+
+def test_pylate_and_colpali_compat_modules():
+    """The seed's submodules are lik.integrations' functions."""
+    import lik.integrations as li
+    import lik.integrations.pylate as lp
+
+    assert lk.pylate_compat.patch_pylate is li.patch_pylate
+    assert lk.pylate_compat.unpatch_pylate is li.unpatch_pylate
+    assert lk.pylate_compat.patched_colbert_scores is lp.colbert_scores
+    assert lk.pylate_compat.patched_colbert_kd_scores is lp.colbert_kd_scores
+    assert lk.pylate_compat.patched_colbert_scores_pairwise is lp.colbert_scores_pairwise
+    assert lk.colpali_compat.patch_colpali_engine is li.patch_colpali_engine
+    assert lk.colpali_compat.unpatch_colpali_engine is li.unpatch_colpali_engine

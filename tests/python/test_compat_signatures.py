@@ -83,6 +83,9 @@ SEED_ALL = {
     "reference": ["NEG_INF", "maxsim_reference", "maxsim_reference_varlen", "maxsim_reference_scatter",
                   "maxsim_padded_reference", "maxsim_from_hidden_reference", "plaid_approx_score_reference",
                   "unpack_residuals_reference", "maxsim_residual_reference"],
+    "pylate_compat": ["patch_pylate", "unpatch_pylate", "patched_colbert_scores", "patched_colbert_kd_scores",
+                      "patched_colbert_scores_pairwise"],
+    "colpali_compat": ["patch_colpali_engine", "unpatch_colpali_engine"],
 }
 
 
