@@ -289,6 +289,17 @@ def test_error_messages_carry_the_seed_phrases(rng):
         lk.topk.maxsim_topk(Q, Q, 0)
     with pytest.raises(ValueError, match="backward= must be one of"):
         lk.maxsim(Q, Q, backward="bogus")
+    with pytest.raises(ValueError, match=r"\[B, L, d\]"):
+        lk.maxsim_pairs(Q, rand(rng, (2, 8)))
+    with pytest.raises(ValueError, match="needs Q to be"):
+        lk.maxsim(Q[0], rand(rng, (2, 1, 3, 8)))
+    with pytest.raises(ValueError, match="q_mask must be"):
+        lk.maxsim(Q, rand(rng, (2, 1, 3, 8)), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="same device"):
+        lk.retrieve(Q, Q.to("meta"), 1)
+    if hasattr(lik, "maxsim_from_hidden"):
+        with pytest.raises(ValueError, match="W must be"):
+            lk.fused_head.maxsim_from_hidden(Q, rand(rng, (3, 4, 6)), rand(rng, (7, 6)))
 
 
 def test_unnormalized_warning_once(rng, monkeypatch):
