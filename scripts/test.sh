@@ -9,6 +9,9 @@
 #      command, torch included (pinned in tests/requirements.txt), and the
 #      PyLate / colpali-engine integration tests with those packages
 #      (pinned in tests/requirements-integrations.txt).
+#   5. late-interaction-kernels 0.4.5's own test suite against lik.compat
+#      (tests/seed, LIK_SEED_SUITE=1: its sdist is downloaded from PyPI once,
+#      into build/seed-suite/).
 # GPU tests are marked `gpu` and skip themselves where no CUDA device exists.
 # The CUDA backend is compiled once: by the Release build of step 1 (where
 # nvcc exists).  On a machine without a GPU the Python package is installed
@@ -31,4 +34,4 @@ scripts/sanitize.sh
 scripts/fuzz.sh
 
 export PATH="$PWD/.venv/bin:$PATH"
-python -m pytest -q tests
+LIK_SEED_SUITE=1 python -m pytest -q tests
