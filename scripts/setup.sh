@@ -5,6 +5,10 @@
 #   a virtual environment in .venv holding the lik package (library, Python
 #   front and the `lik` command), with the optional extras named in $1
 #   (e.g. "test,torch").
+# The CUDA backend is built by scripts/cuda_args.sh's rule: where a GPU is
+# visible, for its architecture, or as LIK_CUDA / LIK_CUDA_ARCHITECTURES ask;
+# ccache is used where installed.  CMAKE_ARGS (the caller's) come after the
+# rule's arguments, so they win.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +23,11 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+
+source scripts/cuda_args.sh
+mapfile -t rule < <(lik_cmake_args)
+export CMAKE_ARGS="${rule[*]}${CMAKE_ARGS:+ $CMAKE_ARGS}"
+echo "setup: building lik with CMAKE_ARGS=$CMAKE_ARGS"
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

@@ -458,7 +458,8 @@ def check_array(x: Any, name: str, *, optional: bool = False) -> None:
         if x.dtype not in _TORCH_DTYPES:
             raise TypeError(f"{name}: dtype {dtype_name(x)} is not supported ({_SUPPORTED_NAMES})")
         if not (x.is_cpu or x.is_cuda):
-            raise ValueError(f"{name}: device {x.device} is not supported (cpu or cuda)")
+            raise ValueError(f"{name}: device {x.device} is not supported (all tensors must be on the same "
+                             "device, cpu or cuda)")
     else:
         if x.dtype.newbyteorder("=") not in _NP_DTYPES:
             raise TypeError(f"{name}: dtype {dtype_name(x)} is not supported ({_SUPPORTED_NAMES})")

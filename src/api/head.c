@@ -48,12 +48,12 @@ static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H
                     lq > INT32_MAX ? "Q" : "H_d", (long long)(lq > INT32_MAX ? lq : ld),
                     INT32_MAX);
   if (W->shape[0] != d_out || W->shape[1] != d_model)
-    return lik_fail(LIK_ERR_SHAPE, "W: shape [%lld, %lld], expected [d_out=%lld, d_model=%lld]",
-                    (long long)W->shape[0], (long long)W->shape[1], (long long)d_out,
-                    (long long)d_model);
+    return lik_fail(LIK_ERR_SHAPE, "W must be [d_out=%lld, d_model=%lld], got [%lld, %lld]",
+                    (long long)d_out, (long long)d_model, (long long)W->shape[0],
+                    (long long)W->shape[1]);
   if (b && b->shape[0] != d_out)
-    return lik_fail(LIK_ERR_SHAPE, "b: shape [%lld], expected [d_out=%lld]",
-                    (long long)b->shape[0], (long long)d_out);
+    return lik_fail(LIK_ERR_SHAPE, "b must be [d_out=%lld], got [%lld]", (long long)d_out,
+                    (long long)b->shape[0]);
   if (H_d->ndim == 4 && H_d->shape[0] != Q->shape[0])
     return lik_fail(LIK_ERR_SHAPE,
                     "H_d: KD layout [Nq, K, Ld, d_model] has Nq=%lld but Q has Nq=%lld",

@@ -202,8 +202,8 @@ lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                     name, lik_dtype_name(m->dtype));
   if (!same_shape(m, ndim, shape)) {
     char got[96], want[96];
-    return lik_fail(LIK_ERR_SHAPE, "%s: shape %s does not match the expected %s", name,
-                    lik_shape_str(m, got), dims_str(shape, ndim, want));
+    return lik_fail(LIK_ERR_SHAPE, "%s must be %s (one entry per token), got %s", name,
+                    dims_str(shape, ndim, want), lik_shape_str(m, got));
   }
   return LIK_OK;
 }
@@ -224,6 +224,12 @@ lik_status lik_check_output(const lik_tensor *t, const char *name, lik_dtype dty
 }
 
 lik_status lik_pairs_layout(const lik_tensor *Q, const lik_tensor *D, lik_problem *p) {
+  for (int k = 0; k < 2; k++) {
+    const lik_tensor *t = k ? D : Q;
+    if (t && t->ndim != 3)
+      return lik_fail(LIK_ERR_SHAPE, "%s: pairs take Q and D as [B, L, d], got %d-D",
+                      k ? "D" : "Q", t->ndim);
+  }
   lik_status st = lik_check_embeddings(Q, D, 3, 3, 3, 3, 1);
   if (st) return st;
   if (D->shape[0] != Q->shape[0])
@@ -330,7 +336,8 @@ lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *
   *has_i = q3;
   if (D->ndim == 4) {
     if (!q3)
-      return lik_fail(LIK_ERR_SHAPE, "D: a 4-D D [Nq, K, Ld, d] needs a 3-D Q, got %d-D",
+      return lik_fail(LIK_ERR_SHAPE,
+                      "D: a 4-D D [Nq, K, Ld, d] (KD layout) needs Q to be 3-D [Nq, Lq, d], got %d-D",
                       Q->ndim);
     if (D->shape[0] != Q->shape[0])
       return lik_fail(LIK_ERR_SHAPE,

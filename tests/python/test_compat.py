@@ -289,6 +289,17 @@ def test_error_messages_carry_the_seed_phrases(rng):
         lk.topk.maxsim_topk(Q, Q, 0)
     with pytest.raises(ValueError, match="backward= must be one of"):
         lk.maxsim(Q, Q, backward="bogus")
+    with pytest.raises(ValueError, match=r"\[B, L, d\]"):
+        lk.maxsim_pairs(Q, rand(rng, (2, 8)))
+    with pytest.raises(ValueError, match="needs Q to be"):
+        lk.maxsim(Q[0], rand(rng, (2, 1, 3, 8)))
+    with pytest.raises(ValueError, match="q_mask must be"):
+        lk.maxsim(Q, rand(rng, (2, 1, 3, 8)), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="same device"):
+        lk.retrieve(Q, Q.to("meta"), 1)
+    if hasattr(lik, "maxsim_from_hidden"):
+        with pytest.raises(ValueError, match="W must be"):
+            lk.fused_head.maxsim_from_hidden(Q, rand(rng, (3, 4, 6)), rand(rng, (7, 6)))
 
 
 def test_unnormalized_warning_once(rng, monkeypatch):
@@ -315,3 +326,96 @@ def test_unnormalized_warning_once(rng, monkeypatch):
         warnings.simplefilter("always")
         lik.maxsim(Q, D)
     assert not w
+
+
+def test_reference_is_differentiable_plain_torch(rng):
+    """lk.reference backpropagates (float64 inside, the seed's result dtypes)
+    and its gradients are lik's float64 autograd's (lik's argmax: the first
+    of tied tokens)."""
+    qm, dm = mask(rng, (3, 5)), mask(rng, (4, 7))
+    Q, D = garbage_masked(rng, rand(rng, (3, 5, 8)), qm), garbage_masked(rng, rand(rng, (4, 7, 8)), dm)
+    D[1, 1] = D[1, 0]  # exact ties
+    g = rand(rng, (3, 4), torch.float64)
+    for dtype, out in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.float64, torch.float64)):
+        Qr, Dr = Q.to(dtype).detach().requires_grad_(), D.to(dtype).detach().requires_grad_()
+        s = lk.reference.maxsim_reference(Qr, Dr, qm, dm, normalize=True)
+        assert s.dtype == out and s.requires_grad
+        s.backward(g.to(out))
+        Ql, Dl = Q.to(dtype).double().detach().requires_grad_(), D.to(dtype).double().detach().requires_grad_()
+        lik.maxsim(Ql, Dl, qm, dm, normalize=True).backward(g)
+        assert torch.isfinite(Qr.grad).all() and torch.isfinite(Dr.grad).all()
+        torch.testing.assert_close(Qr.grad.double(), Ql.grad, rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(Dr.grad.double(), Dl.grad, rtol=1e-2, atol=1e-2)
+    Qr = Q.double().requires_grad_()
+    torch.autograd.gradcheck(lambda q: lk.reference.maxsim_reference(q, D.double(), qm, dm), (Qr,))
+    assert lk.reference.NEG_INF == float("-inf")
+
+
+def test_reference_layouts_and_masks(rng):
+    """Every reference against lik's float64 path: 1-D masks for every
+    sequence, KD, varlen, pairs, padded, and a NaN similarity never winning."""
+    ref = lk.reference
+    Q, D = rand(rng, (3, 5, 8), torch.float64), rand(rng, (4, 7, 8), torch.float64)
+    qm1, dm1 = mask(rng, (5,)), mask(rng, (7,))
+    want = lik.maxsim(Q, D, qm1.expand(3, 5), dm1.expand(4, 7))
+    torch.testing.assert_close(ref.maxsim_reference(Q, D, qm1, dm1), want)
+    torch.testing.assert_close(ref.maxsim_reference(Q[0], D[1], qm1, dm1), want[0, 1])
+    K = rand(rng, (3, 2, 7, 8), torch.float64)
+    torch.testing.assert_close(ref.maxsim_reference(Q, K), lik.maxsim(Q, K))
+    Dn = D.clone()
+    Dn[0, 2, 0] = float("nan")  # one NaN similarity per query token: skipped, not propagated
+    torch.testing.assert_close(ref.maxsim_reference(Q, Dn), lik.maxsim(Q, Dn))
+    _, Qp, cq = _packed(rng, [3, 0, 2], 8)
+    _, Dp, cd = _packed(rng, [4, 1, 0, 6], 8)
+    Qp, Dp = Qp.double(), Dp.double()
+    torch.testing.assert_close(ref.maxsim_reference_varlen(Qp, Dp, cq, cd), lik.maxsim_varlen(Qp, Dp, cq, cd))
+    pq, pd = torch.tensor([2, 0, 1]), torch.tensor([3, 0, 2])
+    torch.testing.assert_close(ref.maxsim_reference_scatter(Qp, Dp, cq, cd, pq, pd),
+                               lik.score_pairs_packed(Qp, Dp, cq, cd, pq, pd))
+    queries, documents, ql, dl = _padded_batch(rng)
+    r, sc = _padded_ref(queries, documents, ql, dl)
+    assert_scores(ref.maxsim_padded_reference(queries, documents, ql, dl), r, sc)
+    with pytest.raises(ValueError, match="q_mask must be"):
+        ref.maxsim_reference(Q, D, qm1[:4])
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4, 8])
+def test_reference_plaid(rng, nbits):
+    """unpack_residuals_reference inverts the seed's bit order (lik's
+    layout="lik"); maxsim_residual_reference and plaid_approx_score_reference
+    match lik's kernels (re-exported by lk.plaid, as the seed does)."""
+    d, n_c, Nd, Ld = 16, 7, 4, 9
+    buckets = rng.integers(0, 1 << nbits, size=(Nd, Ld, d))
+    res = torch.from_numpy(codec_pack(buckets.reshape(-1, d), nbits, "lik").reshape(Nd, Ld, -1))
+    got = lk.reference.unpack_residuals_reference(res, nbits, d)
+    assert got.dtype == torch.int32 and np.array_equal(got.numpy(), buckets)
+    centroids, weights = rand(rng, (n_c, d)), torch.sort(rand(rng, (1 << nbits,))).values * 0.1
+    codes, lengths = torch.from_numpy(rng.integers(0, n_c, size=(Nd, Ld))), torch.tensor([9, 0, 3, 5])
+    codes[2, 3:] = 10**6  # padding is never read
+    Q = rand(rng, (2, 5, d)).requires_grad_()
+    for normalize in (False, True):
+        want = lk.plaid.maxsim_residual(Q, codes.clamp(max=n_c - 1), res, lengths, centroids, weights, nbits,
+                                        normalize=normalize)
+        got = lk.plaid.maxsim_residual_reference(Q, codes, res, lengths, centroids, weights, nbits,
+                                                 normalize=normalize)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    assert Q.grad is not None and torch.isfinite(Q.grad).all()
+    qcs = rand(rng, (n_c, 5))
+    want = lk.plaid.plaid_approx_score(qcs, codes.clamp(max=n_c - 1), lengths)
+    torch.testing.assert_close(lk.plaid.plaid_approx_score_reference(qcs, codes, lengths), want)
+    assert lk.plaid.plaid_approx_score_reference(qcs, codes, lengths)[1] == 0
+
+
+def test_pylate_and_colpali_compat_modules():
+    """The seed's submodules are lik.integrations' functions."""
+    import lik.integrations as li
+    import lik.integrations.pylate as lp
+
+    assert lk.pylate_compat.patch_pylate is li.patch_pylate
+    assert lk.pylate_compat.unpatch_pylate is li.unpatch_pylate
+    assert lk.pylate_compat.patched_colbert_scores is lp.colbert_scores
+    assert lk.pylate_compat.patched_colbert_kd_scores is lp.colbert_kd_scores
+    assert lk.pylate_compat.patched_colbert_scores_pairwise is lp.colbert_scores_pairwise
+    assert lk.colpali_compat.patch_colpali_engine is li.patch_colpali_engine
+    assert lk.colpali_compat.unpatch_colpali_engine is li.unpatch_colpali_engine

@@ -59,9 +59,16 @@ SEED = {
     "reference.maxsim_reference_scatter": "Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx",
     "reference.maxsim_padded_reference": "queries, documents, query_lengths, doc_lengths",
     "reference.maxsim_from_hidden_reference": "Q, H_d, W, b=None, d_mask=None, *, normalize=True",
+    "reference.plaid_approx_score_reference": "query_centroid_scores, codes, doc_lengths",
+    "reference.unpack_residuals_reference": "residuals, nbits, d",
+    "reference.maxsim_residual_reference": "Q, codes, residuals, doc_lengths, centroids, bucket_weights, nbits, *, "
+                                           "normalize=True",
+    "plaid.plaid_approx_score_reference": "query_centroid_scores, codes, doc_lengths",
+    "plaid.maxsim_residual_reference": "Q, codes, residuals, doc_lengths, centroids, bucket_weights, nbits, *, "
+                                       "normalize=True",
 }
 
-#: The seed's ``__all__`` of the package and of each submodule.
+#: The seed's public names of the package and of each submodule (its ``__all__`` where it has one).
 SEED_ALL = {
     "": ["__version__", "MaxSimScorer", "retrieve", "maxsim_padded", "patch_pylate", "unpatch_pylate",
          "patch_colpali_engine", "unpatch_colpali_engine", "maxsim", "maxsim_pairs", "maxsim_varlen", "reference"],
@@ -73,6 +80,12 @@ SEED_ALL = {
     "fp8": ["maxsim_inference_fp8", "quantize_fp8_per_tensor", "quantize_fp8_per_token", "dequantize_fp8_per_tensor",
             "dequantize_fp8_per_token"],
     "mps": ["maxsim_mps", "maxsim_inference_mps"],
+    "reference": ["NEG_INF", "maxsim_reference", "maxsim_reference_varlen", "maxsim_reference_scatter",
+                  "maxsim_padded_reference", "maxsim_from_hidden_reference", "plaid_approx_score_reference",
+                  "unpack_residuals_reference", "maxsim_residual_reference"],
+    "pylate_compat": ["patch_pylate", "unpatch_pylate", "patched_colbert_scores", "patched_colbert_kd_scores",
+                      "patched_colbert_scores_pairwise"],
+    "colpali_compat": ["patch_colpali_engine", "unpatch_colpali_engine"],
 }
 
 

@@ -179,9 +179,9 @@ def test_deterministic_across_threads(rng, threads):
 
 def test_errors(rng):
     Q, H, W, b, _, _ = make(rng, 2, 3, 4, 5, 6, 7, masks=False)
-    with pytest.raises(ValueError, match=r"W: shape \[6, 6\], expected \[d_out=7, d_model=6\]"):
+    with pytest.raises(ValueError, match=r"W must be \[d_out=7, d_model=6\], got \[6, 6\]"):
         lik.maxsim_from_hidden(Q, H, W[:6])
-    with pytest.raises(ValueError, match=r"b: shape \[6\], expected \[d_out=7\]"):
+    with pytest.raises(ValueError, match=r"b must be \[d_out=7\], got \[6\]"):
         lik.maxsim_from_hidden(Q, H, W, b[:6])
     with pytest.raises(TypeError, match="W: dtype float32 does not match Q's dtype float64"):
         lik.maxsim_from_hidden(Q, H, W.float())

@@ -7,7 +7,8 @@ native API (no second implementation).  Submodules mirror the seed's:
 :mod:`.padded`, :mod:`.score_pairs`, :mod:`.topk`, :mod:`.forward`,
 :mod:`.backward`, :mod:`.varlen`, :mod:`.retrieve`, :mod:`.plaid`,
 :mod:`.fused_head`, :mod:`.fp8`, :mod:`.mps`, :mod:`.experimental`,
-:mod:`.reference`, :mod:`.autograd`.
+:mod:`.reference`, :mod:`.autograd`, :mod:`.pylate_compat`,
+:mod:`.colpali_compat`.
 
 Where the seed and lik differ the compat names keep the seed's behaviour
 (e.g. ``backward=None`` defaults, ``maxsim_padded(validate=False)``, the
@@ -79,12 +80,14 @@ def maxsim_pairs(Q, D, q_mask=None, d_mask=None, *, normalize: bool = False, bac
 from . import (  # noqa: E402  (submodules, as the seed's `late_interaction_kernels.<name>`)
     autograd,
     backward,
+    colpali_compat,
     experimental,
     forward,
     fp8,
     fused_head,
     mps,
     plaid,
+    pylate_compat,
     reference,
     score_pairs,
     topk,

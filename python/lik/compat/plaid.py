@@ -3,7 +3,8 @@
 The seed packs residual fields least significant first within a byte
 (lik's ``layout="lik"``); these wrappers keep that order.  lik's native
 functions default to ``layout="colbert"`` (ColBERTv2 / fast-plaid / PyLate
-bytes).
+bytes).  ``plaid_approx_score_reference`` and ``maxsim_residual_reference``
+are :mod:`.reference`'s, re-exported here as the seed does.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import torch
 
 from .. import plaid as _plaid
+from .reference import maxsim_residual_reference, plaid_approx_score_reference
 
-__all__ = ["plaid_approx_score", "maxsim_residual", "maxsim_residual_varlen"]
+__all__ = ["plaid_approx_score", "plaid_approx_score_reference", "maxsim_residual", "maxsim_residual_reference",
+           "maxsim_residual_varlen"]
 
 
 def plaid_approx_score(query_centroid_scores, codes, doc_lengths):
