@@ -333,8 +333,10 @@ def test_reference_is_differentiable_plain_torch(rng):
     and its gradients are lik's float64 autograd's (lik's argmax: the first
     of tied tokens)."""
     qm, dm = mask(rng, (3, 5)), mask(rng, (4, 7))
-    Q, D = garbage_masked(rng, rand(rng, (3, 5, 8)), qm), garbage_masked(rng, rand(rng, (4, 7, 8)), dm)
-    D[1, 1] = D[1, 0]  # exact ties
+    dm[1, :2] = True  # two valid tokens, made equal below: exact ties
+    D = rand(rng, (4, 7, 8))
+    D[1, 1] = D[1, 0]
+    Q, D = garbage_masked(rng, rand(rng, (3, 5, 8)), qm), garbage_masked(rng, D, dm)
     g = rand(rng, (3, 4), torch.float64)
     for dtype, out in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.float64, torch.float64)):
         Qr, Dr = Q.to(dtype).detach().requires_grad_(), D.to(dtype).detach().requires_grad_()
