@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh [EXTRAS] — prepares a fresh Debian/Ubuntu machine for lik:
-#   Debian packages: a C compiler, CMake, libcjson-dev (the `lik` command reads
-#   safetensors headers with cJSON), python3-venv;
+#   Debian packages: a C compiler, CMake, pkg-config, libcjson-dev (the `lik`
+#   command reads safetensors headers with cJSON), libsqlite3-dev (its `search
+#   --where` reads the index's metadata database), python3-venv;
 #   a virtual environment in .venv holding the lik package (library, Python
 #   front and the `lik` command), with the optional extras named in $1
 #   (e.g. "test,torch").
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for pkg in build-essential cmake pkg-config libcjson-dev; do
+for pkg in build-essential cmake pkg-config libcjson-dev libsqlite3-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
 done
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)

@@ -23,6 +23,7 @@
 #include "emb_io.h"
 #include "eval.h"
 #include "lik_experimental.h"
+#include "meta_where.h"
 #include "report.h"
 
 #define NDCG_K 10
@@ -124,7 +125,7 @@ static void on_progress(void *user, int64_t done, int64_t total) {
 }
 
 enum { O_DLEN = 300, O_DCU, O_DIDS, O_K, O_ITERS, O_SAMPLE, O_SEED, O_CHUNK, O_JSON, O_QLEN, O_QCU,
-       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND, O_DELETE };
+       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND, O_DELETE, O_WHERE, O_PARAM };
 
 /* The ids of an index after --add with given ids: the index's own (-1 for a
  * deleted document), then the added documents' ids, malloc'ed into *out.
@@ -457,6 +458,13 @@ static void search_usage(FILE *f) {
 "      --n-full-scores N       candidates kept by the approximate score (default 4096;\n"
 "                              a quarter, at least top-k, are scored exactly)\n"
 "      --threshold X           centroid-score pruning threshold (ColBERTv2; default off)\n"
+"      --where COND            search only the documents whose metadata satisfies COND, one\n"
+"                              SQL expression over the index's metadata.sqlite (columns: the\n"
+"                              metadata keys, _id the document id), e.g. \"year > ? AND lang = ?\"\n"
+"                              (Python's search(filter=(COND, params)); ';' refused, read-only)\n"
+"      --param VALUE           the value of the next ? of COND, bound, never put into the SQL\n"
+"                              (repeat, one per ?): an integer (fits int64) binds as INTEGER, a\n"
+"                              decimal number (1.5, 2e3) as REAL, anything else as TEXT\n"
 "  -r, --qrels FILE            judgments; prints mean nDCG@10 and recall@100\n"
 "  -n, --limit-queries N       search only the first N queries\n"
 "  -p, --print N               print the results of the first N queries (default 3, -1 all)\n"
@@ -465,16 +473,19 @@ static void search_usage(FILE *f) {
 "      --json                  a JSON report (all results) on stdout\n"
 "  -h, --help                  this help\n"
 "Document ids: the index's (INDEX/doc_ids.npy when present, else 0..N-1); deleted\n"
-"documents are never returned.\n",
+"documents are never returned.  --where filters before the candidate stages: a query\n"
+"gets top-k results whenever that many documents match.\n",
           prog);
 }
 
-int cmd_search(int argc, char **argv) {
+/* params: room for argc entries (--param values, pointers into argv). */
+static int search_main(int argc, char **argv, const char **params) {
   emb_sources qs = {0};
   const char *qrels_path = NULL;
   long long top_k = 10, nprobe = 8, nfull = 4096, threads = 0, limit = -1, nprint = 3;
   float thr = 0;
-  int prune = 0, json = 0, verify = 0;
+  int prune = 0, json = 0, verify = 0, nparams = 0;
+  const char *where = NULL;
   static const struct option longopts[] = {
       {"query-lengths", required_argument, 0, O_QLEN}, {"query-cu-seqlens", required_argument, 0, O_QCU},
       {"query-ids", required_argument, 0, O_QIDS},     {"top-k", required_argument, 0, 'k'},
@@ -483,6 +494,7 @@ int cmd_search(int argc, char **argv) {
       {"limit-queries", required_argument, 0, 'n'},    {"print", required_argument, 0, 'p'},
       {"threads", required_argument, 0, 't'},          {"verify", no_argument, 0, O_VERIFY},
       {"json", no_argument, 0, O_JSON},                {"help", no_argument, 0, 'h'},
+      {"where", required_argument, 0, O_WHERE},        {"param", required_argument, 0, O_PARAM},
       {0, 0, 0, 0}};
   int c;
   optind = 1;
@@ -501,6 +513,8 @@ int cmd_search(int argc, char **argv) {
     case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
     case O_VERIFY: verify = 1; break;
     case O_JSON: json = 1; break;
+    case O_WHERE: where = optarg; break;
+    case O_PARAM: params[nparams++] = optarg; break;
     case 'h': search_usage(stdout); return 0;
     default: fprintf(stderr, "Try '%s search --help'.\n", prog); return 2;
     }
@@ -508,6 +522,11 @@ int cmd_search(int argc, char **argv) {
   const int npos = argc - optind;
   if (npos < 1 || npos > 2) {
     fprintf(stderr, "%s search: expected INDEX [QUERIES]\nTry '%s search --help'.\n", prog, prog);
+    return 2;
+  }
+  if (nparams && !where) {
+    fprintf(stderr, "%s search: --param gives the values of --where's ?s: no --where given\n"
+            "Try '%s search --help'.\n", prog, prog);
     return 2;
   }
   const char *index_dir = argv[optind];
@@ -537,6 +556,19 @@ int cmd_search(int argc, char **argv) {
   const double t_load = now_s() - t0;
   lik_plaid_index_info info;
   lik_plaid_index_get_info(ix, &info);
+  /* --where: the matching live ids, the search's subset (filters before the candidate stages) */
+  int64_t *sub_ids = NULL, n_sub = 0, no_ids = 0;
+  double t_where = 0;
+  if (where) {
+    t0 = now_s();
+    if (meta_where(ix, index_dir, where, params, nparams, &sub_ids, &n_sub, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      lik_plaid_index_free(ix);
+      return 1;
+    }
+    t_where = now_s() - t0;
+  }
+  lik_tensor subset = {sub_ids ? sub_ids : &no_ids, LIK_I64, 1, {n_sub}, {1}, LIK_CPU, 0};
   emb_set Q;
   qrels rel = {0};
   int rc = 1;
@@ -549,6 +581,7 @@ int cmd_search(int argc, char **argv) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&Q);
     lik_plaid_index_free(ix);
+    free(sub_ids);
     return 1;
   }
   if (Q.d != info.dim) {
@@ -612,7 +645,7 @@ int cmd_search(int argc, char **argv) {
     lik_tensor Lt = {ql + i0, LIK_I64, 1, {nb}, {1}, LIK_CPU, 0};
     lik_tensor St = {S + i0 * K, LIK_F32, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
     lik_tensor It = {I + i0 * K, LIK_I64, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
-    st = lik_plaid_index_search(ix, &Qt, &Lt, NULL, NULL, &p, &St, &It);
+    st = lik_plaid_index_search(ix, &Qt, &Lt, where ? &subset : NULL, NULL, &p, &St, &It);
     if (st != LIK_OK) {
       fprintf(stderr, "%s: error: search failed (%s): %s\n", prog, lik_status_string(st), lik_last_error());
       goto out;
@@ -650,6 +683,13 @@ int cmd_search(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "n_ivf_probe", (double)nprobe);
     cJSON_AddNumberToObject(o, "n_full_scores", (double)nfull);
     if (prune) cJSON_AddNumberToObject(o, "centroid_score_threshold", thr);
+    if (where) {
+      cJSON_AddStringToObject(o, "where", where);
+      cJSON *pa = cJSON_AddArrayToObject(o, "params");
+      for (int i = 0; i < nparams; i++) cJSON_AddItemToArray(pa, cJSON_CreateString(params[i]));
+      cJSON_AddNumberToObject(o, "where_docs", (double)n_sub);
+      cJSON_AddNumberToObject(o, "where_seconds", t_where);
+    }
     cJSON_AddNumberToObject(o, "load_seconds", t_load);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
@@ -663,6 +703,9 @@ int cmd_search(int argc, char **argv) {
            t_load);
     printf("queries: %s: %lld of %lld, %lld-%lld tokens, d=%lld\n", Q.path, (long long)nq, (long long)Q.n,
            (long long)Q.min_len, (long long)Q.max_len, (long long)Q.d);
+    if (where)
+      printf("filter:  --where \"%s\"%s: %lld live documents match (%.3f s)\n", where,
+             nparams ? " with --param" : "", (long long)n_sub, t_where);
     const int64_t np = nprint < 0 ? nq : (nprint < nq ? nprint : nq);
     for (int64_t i = 0; i < np; i++) {
       int64_t m = 0;
@@ -695,5 +738,17 @@ out:
   qrels_free(&rel);
   emb_free(&Q);
   lik_plaid_index_free(ix);
+  free(sub_ids);
+  return rc;
+}
+
+int cmd_search(int argc, char **argv) {
+  const char **params = calloc_n(argc > 0 ? argc : 1, 1, sizeof(char *)); /* at most one per argument */
+  if (!params) {
+    fprintf(stderr, "%s: error: out of memory\n", prog);
+    return 1;
+  }
+  const int rc = search_main(argc, argv, params);
+  free(params);
   return rc;
 }

@@ -42,7 +42,8 @@ static void usage(FILE *f) {
   fprintf(f,
 "Usage: %s [OPTIONS] [QUERIES DOCS]\n"
 "       %s index [OPTIONS] [DOCS] OUT_DIR     build a PLAID index (%s index --help)\n"
-"       %s search [OPTIONS] INDEX [QUERIES]   search it (%s search --help)\n"
+"       %s search [OPTIONS] INDEX [QUERIES]   search it (%s search --help; --where COND\n"
+"                                              --param V: only documents whose metadata match)\n"
 "Exact MaxSim (ColBERT late-interaction) retrieval over token-embedding files.\n"
 "With no QUERIES/DOCS it runs on the bundled Cranfield-1400 embeddings and qrels.\n"
 "\n"

@@ -267,3 +267,92 @@ def test_delete(tmp_path):
                      (f"{n}", "out of range")]:
         p = run("index", "--delete", arg, tmp_path / "ix", check=False)
         assert p.returncode == 1 and msg in p.stderr, p.stderr
+
+
+# ---- lik search --where (metadata filters) ------------------------------------------------
+
+def _meta_index(tmp_path, n=90, d=16):
+    """An index with metadata built by Python, some documents deleted by Python (rows dropped)
+    and some by the command (rows kept: the filter must drop them as Python's where does)."""
+    import lik.plaid
+
+    rng = np.random.default_rng()
+    docs = [rng.standard_normal((int(rng.integers(3, 20)), d)).astype(np.float32) for _ in range(n)]
+    meta = [{"year": 2000 + i % 30, "lang": ("en", "fr", "de")[i % 3], "score": i / 10} for i in range(n)]
+    meta[5] = {"year": 2011}  # a row without lang / score (NULLs)
+    ix = lik.plaid.Index.build(docs, tmp_path / "ix", num_centroids=32, metadata=meta)
+    ix.delete([1, 2, 40])
+    ix.save(tmp_path / "ix")
+    run("index", "--delete", "4,7,60", tmp_path / "ix")
+    np.save(tmp_path / "q.npy", rng.standard_normal((6, 8, d)).astype(np.float32))
+    return tmp_path / "ix", tmp_path / "q.npy"
+
+
+def test_search_where_matches_python(tmp_path):
+    import lik.plaid
+
+    ixp, qp = _meta_index(tmp_path)
+    ix = lik.plaid.Index.load(ixp)
+    Q = np.load(qp)
+    cases = [("year > ? AND lang = ?", [2010, "en"]), ("score < ?", [2.5]), ("lang IN (?, ?)", ["fr", "de"]),
+             ("_id % 7 = 0", []), ("abs(year - ?) <= 1 OR lang IS NULL", [2005]), ("year > ?", [5000]),
+             ("score BETWEEN ? AND ?", [-1, 0.45]), ("lang = ?", ["12"])]
+    for cond, params in cases:
+        args = [a for p in params for a in ("--param", str(p))]
+        for k, extra in [(5, []), (20, ["--n-ivf-probe", "2", "--n-full-scores", "16"])]:
+            out = json.loads(run("search", "--json", "-k", k, *extra, "--where", cond, *args, ixp, qp).stdout)
+            kw = dict(n_ivf_probe=2, n_full_scores=16) if extra else {}
+            s, i = ix.search(Q, top_k=k, filter=(cond, params), **kw)
+            allowed = ix.where(cond, params)
+            assert out["where"] == cond and out["params"] == [str(p) for p in params]
+            assert out["where_docs"] == len(allowed)
+            assert not set(allowed.tolist()) & {1, 2, 4, 7, 40, 60}
+            for r, row, sc in zip(out["results"], i, s):
+                want = [int(x) for x in row if x >= 0]
+                assert r["doc_ids"] == want, (cond, params, k)
+                assert set(want) <= set(allowed.tolist())
+                assert len(want) == min(k, len(allowed))  # filters before the candidate stages
+                np.testing.assert_allclose(r["scores"], sc[:len(want)], rtol=1e-6)
+    text = run("search", "--where", "year > ?", "--param", "2020", ixp, qp).stdout
+    assert f"{len(ix.where('year > ?', [2020]))} live documents match" in text
+
+
+def test_search_where_param_types(tmp_path):
+    import lik.plaid
+
+    ixp, qp = _meta_index(tmp_path, n=70)
+    live = len(lik.plaid.Index.load(ixp).ids)
+    # integer -> INTEGER, decimal -> REAL (an integer past int64 too), anything else -> TEXT
+    for v, t in [("7", "integer"), ("-3", "integer"), ("+12", "integer"), ("2.5", "real"), ("1e3", "real"),
+                 ("-.5", "real"), ("99999999999999999999", "real"), ("en", "text"), ("0x10", "text"),
+                 (" 5", "text"), ("5 ", "text"), ("nan", "text"), ("inf", "text"), ("1e999", "text"),
+                 ("", "text"), ("1,5", "text")]:
+        out = json.loads(run("search", "--json", "--where", "typeof(?) = ?", "--param", v, "--param", t,
+                             ixp, qp).stdout)
+        assert out["where_docs"] == live, (v, t)
+    out = json.loads(run("search", "--json", "--where", "? = 7 AND ? = 2.5 AND ? = 'x'", "--param", "7",
+                         "--param", "2.5", "--param", "x", ixp, qp).stdout)
+    assert out["where_docs"] == live
+
+
+def test_search_where_errors(tmp_path):
+    ixp, qp = _meta_index(tmp_path, n=70)
+    before = {f.name: f.read_bytes() for f in ixp.iterdir() if f.is_file()}
+    for args, msg in [(["--where", "year >"], "--where"), (["--where", "nope = 1"], "no such column: nope"),
+                      (["--where", "1; DROP TABLE metadata"], "';' is refused"),
+                      (["--where", "   "], "non-empty"),
+                      (["--where", "year > ?"], "has 1 parameter, 0 --param given"),
+                      (["--where", "year > ? AND lang = ?", "--param", "1"], "has 2 parameters, 1 --param"),
+                      (["--where", "year > 1", "--param", "1"], "has 0 parameters, 1 --param"),
+                      (["--where", "_id IN (SELECT rowid FROM sqlite_master)"], "prohibited"),
+                      (["--where", "(SELECT count(*) FROM pragma_table_info('metadata')) > 0"], "not authorized")]:
+        p = run("search", *args, ixp, qp, check=False)
+        assert p.returncode == 1 and msg in p.stderr and "lik: error:" in p.stderr, (args, p.stderr)
+    assert {f.name: f.read_bytes() for f in ixp.iterdir() if f.is_file()} == before  # read-only
+    p = run("search", "--param", "1", ixp, qp, check=False)  # --param without --where: a usage error
+    assert p.returncode == 2 and "--where" in p.stderr
+    run("index", "--centroids", "16", tmp_path / "q.npy", tmp_path / "plain")
+    p = run("search", "--where", "1", tmp_path / "plain", qp, check=False)
+    assert p.returncode == 1 and "--where" in p.stderr and "has no metadata" in p.stderr
+    h = run("search", "--help").stdout
+    assert "--where COND" in h and "--param VALUE" in h and "--where" in run("--help").stdout
