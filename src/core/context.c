@@ -27,11 +27,20 @@ static int env_threads(void) {
   return n > 0 ? (int)n : 1;
 }
 
+/* A path of the other architecture is a known name no CPU here runs: like
+ * avx512 on an AVX2-only CPU, it leaves the best available path (level 3,
+ * which dispatch.c lowers to the best). */
 int lik_isa_level(const char *name) {
   if (!name) return -1;
   if (!strcmp(name, "portable")) return 0;
+#if defined(__aarch64__) || defined(_M_ARM64)
+  if (!strcmp(name, "neon")) return 1;
+  if (!strcmp(name, "avx2") || !strcmp(name, "avx512")) return 3;
+#else
   if (!strcmp(name, "avx2")) return 1;
   if (!strcmp(name, "avx512")) return 2;
+  if (!strcmp(name, "neon")) return 3;
+#endif
   return -1;
 }
 

@@ -41,7 +41,9 @@ void *lik_context_backend_state(lik_context *ctx, void *(*create)(void),
 lik_context *lik_context_new(const lik_context_options *options);
 void lik_context_delete(lik_context *ctx);
 
-/* "portable" / "avx2" / "avx512" -> 0 / 1 / 2; anything else (NULL too): -1. */
+/* "portable" -> 0; x86: "avx2" / "avx512" -> 1 / 2; aarch64: "neon" -> 1; the
+ * other architecture's names -> 3 (the best available); anything else (NULL
+ * too): -1. */
 int lik_isa_level(const char *name);
 
 #endif /* LIK_CORE_CONTEXT_H */

@@ -45,7 +45,7 @@ typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
 struct lik_bw_kernels; /* backward row kernels (backward_internal.h) */
 
 typedef struct {
-  const char *isa;     /* "portable", "avx2", "avx512" */
+  const char *isa;     /* "portable", "avx2", "avx512", "neon" */
   int w;               /* query lanes per panel (ldq)                      */
   int mr;              /* doc rows per tile; packed row counts are a multiple */
   lik_tile_fn tile;    /* full-width tile kernel (w lanes)                 */
@@ -61,14 +61,18 @@ extern const lik_cpu_kernels lik_cpu_kernels_portable;
 #define LIK_CPU_X86 1
 extern const lik_cpu_kernels lik_cpu_kernels_avx2;
 extern const lik_cpu_kernels lik_cpu_kernels_avx512;
+#elif defined(__aarch64__) || defined(_M_ARM64)
+#define LIK_CPU_ARM64 1
+extern const lik_cpu_kernels lik_cpu_kernels_neon;
 #endif
 
-/* The table of a call: the best the CPU runs (cpuid + xgetbv, found once),
- * or the lower path ctx asks for (dispatch.c). */
+/* The table of a call: the best the CPU runs (x86: cpuid + xgetbv; aarch64:
+ * getauxval(AT_HWCAP); found once), or the lower path ctx asks for
+ * (dispatch.c). */
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
-/* The level of that table (0 portable, 1 avx2, 2 avx512), 3 for avx512 on a
- * CPU that also has AVX-512 VNNI. */
+/* The level of that table (0 portable; x86: 1 avx2, 2 avx512, 3 for avx512 on
+ * a CPU that also has AVX-512 VNNI; aarch64: 1 neon). */
 int lik_cpu_level_for(const lik_context *ctx);
 
 /* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */

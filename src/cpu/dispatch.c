@@ -1,9 +1,14 @@
 /*
  * dispatch.c — the kernel table of a call: the best ISA that both the CPU
- * (cpuid) and the OS (xgetbv: YMM/ZMM state saved on context switch) support
- * (found once per process), or the one the call's context asks for
- * (lik_context_options.cpu_isa, LIK_CPU_ISA in the default context) when it
- * can run here (otherwise the best available).
+ * and the OS support (found once per process), or the one the call's context
+ * asks for (lik_context_options.cpu_isa, LIK_CPU_ISA in the default context)
+ * when it can run here (otherwise the best available).
+ *   x86-64:  cpuid, and xgetbv for the OS (YMM/ZMM state saved on context
+ *            switch): portable < avx2 < avx512 (+VNNI for the int8 tiles).
+ *   aarch64: AdvSIMD (NEON) is baseline in the ABI; Linux still reports it
+ *            in getauxval(AT_HWCAP) (HWCAP_ASIMD), which is checked so that a
+ *            kernel or emulator without it gets the portable path; other
+ *            systems (macOS) take it as given: portable < neon.
  */
 #include <pthread.h>
 
@@ -37,6 +42,22 @@ static int best_level(void) {
   if (f512 && bw && vl && (xcr0 & 0xe0) == 0xe0) return 2 + ((c >> 11) & 1); /* +VNNI */
   return 1;
 }
+#elif defined(LIK_CPU_ARM64)
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1) /* <asm/hwcap.h> */
+#endif
+#endif
+
+/* 0 = portable, 1 = neon (AdvSIMD fp32 FMA). */
+static int best_level(void) {
+#if defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? 1 : 0;
+#else
+  return 1;
+#endif
+}
 #endif
 
 static int best = 0, vnni = 0;
@@ -47,6 +68,8 @@ static void find_best(void) {
   best = best_level();
   vnni = best == 3;
   if (best == 3) best = 2;
+#elif defined(LIK_CPU_ARM64)
+  best = best_level();
 #endif
 }
 
@@ -62,6 +85,8 @@ const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
 #if defined(LIK_CPU_X86)
   if (level >= 2) return &lik_cpu_kernels_avx512;
   if (level == 1) return &lik_cpu_kernels_avx2;
+#elif defined(LIK_CPU_ARM64)
+  if (level >= 1) return &lik_cpu_kernels_neon;
 #endif
   return &lik_cpu_kernels_portable;
 }

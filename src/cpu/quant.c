@@ -265,9 +265,9 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
   qrun c;
   memset(&c, 0, sizeof c);
   c.p = p;
-  const int level = lik_cpu_level_for(p->context);
   const lik_quant_kernels *k = &lik_quant_kernels_portable;
-#if defined(LIK_CPU_X86)
+#if defined(LIK_CPU_X86) /* aarch64: the portable int8 / bit tiles */
+  const int level = lik_cpu_level_for(p->context);
   if (level == 3) k = &lik_quant_kernels_vnni;
   else if (level >= 1) k = &lik_quant_kernels_avx2;
 #endif

@@ -27,6 +27,34 @@
 #include "../../src/ref/maxsim_ref.h"
 #include "lik_test_files.h"
 
+/* ---- CPU paths ------------------------------------------------------------- */
+
+/* The CPU kernel paths of this architecture (lik_context_options.cpu_isa),
+ * portable first; the best of them the CPU runs is lik_test_best_isa(). */
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+static const char *const LIK_TEST_ISAS[] = {"portable", "neon"};
+static const char *lik_test_best_isa(void) {
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? "neon" : "portable";
+}
+#elif defined(__x86_64__)
+static const char *const LIK_TEST_ISAS[] = {"portable", "avx2", "avx512"};
+static const char *lik_test_best_isa(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "avx512";
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "portable";
+}
+#else
+static const char *const LIK_TEST_ISAS[] = {"portable"};
+static const char *lik_test_best_isa(void) { return "portable"; }
+#endif
+#define LIK_TEST_NISAS ((int)(sizeof LIK_TEST_ISAS / sizeof LIK_TEST_ISAS[0]))
+
 /* ---- failure bookkeeping --------------------------------------------------- */
 
 static long g_fail_total = 0; /* all failures of the program            */

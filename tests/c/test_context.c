@@ -60,8 +60,8 @@ static void group_paths(void) {
   float ref[NQ * ND];
   int32_t ref_am[NQ * ND * LQ];
   CHECK(run(NULL, 0, q, d, ref, ref_am) == LIK_OK, "default context: %s", lik_last_error());
-  const char *isas[] = {"portable", "avx2", "avx512"};
-  for (int k = 0; k < 3; k++) {
+  const char *const *isas = LIK_TEST_ISAS;
+  for (int k = 0; k < LIK_TEST_NISAS; k++) {
     float first[NQ * ND];
     for (int threads = 1; threads <= 4; threads += 3) {
       case_begin("cpu_isa %s, context threads %d", isas[k], threads);

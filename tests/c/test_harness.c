@@ -1,8 +1,8 @@
 /*
  * test_harness.c — one harness over every backend: each MaxSim op (cross,
  * KD, pairs, varlen, packed pairs), forward and backward, on every backend
- * the build has (the CPU paths portable / avx2 / avx512 through a lik_context
- * each; CUDA when the build has it and a device is present, else skipped at
+ * the build has (the CPU paths portable / avx2 / avx512, or portable / neon on
+ * aarch64, through a lik_context each; CUDA when the build has it and a device is present, else skipped at
  * run time), against the float64 reference (src/ref/maxsim_ref.h).
  *
  * Cases are random with a fresh seed (printed; LIK_TEST_SEED=<n> repeats
@@ -428,13 +428,12 @@ static int cuda_present(void) {
 int main(int argc, char **argv) {
   test_init("test_harness");
   const int cases = argc > 1 ? atoi(argv[1]) : 300;
-  backend_t bs[4];
+  backend_t bs[LIK_TEST_NISAS + 1];
   int nb = 0;
-  const char *isas[] = {"portable", "avx2", "avx512"};
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < LIK_TEST_NISAS; i++) {
     lik_context_options co = {0};
-    co.cpu_isa = isas[i];
-    bs[nb].name = isas[i];
+    co.cpu_isa = LIK_TEST_ISAS[i];
+    bs[nb].name = LIK_TEST_ISAS[i];
     bs[nb].cuda = 0;
     if (lik_context_create(&co, &bs[nb].ctx) == LIK_OK) nb++;
   }

@@ -5,10 +5,8 @@
  *
  *   test_maxsim [group ...]      (no argument: every group)
  *   LIK_TEST_SEED=<n>            reproduce a run (the seed is printed)
- *   LIK_CPU_ISA=portable|avx2|avx512   kernel path under test
+ *   LIK_CPU_ISA=portable|avx2|avx512|neon   kernel path under test
  */
-#include <cpuid.h>
-
 #include "lik_test_util.h"
 
 typedef enum { LAY_CROSS, LAY_Q2, LAY_D2, LAY_22, LAY_KD, LAY_PAIRS, LAY_N } lay_t;
@@ -1037,26 +1035,22 @@ static void group_isa(void) {
   case_begin("lik_cpu_isa");
   const char *isa = lik_cpu_isa();
   const char *env = getenv("LIK_CPU_ISA");
-  CHECK(isa && (!strcmp(isa, "portable") || !strcmp(isa, "avx2") || !strcmp(isa, "avx512")),
-        "lik_cpu_isa() = '%s'", isa ? isa : "(null)");
-  __builtin_cpu_init();
-  const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const int has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  if (env && !strcmp(env, "portable"))
-    CHECK(!strcmp(isa, "portable"), "LIK_CPU_ISA=portable but lik_cpu_isa()=%s", isa);
-  if (env && !strcmp(env, "avx2") && has_avx2)
-    CHECK(!strcmp(isa, "avx2"), "LIK_CPU_ISA=avx2 on an AVX2 CPU but lik_cpu_isa()=%s", isa);
-  if (env && !strcmp(env, "avx512") && has_avx512)
-    CHECK(!strcmp(isa, "avx512"), "LIK_CPU_ISA=avx512 on an AVX-512 CPU but lik_cpu_isa()=%s",
+  /* this architecture's paths, portable first, each at most the best */
+  const char *best = lik_test_best_isa();
+  int ibest = 0, ienv = -1, iisa = -1;
+  for (int k = 0; k < LIK_TEST_NISAS; k++) {
+    if (!strcmp(LIK_TEST_ISAS[k], best)) ibest = k;
+    if (env && !strcmp(LIK_TEST_ISAS[k], env)) ienv = k;
+    if (isa && !strcmp(LIK_TEST_ISAS[k], isa)) iisa = k;
+  }
+  CHECK(iisa >= 0, "lik_cpu_isa() = '%s', not a path of this architecture", isa ? isa : "(null)");
+  if (iisa < 0) { group_end(); return; }
+  if (ienv >= 0 && ienv <= ibest) /* a path the CPU runs is honoured */
+    CHECK(!strcmp(isa, env), "LIK_CPU_ISA=%s (the CPU runs %s) but lik_cpu_isa()=%s", env, best,
           isa);
-  const int known = env && (!strcmp(env, "portable") || !strcmp(env, "avx2") ||
-                            !strcmp(env, "avx512"));
-  if (env && !known) /* an unknown value is ignored: the best path runs */
-    CHECK(!strcmp(isa, has_avx512 ? "avx512" : has_avx2 ? "avx2" : "portable"),
-          "LIK_CPU_ISA=%s (unknown) but lik_cpu_isa()=%s, not the best path", env, isa);
-  if (!env && has_avx512)
-    CHECK(!strcmp(isa, "avx512"), "default path on an AVX-512 CPU is %s", isa);
+  else /* unset, unknown, another architecture's or beyond the CPU: the best path */
+    CHECK(!strcmp(isa, best), "LIK_CPU_ISA=%s but lik_cpu_isa()=%s, not the best path (%s)",
+          env ? env : "(unset)", isa, best);
   CHECK(!strcmp(isa, lik_cpu_isa()), "lik_cpu_isa() not stable");
   group_end();
 }
