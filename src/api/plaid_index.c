@@ -170,21 +170,28 @@ lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documen
   return lik_plaid_add_impl(index, &d, &b, NULL);
 }
 
-/* An I32/I64 [n] vector of ids (n -1: any length). */
-static lik_status id_vector(const lik_tensor *t, const char *name, int64_t n, const char *call,
-                            lik_index *out) {
+/* An I32 / I64 [n] vector on the CPU (n -1: any length; `of` names what n
+ * counts) as a lik_index, every entry in [lo, hi]. */
+static lik_status index_vector(const lik_tensor *t, const char *name, int64_t n, const char *of,
+                               int64_t lo, int64_t hi, const char *call, lik_index *out) {
   lik_status st;
   if ((st = lik_check_tensor(t, name, 1, 1))) return st;
   if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
     return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
                     lik_dtype_name(t->dtype));
   if (n >= 0 && t->shape[0] != n)
-    return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, documents has %lld", name,
-                    (long long)t->shape[0], (long long)n);
+    return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, %s has %lld", name,
+                    (long long)t->shape[0], of, (long long)n);
   const lik_tensor *ts[] = {t};
   const char *names[] = {name};
   if ((st = on_cpu(ts, names, 1, call))) return st;
   *out = (lik_index){t->data, t->dtype, t->strides[0]};
+  for (int64_t i = 0; i < t->shape[0]; i++) {
+    const int64_t v = lik_index_at(out, i);
+    if (v < lo || v > hi)
+      return lik_fail(LIK_ERR_VALUE, "%s: %s[%lld]=%lld is outside [%lld, %lld]", name, name,
+                      (long long)i, (long long)v, (long long)lo, (long long)hi);
+  }
   return LIK_OK;
 }
 
@@ -192,7 +199,8 @@ lik_status lik_plaid_index_delete(lik_plaid_index *index, const lik_tensor *ids)
   lik_clear_error();
   if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
   lik_index v;
-  lik_status st = id_vector(ids, "ids", -1, "lik_plaid_index_delete", &v);
+  lik_status st =
+      index_vector(ids, "ids", -1, NULL, INT64_MIN, INT64_MAX, "lik_plaid_index_delete", &v);
   if (st || ids->shape[0] == 0) return st;
   return lik_plaid_delete_impl(index, &v, ids->shape[0]);
 }
@@ -208,7 +216,8 @@ lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
   lik_index v;
   if ((st = resolve_build(options, &b)) ||
       (st = check_docs(documents, cu_seqlens, "lik_plaid_index_update", &d)) ||
-      (st = id_vector(ids, "ids", d.ndocs, "lik_plaid_index_update", &v)))
+      (st = index_vector(ids, "ids", d.ndocs, "documents", INT64_MIN, INT64_MAX,
+                          "lik_plaid_index_update", &v)))
     return st;
   if (d.x.dim != index->dim)
     return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
@@ -327,27 +336,6 @@ lik_status lik_plaid_index_get_info(const lik_plaid_index *index, lik_plaid_inde
   return LIK_OK;
 }
 
-/* An I32/I64 vector's entry checks: every value in [lo, hi]. */
-static lik_status check_ids(const lik_tensor *t, const char *name, int64_t n, int64_t lo,
-                            int64_t hi, lik_index *out) {
-  lik_status st;
-  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
-  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
-                    lik_dtype_name(t->dtype));
-  if (n >= 0 && t->shape[0] != n)
-    return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, expected %lld", name,
-                    (long long)t->shape[0], (long long)n);
-  *out = (lik_index){t->data, t->dtype, t->strides[0]};
-  for (int64_t i = 0; i < t->shape[0]; i++) {
-    const int64_t v = lik_index_at(out, i);
-    if (v < lo || v > hi)
-      return lik_fail(LIK_ERR_VALUE, "%s: %s[%lld]=%lld is outside [%lld, %lld]", name, name,
-                      (long long)i, (long long)v, (long long)lo, (long long)hi);
-  }
-  return LIK_OK;
-}
-
 lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor *Q,
                                   const lik_tensor *q_lengths, const lik_tensor *subset,
                                   const lik_tensor *subset_cu,
@@ -394,11 +382,14 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   if (q.top_k > ((int64_t)1 << 40))
     return lik_fail(LIK_ERR_VALUE, "params.top_k: %lld is too large", (long long)q.top_k);
   const int64_t nq = q.q.count;
-  if (q_lengths && (st = check_ids(q_lengths, "q_lengths", nq, 0, q.q.len, &q.q_lengths)))
+  if (q_lengths && (st = index_vector(q_lengths, "q_lengths", nq, "Q", 0, q.q.len,
+                                     "lik_plaid_index_search", &q.q_lengths)))
     return st;
   if (subset_cu && !subset) return lik_fail(LIK_ERR_NULL, "subset: is NULL but subset_cu is not");
   if (subset) {
-    if ((st = check_ids(subset, "subset", -1, 0, index->next_id - 1, &q.subset))) return st;
+    if ((st = index_vector(subset, "subset", -1, NULL, 0, index->next_id - 1,
+                           "lik_plaid_index_search", &q.subset)))
+      return st;
     q.subset_n = subset->shape[0];
     for (int64_t i = 0; i < q.subset_n; i++)
       if (lik_plaid_find(index, lik_index_at(&q.subset, i)) < 0)
