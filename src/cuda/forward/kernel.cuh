@@ -412,9 +412,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 
     /* ---- tensor-core tile ---- */
     const int64_t kbase = (int64_t)cc.kc * KC;
-    /* all columns valid, no scaling: the max-chain epilogue (uniform across
-     * the CTA: the wgmma waits inside it are warpgroup-wide) */
-    const bool fast = !ARGMAX && !P.normalize && full;
+    /* all columns valid, no scaling: the max-chain epilogue, with an argmax
+     * too (uniform across the CTA: the wgmma waits inside it are
+     * warpgroup-wide) */
+    const bool fast = !P.normalize && full;
     if constexpr (C::WG) {
       /* one warpgroup-wide wgmma per (m64 tile, k16 step), committed as one
        * group per m64 tile; unconditional (an empty document's tile is
@@ -511,17 +512,33 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         __syncthreads();
       }
       /* two max chains per row (a nested tree with a variable bound went
-       * to local memory at NI = 16) */
+       * to local memory at NI = 16).  With the argmax: the chains give the
+       * tile's max of this thread's columns; only where it beats the
+       * running max is the first column holding it looked up (the lowest
+       * index on ties, as slow_cols: the thread's columns ascend with
+       * (ni, e), the tiles with the pipeline), so a tile that improves
+       * nothing costs what the scores-only epilogue costs.  fmaxf skips
+       * NaN: a NaN similarity never wins, an all-NaN tile changes nothing. */
       auto reduce_fast = [&](const int mi) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float m0 = rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
+          float m0 = ARGMAX ? acc[mi][0][h * 2] : rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
 #pragma unroll
-          for (int ni = 0; ni < NI; ++ni) {
+          for (int ni = ARGMAX ? 1 : 0; ni < NI; ++ni) {
             m0 = fmaxf(m0, acc[mi][ni][h * 2]);
             if (ni > 0) m1 = fmaxf(m1, acc[mi][ni][h * 2 + 1]);
           }
-          rm[mi][h] = fmaxf(m0, m1);
+          const float m = fmaxf(m0, m1);
+          if (!ARGMAX) {
+            rm[mi][h] = m;
+          } else if (takes_max(m, rm[mi][h])) {
+            int c = 2 * NI - 1; /* column k = 2 ni + e: the lowest holding m */
+#pragma unroll
+            for (int k = 2 * NI - 2; k >= 0; --k)
+              if (acc[mi][k >> 1][h * 2 + (k & 1)] == m) c = k;
+            rm[mi][h] = m;
+            ra[mi][h] = (int)(t0 + wn * WC + (c >> 1) * 8 + 2 * (lane & 3) + (c & 1));
+          }
         }
       };
       /* masked / out-of-range / scaled columns (argmax: the lowest index on
