@@ -183,14 +183,19 @@ def split(Q, D, dm, G, tt):
 
 
 def peak_mb(step):
+    """Peak MB of one step above what was allocated before it: torch's
+    allocator plus the stream-ordered pool lik's CUDA scratch comes from (an
+    upper bound: the two peaks need not coincide)."""
     import torch
+    from cuda_pool import pool_high, pool_reset
 
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
+    pool_reset()
     step()
     torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 1e6
+    return (torch.cuda.max_memory_allocated() - base + pool_high()) / 1e6
 
 
 def graph_of(step):

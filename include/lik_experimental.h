@@ -68,8 +68,11 @@ extern "C" {
 #define LIK_CUDA_NO_SPLIT 2u /* Ld split over thread-block clusters              */
 #define LIK_CUDA_NO_BULK 4u  /* TMA / bulk-copy document tiles -> cp.async       */
 #define LIK_CUDA_NO_BW_SPARSE 8u /* backward: grad_D's CTA-per-document kernel ->
-                                    the tiles of document rows (same bits) */
-#define LIK_CUDA_NO_ALL 15u
+                                    the buckets or tiles (same bits) */
+#define LIK_CUDA_NO_BW_BUCKETS 16u /* backward: grad_D's buckets (the argmax
+                                      transposed) -> the tiles of document rows
+                                      (same bits) */
+#define LIK_CUDA_NO_ALL 31u
 
 typedef struct lik_context_options {
   int num_threads;     /* CPU threads for calls whose options say 0; 0 =
@@ -80,7 +83,8 @@ typedef struct lik_context_options {
   unsigned cuda_off;   /* LIK_CUDA_NO_* bits, OR'ed with those the
                           environment turns off (LIK_CUDA_WGMMA=0,
                           LIK_CUDA_SPLIT=0, LIK_CUDA_BULK=0,
-                          LIK_CUDA_BW_SPARSE=0: read once, when the
+                          LIK_CUDA_BW_SPARSE=0, LIK_CUDA_BW_BUCKETS=0:
+                          read once, when the
                           context is made)                                   */
 } lik_context_options;
 

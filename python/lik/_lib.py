@@ -300,7 +300,7 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8}  # LIK_CUDA_NO_* (lik_experimental.h)
+_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8, "bw_buckets": 16}  # LIK_CUDA_NO_* (lik_experimental.h)
 _current = threading.local()
 
 
@@ -311,7 +311,8 @@ class Context:
     Use it as a context manager: calls made by this thread inside ``with ctx:``
     run in it; outside, calls use the process's default context (made on first
     use from ``LIK_NUM_THREADS``, ``LIK_CPU_ISA`` and ``LIK_CUDA_WGMMA`` /
-    ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK`` / ``LIK_CUDA_BW_SPARSE``, read once).
+    ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK`` / ``LIK_CUDA_BW_SPARSE`` /
+    ``LIK_CUDA_BW_BUCKETS``, read once).
 
     Args:
         num_threads: int >= 0, CPU threads for calls (0: the default context's
@@ -321,7 +322,8 @@ class Context:
             best it can).
         cuda_off: names of CUDA features to turn off, of ``"wgmma"``,
             ``"split"``, ``"bulk"``, ``"bw_sparse"`` (the backward's
-            CTA-per-document grad_D kernel); they exist to compare kernel
+            CTA-per-document grad_D kernel), ``"bw_buckets"`` (grad_D by
+            buckets of the transposed argmax); they exist to compare kernel
             families in tests: results agree, only speed differs.
 
     Raises:

@@ -14,7 +14,10 @@
  *                 terms in (output, query token) order ascending
  *
  * (X^ = X / max(||X||, eps) under normalize, whose Jacobian is applied when the
- * row is written.)  The owner of a tile of target rows walks the candidate
+ * row is written.)  grad_Q and, on padded cross / KD calls, grad_D own a row
+ * per warp: grad_D's terms first sorted by row (bucket_kernel: the argmax
+ * transposed, stable, in grad_Q's still unwritten buffer), then gathered
+ * (gather_kernel).  Elsewhere the owner of a tile of target rows walks the candidate
  * terms of its sequence(s) in that canonical order in chunks of 1024: each
  * thread evaluates 4 candidates (argmax entry, masks, grad_scores, norms), a
  * stable block compaction keeps the terms that land in the tile, then warp w
@@ -25,8 +28,9 @@
  *     the data: the term order and the lane -> column map, which depends on
  *     the dtype only);
  *   - scratch (stream-ordered cudaMallocAsync, freed on the stream): token
- *     norms under normalize, and for pair lists a CSR of the pairs by query
- *     and by document (a stable CUB radix sort: pairs ascending per key).
+ *     norms under normalize, for pair lists a CSR of the pairs by query and
+ *     by document (a stable CUB radix sort: pairs ascending per key), and
+ *     the buckets where grad_Q's buffer cannot hold them.
  * No host synchronisation; graph capturable.
  *
  * argmax entries are trusted to be the forward's: an entry outside
@@ -36,6 +40,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <algorithm>
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -112,11 +118,74 @@ static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st) {
   return launch_smem(dev, gradq_kernel<T, R, CPL, false>, blocks, smem, st, P);
 }
 
-/* grad_D: tiles of tt rows; the sparse mode where a document's candidates
- * fit one chunk.  Tile sizes change only the work split, never a row's
- * arithmetic. */
+/* grad_D by buckets (padded cross / KD): documents in groups whose lists fit
+ * the workspace ws (ws_bytes; none: stream-ordered scratch for every
+ * document), per group a bucket_kernel and a gather_kernel launch.
+ * cudaErrorNotSupported: Ld too long for the per-warp counts in shared
+ * memory (the tiles run instead). */
 template <typename T, typename R, int CPL>
-static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
+static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, void *ws,
+                                  size_t ws_bytes) {
+  const KSeq &TS = P.d;
+  const int64_t len = TS.len, ndocs = TS.count;
+  const size_t cnt_smem = (size_t)NW * (size_t)len * sizeof(uint16_t);
+  if (cnt_smem > (size_t)dev.info->smem_max) return cudaErrorNotSupported;
+  const int64_t nc = (P.pairing == 0 ? P.q.count : 1) * P.q.len;
+  /* segments: enough CTAs for two per SM, count tables at most a quarter
+   * of the lists, at most SEG_MAX candidates */
+  const int64_t nseg_min = (nc + SEG_MAX - 1) / SEG_MAX;
+  const int64_t nseg_par = (2 * (int64_t)dev.info->sms + ndocs - 1) / ndocs;
+  const int64_t nseg_mem = nc / (4 * (len + 1));
+  int64_t nseg = std::max(nseg_min, std::min(nseg_par, std::max<int64_t>(1, nseg_mem)));
+  const int64_t seg = std::max<int64_t>(NT, ((nc + nseg - 1) / nseg + NT - 1) / NT * NT);
+  nseg = std::max<int64_t>(1, (nc + seg - 1) / seg);
+  const size_t per_doc = (size_t)nseg * (size_t)(seg + len + 1) * sizeof(uint16_t);
+  int64_t group = ws ? (int64_t)(ws_bytes / per_doc) : 0;
+  Scratch sc(st);
+  if (group <= 0) {
+    group = ndocs;
+    if ((size_t)ndocs > SIZE_MAX / per_doc) return cudaErrorMemoryAllocation;
+    const cudaError_t e = sc.get(&ws, (size_t)ndocs * per_doc);
+    if (e != cudaSuccess) return e;
+  }
+  group = std::min(group, ndocs);
+  group = (ndocs + (ndocs + group - 1) / group - 1) / ((ndocs + group - 1) / group); /* even groups */
+  const int cw = 32 * CPL;
+  const int64_t nch = (TS.dim + cw - 1) / cw;
+  P.nch = (int)nch;
+  const size_t row_smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
+  if (nch > 1 && row_smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
+  Buckets B;
+  B.nseg = (int)nseg;
+  B.seg = (int)seg;
+  B.list = static_cast<uint16_t *>(ws);
+  B.start = B.list + group * nseg * seg;
+  for (int64_t n0 = 0; n0 < ndocs; n0 += group) {
+    const int64_t count = std::min(group, ndocs - n0);
+    B.n0 = n0;
+    if (count * nseg > INT_MAX || (count * len + NW - 1) / NW > INT_MAX)
+      return cudaErrorInvalidConfiguration;
+    cudaError_t e = launch_smem(dev, bucket_kernel<R>, count * nseg, cnt_smem, st, P, B);
+    if (e != cudaSuccess) return e;
+    const int64_t blocks = (count * len + NW - 1) / NW;
+    if (nch == 1) {
+      gather_kernel<T, R, CPL, true><<<(unsigned)blocks, NT, 0, st>>>(P, B, count);
+      e = cudaGetLastError();
+    } else {
+      e = launch_smem(dev, gather_kernel<T, R, CPL, false>, blocks, row_smem, st, P, B, count);
+    }
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+/* grad_D: the sparse mode where a document's candidates fit one chunk, the
+ * buckets for other padded cross / KD calls, else tiles of tt rows.  The
+ * choice and the tile sizes change only the work split, never a row's
+ * arithmetic.  ws: a workspace the buckets may use (see run). */
+template <typename T, typename R, int CPL>
+static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st, void *ws,
+                                size_t ws_bytes) {
   const KSeq &TS = P.d;
   const int cw = 32 * CPL;
   const int64_t nch = (TS.dim + cw - 1) / cw;
@@ -142,8 +211,12 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st) {
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
     return launch_smem(dev, gradd_sparse_kernel<T, R, CPL>, TS.count, smem, st, P, fixed);
   }
-  /* dense: tiles of up to 128 rows while two CTAs fit an SM, fewer while
-   * the grid would leave SMs idle */
+  if (dev.info->bw_buckets && !packed && P.pairing != 2) {
+    const cudaError_t e = launch_buckets<T, R, CPL>(P, dev, st, ws, ws_bytes);
+    if (e != cudaErrorNotSupported) return e;
+  }
+  /* tiles of up to 128 rows while two CTAs fit an SM, fewer while the grid
+   * would leave SMs idle */
   if (tt > 64 && 2 * (fixed + (size_t)128 * row_bytes) <= (size_t)smem_max) tt = 128;
   else if (tt > 64) tt = 64;
   if (!packed)
@@ -207,19 +280,25 @@ static cudaError_t build_csr(Scratch &sc, const KIndex &key, int64_t np, int64_t
  * its output.  A d too large for the kernel is LIK_ERR_UNSUPPORTED. */
 template <typename T, typename R, int CPL>
 static lik_status launch_side(const lik_bw *bw, Params P, bool grad_q, const Device &dev,
-                              cudaStream_t st) {
+                              cudaStream_t st, void *ws = nullptr, size_t ws_bytes = 0) {
   const int vq = vec_ok(bw->p.q, CPL), vd = vec_ok(bw->p.d, CPL);
   P.vec_src = grad_q ? vd : vq;
   P.vec_tgt = grad_q ? vq : vd;
   P.vec_out = vec_ok(grad_q ? bw->gq : bw->gd, CPL);
-  const cudaError_t e =
-      grad_q ? launch_gradq<T, R, CPL>(P, dev, st) : launch_gradd<T, R, CPL>(P, dev, st);
+  const cudaError_t e = grad_q ? launch_gradq<T, R, CPL>(P, dev, st)
+                               : launch_gradd<T, R, CPL>(P, dev, st, ws, ws_bytes);
   if (e == cudaErrorInvalidConfiguration)
     return lik_fail(LIK_ERR_UNSUPPORTED, "%s: d=%lld is too large for the CUDA backward",
                     grad_q ? "Q" : "D", (long long)bw->p.q.dim);
   return e == cudaSuccess ? LIK_OK
                           : cuda_fail(e, grad_q ? "the grad_Q kernel launch"
                                                 : "the grad_D kernel launch");
+}
+
+/* x's tokens fill one dense block of tokens * dim elements. */
+static bool dense_block(const lik_seqs &x, int64_t tokens) {
+  if (tokens <= 0 || x.sk != 1 || x.sl != x.dim) return false;
+  return x.offsets.data || (x.group == 0 && (x.count <= 1 || x.sn == x.len * x.dim));
 }
 
 template <typename T, typename R, int CPL>
@@ -264,9 +343,19 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
       P.d_pairs = l;
     }
   }
+  /* grad_D first: until grad_Q is written, its buffer (when it is one dense
+   * block of memory) is the workspace of grad_D's buckets, so they cost no
+   * memory beyond the gradients */
+  void *ws = nullptr;
+  size_t ws_bytes = 0;
+  if (want_q && dense_block(bw->gq, p->q.offsets.data ? bw->q_total : p->q.count * p->q.len)) {
+    ws = const_cast<void *>(bw->gq.data);
+    ws_bytes = (size_t)(p->q.offsets.data ? bw->q_total : p->q.count * p->q.len) *
+               (size_t)bw->gq.dim * sizeof(T);
+  }
   lik_status s;
-  if (want_q && (s = launch_side<T, R, CPL>(bw, P, true, dev, st))) return s;
-  return want_d ? launch_side<T, R, CPL>(bw, P, false, dev, st) : LIK_OK;
+  if (want_d && (s = launch_side<T, R, CPL>(bw, P, false, dev, st, ws, ws_bytes))) return s;
+  return want_q ? launch_side<T, R, CPL>(bw, P, true, dev, st) : LIK_OK;
 }
 
 } // namespace bw

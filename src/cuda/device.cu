@@ -58,6 +58,7 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->clusters = !(off & LIK_CUDA_NO_SPLIT) && v[4] >= 9;
   out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;
   out->bw_sparse = !(off & LIK_CUDA_NO_BW_SPARSE);
+  out->bw_buckets = !(off & LIK_CUDA_NO_BW_BUCKETS);
   return cudaSuccess;
 }
 

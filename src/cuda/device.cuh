@@ -24,7 +24,7 @@ namespace lik_cuda {
 struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
-  bool wg, clusters, bulk, bw_sparse;
+  bool wg, clusters, bulk, bw_sparse, bw_buckets;
 };
 
 /* What one kernel function needs on one device: resident CTAs per SM for a

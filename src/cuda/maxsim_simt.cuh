@@ -38,8 +38,9 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
   const T *Dp = reinterpret_cast<const T *>(P.d.data);
   const int64_t dim = P.d.dim;
 
-  for (int qb = 0; qb < P.nqb; ++qb)
-    for (int64_t it = 0; it < nitems; ++it) {
+  for (int64_t it = 0; it < nitems; ++it) {
+    A total = (A)0; /* the score in A, rounded once when written */
+    for (int qb = 0; qb < P.nqb; ++qb) {
       int64_t qi, dj;
       item_of(P, row, j0 + it, qi, dj);
       const int64_t qlen = seq_len(P.q, qi), qbase = seq_base(P.q, qi);
@@ -142,13 +143,17 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
       if (tid == 0) {
         A tot = (A)0;
         for (int x = 0; x < BQ; ++x) tot += redc[x];
-        const int64_t at = row * P.ssi + (j0 + it) * P.ssj;
-        if (P.scores64) /* F64 scores: fp64 inputs only (validated) */
-          P.scores64[at] = qb == 0 ? (double)tot : P.scores64[at] + (double)tot;
-        else
-          P.scores[at] = qb == 0 ? (float)tot : P.scores[at] + (float)tot;
+        total += tot;
       }
     }
+    if (tid == 0) {
+      const int64_t at = row * P.ssi + (j0 + it) * P.ssj;
+      if (P.scores64) /* F64 scores: fp64 inputs only (validated) */
+        P.scores64[at] = (double)total;
+      else
+        P.scores[at] = (float)total;
+    }
+  }
 }
 
 } // namespace lik_cuda

@@ -199,24 +199,36 @@ def test_2d_shapes_strided_and_no_masks(normalize, g):
 
 
 @pytest.mark.parametrize("normalize", [False, True])
-def test_sparse_and_dense_grad_d_paths_bitwise_equal(normalize, g):
-    """grad_D has two kernels: a CTA per document when its candidates fit one
-    chunk (KD, pairs, few queries), else tiles of document rows.  Forcing the
-    tiles (a context with cuda_off=["bw_sparse"]) must give the same bits, and
-    the tiles must match the reference on those shapes too."""
+def test_grad_d_paths_bitwise_equal(normalize, g):
+    """grad_D has three kernels: a CTA per document when its candidates fit
+    one chunk (KD, pairs, few queries), else the buckets (padded cross / KD:
+    the argmax transposed, a warp per row), else tiles of document rows.
+    Turning the first off (cuda_off=["bw_sparse"]), then the second too, must
+    give the same bits, and each path must match the reference (the cases
+    with many queries and documents, Lq*Nq > 1024 and segments that end
+    mid-warp, reach the buckets without the flag)."""
     lik, _ = _lik()
-    tiles = lik.Context(cuda_off=["bw_sparse"])
+    no_sparse = lik.Context(cuda_off=["bw_sparse"])
+    tiles = lik.Context(cuda_off=["bw_sparse", "bw_buckets"])
     cases = [(0, torch.bfloat16, 3, 4, 30, 300, 128, None), (0, torch.float32, 4, 0, 32, 200, 64, 3),
-             (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None)]
+             (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None),
+             (0, torch.bfloat16, 37, 5, 33, 70, 128, None), (0, torch.float32, 70, 3, 19, 45, 200, None),
+             (0, torch.float16, 2, 3, 1030, 17, 48, 2),
+             # grad_Q's buffer (the buckets' workspace) holds 2 documents: 4 groups; then none: scratch
+             (0, torch.bfloat16, 40, 7, 30, 50, 3, None), (0, torch.bfloat16, 5, 3, 300, 20, 1, None)]
     for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
         seed = int(torch.randint(0, 2**31, (1,), generator=g, device="cuda"))
         gen = torch.Generator(device="cuda")
-        gen.manual_seed(seed)
-        a = check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K)
-        gen.manual_seed(seed)
-        with tiles:
-            b = check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K)
-        assert torch.equal(a[6], b[6]) and torch.equal(a[7], b[7]), (layout, dt)
+        out = []
+        for ctx in (None, no_sparse, tiles):
+            gen.manual_seed(seed)
+            if ctx is None:
+                out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K))
+            else:
+                with ctx:
+                    out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K))
+        for o in out[1:]:
+            assert torch.equal(out[0][6], o[6]) and torch.equal(out[0][7], o[7]), (layout, dt, Nq, Lq)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "unified", "lowmem"])
@@ -501,3 +513,29 @@ def test_strided_outputs_through_c(g):
     rQ, rD = torch.ops.lik.maxsim_bwd(gs.contiguous(), Q, D, None, None, am, False, 0, "auto", True, True)
     assert torch.equal(gQ, rQ) and torch.equal(gD, rD)
     assert (bq[..., 0::2] == 7).all() and (bd[:, :, 0, :] == 7).all()
+
+
+def test_step_holds_argmax_and_gradients_only(g):
+    """A padded forward + backward step allocates the argmax and the two
+    gradients and nothing else of their size (64 KB of slack): no zero
+    gradient materialised for the argmax output (a [Nq, Nd, Lq] int32), and
+    grad_D's buckets (Nq * Lq > 1024) kept in grad_Q's buffer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from cuda_pool import pool_high, pool_reset
+    lik, _ = _lik()
+    Nq, Nd, Lq, Ld, d = 16, 24, 300, 200, 128
+    Q = torch.randn(Nq, Lq, d, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    D = torch.randn(Nd, Ld, d, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    G = torch.randn(Nq, Nd, device="cuda", generator=g)
+    lik.maxsim(Q, D).backward(G)  # warm-up: cached device state, allocator segments
+    Q.grad = D.grad = None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    pool_reset()
+    lik.maxsim(Q, D).backward(G)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    need = Nq * Nd * Lq * 4 + Q.numel() * 2 + D.numel() * 2 + Nq * Nd * 4
+    assert peak <= need + (64 << 10), (peak, need)
+    assert pool_high() < (64 << 10), pool_high()  # lik's own scratch (cudaMallocAsync)

@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include "../common.cuh"
 
 namespace lik_cuda {
@@ -230,6 +232,62 @@ __device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, cons
   }
 }
 
+/* The warp adds its lanes' terms (lane l: ok, weight gg, source row at
+ * element offset off of SS), in lane order, into a row accumulator whose
+ * columns the lanes own (CPL per chunk of 32 * CPL): registers racc (REG:
+ * d <= 32 * CPL) or the warp's shared-memory row sacc; 8 source rows in
+ * flight. */
+template <typename T, typename R, int CPL, bool REG>
+__device__ __forceinline__ void add_terms(const Params &P, const KSeq &SS, bool ok, R gg, int64_t off,
+                                          R (&racc)[CPL], R *sacc) {
+  const int lane = threadIdx.x & 31;
+  const int CW = 32 * CPL;
+  const int nch = P.nch;
+  const int64_t dim = SS.dim;
+  const T *src = reinterpret_cast<const T *>(SS.data);
+  unsigned m = __ballot_sync(0xffffffffu, ok);
+  while (m) {
+    constexpr int U = 8;
+    int64_t o[U];
+    R gv[U];
+    int cnt = 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int b = m ? __ffs(m) - 1 : 0;
+      if (m) { m &= m - 1; cnt = u + 1; }
+      o[u] = __shfl_sync(0xffffffffu, off, b);
+      gv[u] = __shfl_sync(0xffffffffu, gg, b);
+    }
+    for (int ch = 0; ch < nch; ++ch) {
+      const int col = ch * CW + lane * CPL;
+      const int lim = (int)min((int64_t)CPL, dim - col);
+      R v[U][CPL];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (u < cnt && lim > 0)
+          load_cols<T, R, CPL>(src + o[u] + (int64_t)col * SS.sk, SS.sk, lim, P.vec_src != 0, v[u]);
+      if (lim > 0) {
+        if (REG) {
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (u < cnt) {
+#pragma unroll
+              for (int k = 0; k < CPL; ++k) racc[k] = fma(gv[u], v[u][k], racc[k]);
+            }
+        } else {
+          R *a = sacc + col;
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (u < cnt) {
+#pragma unroll
+              for (int k = 0; k < CPL; ++k) a[k] = fma(gv[u], v[u][k], a[k]);
+            }
+        }
+      }
+    }
+  }
+}
+
 /* ---- grad_Q: a warp per query token ---------------------------------------------
  * Warp w of CTA b owns target row b * 8 + w (padded: query n = row / Lq, token
  * s = row % Lq; packed: Q row).  It walks the query's outputs in ascending
@@ -260,14 +318,12 @@ __global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
   valid = valid && mask_ok(P.qm, TS, n, s);
   const int CW = 32 * CPL;
   const int nch = P.nch;
-  const int64_t dim = TS.dim;
   R racc[CPL];
 #pragma unroll
   for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
   R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * nch * CW;
   if (!REG)
     for (int i = lane; i < nch * CW; i += 32) sacc[i] = (R)0;
-  const T *src = reinterpret_cast<const T *>(SS.data);
   if (valid) {
     int64_t nout, out0 = 0;
     if (P.pairing == 2) {
@@ -296,47 +352,7 @@ __global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
           off = seq_base(SS, dj) + (int64_t)t * SS.sl;
         }
       }
-      unsigned m = __ballot_sync(0xffffffffu, ok);
-      while (m) {
-        constexpr int U = 8;
-        int64_t o[U];
-        R gv[U];
-        int cnt = 0;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int b = m ? __ffs(m) - 1 : 0;
-          if (m) { m &= m - 1; cnt = u + 1; }
-          o[u] = __shfl_sync(0xffffffffu, off, b);
-          gv[u] = __shfl_sync(0xffffffffu, gg, b);
-        }
-        for (int ch = 0; ch < nch; ++ch) {
-          const int col = ch * CW + lane * CPL;
-          const int lim = (int)min((int64_t)CPL, dim - col);
-          R v[U][CPL];
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (u < cnt && lim > 0)
-              load_cols<T, R, CPL>(src + o[u] + (int64_t)col * SS.sk, SS.sk, lim, P.vec_src != 0, v[u]);
-          if (lim > 0) {
-            if (REG) {
-#pragma unroll
-              for (int u = 0; u < U; ++u)
-                if (u < cnt) {
-#pragma unroll
-                  for (int k = 0; k < CPL; ++k) racc[k] = fma(gv[u], v[u][k], racc[k]);
-                }
-            } else {
-              R *a = sacc + col;
-#pragma unroll
-              for (int u = 0; u < U; ++u)
-                if (u < cnt) {
-#pragma unroll
-                  for (int k = 0; k < CPL; ++k) a[k] = fma(gv[u], v[u][k], a[k]);
-                }
-            }
-          }
-        }
-      }
+      add_terms<T, R, CPL, REG>(P, SS, ok, gg, off, racc, sacc);
     }
   }
   __syncwarp();
@@ -699,6 +715,175 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
       __syncwarp();
     }
   }
+}
+
+/* ---- grad_D by buckets (padded cross / KD): the argmax transposed ---------------
+ * Document n's candidates c = e * Lq + s (output e, query token s; nc of
+ * them) fall into segments of B.seg (<= SEG_MAX) candidates.  bucket_kernel,
+ * a CTA per (document, segment), sorts the segment's terms by target row,
+ * stable: warp w counts the rows its slice of the segment hits (a shared-memory
+ * count per warp and row, one add per run of equal rows: __match_any_sync);
+ * then, per row, the warps' counts become cursors (earlier warps first, the
+ * rows' starts by a block scan), and the warps walk their slices again
+ * writing c - c0 at each term's cursor.  So row t's terms of a segment are
+ * list[start[t] .. start[t + 1]) in candidate order, and the segments in
+ * ascending order give the canonical order.  gather_kernel then builds each
+ * row like grad_Q builds its rows: a warp per document row, reading only its
+ * own terms (no rescan of the candidates per tile of rows). */
+
+constexpr int64_t SEG_MAX = 65280; /* candidates per segment: offsets and counts fit 16 bits */
+
+struct Buckets {
+  int64_t n0;      /* documents [n0, n0 + count) of this launch */
+  int nseg;        /* segments per document */
+  int seg;         /* candidates per segment: a multiple of NT */
+  uint16_t *list;  /* [count * nseg][seg]: a segment's terms (c - c0) by row */
+  uint16_t *start; /* [count * nseg][Ld + 1]: row t's terms list[start[t] .. start[t + 1]) */
+};
+
+/* Document n's segment (outputs, query tokens) over all of its rows. */
+__device__ __forceinline__ Seg doc_seg(const Params &P, int64_t n) {
+  Seg g;
+  g.n = n;
+  g.t_lo = 0;
+  g.t_hi = P.d.len;
+  g.lbase = 0;
+  seg_outputs(P, g);
+  return g;
+}
+
+/* Candidate c of segment g: its target row, -1 where it is no term
+ * (weight and source row in gg, off). */
+template <typename R>
+__device__ __forceinline__ int term_of(const Params &P, const Seg &g, int64_t c, R &gg, int64_t &off) {
+  int64_t e, s;
+  if (c <= 0xffffffffll && g.width <= 0xffffffffll) { /* 32-bit division: the common case */
+    const unsigned eu = (unsigned)c / (unsigned)g.width;
+    e = eu;
+    s = c - (int64_t)eu * g.width;
+  } else {
+    e = c / g.width;
+    s = c - e * g.width;
+  }
+  int tl;
+  return candidate<R>(P, g, e, s, tl, gg, off) ? tl : -1;
+}
+
+template <typename R>
+__global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  typedef cub::BlockScan<int, NT> Scan;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t len = P.d.len, b = blockIdx.x;
+  const Seg g = doc_seg(P, B.n0 + b / B.nseg);
+  const int64_t nc = g.nout * g.width, c0 = (b % B.nseg) * (int64_t)B.seg;
+  const int sw = B.seg / NW; /* a warp's slice */
+  const int64_t w0 = c0 + (int64_t)warp * sw, w1 = min(w0 + sw, nc);
+  uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw); /* [NW][len] */
+  uint16_t *mine = cnt + warp * len;
+  for (int64_t i = tid; i < NW * len; i += NT) cnt[i] = 0;
+  __syncthreads();
+  constexpr int U = 4; /* 4 x 32 candidates in flight */
+  for (int64_t base = w0; base < w1; base += 32 * U) {
+    int t[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      R gg;
+      int64_t off;
+      const int64_t c = base + 32 * u + lane;
+      t[u] = c < w1 ? term_of<R>(P, g, c, gg, off) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const unsigned peers = __match_any_sync(0xffffffffu, t[u]);
+      if (t[u] >= 0 && lane == __ffs(peers) - 1) mine[t[u]] += (uint16_t)__popc(peers);
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  /* cursors: row t's start in the segment plus the counts of earlier warps */
+  uint16_t *start = B.start + b * (len + 1);
+  int carry = 0;
+  for (int64_t t0 = 0; t0 < len; t0 += NT) {
+    const int64_t t = t0 + tid;
+    int tot = 0, excl, sum;
+    if (t < len)
+      for (int w = 0; w < NW; ++w) {
+        const int v = cnt[w * len + t];
+        cnt[w * len + t] = (uint16_t)tot;
+        tot += v;
+      }
+    Scan(scan_tmp).ExclusiveSum(tot, excl, sum);
+    excl += carry;
+    if (t < len) {
+      start[t] = (uint16_t)excl;
+      for (int w = 0; w < NW; ++w) cnt[w * len + t] += (uint16_t)excl;
+    }
+    carry += sum;
+    __syncthreads(); /* scan_tmp is reused */
+  }
+  if (tid == 0) start[len] = (uint16_t)carry;
+  uint16_t *list = B.list + b * B.seg;
+  const unsigned lt = (1u << lane) - 1u;
+  for (int64_t base = w0; base < w1; base += 32 * U) {
+    int t[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      R gg;
+      int64_t off;
+      const int64_t c = base + 32 * u + lane;
+      t[u] = c < w1 ? term_of<R>(P, g, c, gg, off) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const unsigned peers = __match_any_sync(0xffffffffu, t[u]);
+      if (t[u] >= 0) list[mine[t[u]] + __popc(peers & lt)] = (uint16_t)(base + 32 * u + lane - c0);
+      __syncwarp();
+      if (t[u] >= 0 && lane == __ffs(peers) - 1) mine[t[u]] += (uint16_t)__popc(peers);
+      __syncwarp();
+    }
+  }
+}
+
+/* A warp per row t of document n (rows of documents [n0, n0 + count)): its
+ * terms segment by segment, then the row finished and written once. */
+template <typename T, typename R, int CPL, bool REG>
+__global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buckets B, int64_t count) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t len = P.d.len, row = (int64_t)blockIdx.x * NW + warp;
+  if (row >= count * len) return;
+  const int64_t nb = row / len, t = row - nb * len;
+  const Seg g = doc_seg(P, B.n0 + nb);
+  const int CW = 32 * CPL;
+  R racc[CPL];
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
+  R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * P.nch * CW;
+  if (!REG)
+    for (int i = lane; i < P.nch * CW; i += 32) sacc[i] = (R)0;
+  for (int k = 0; k < B.nseg; ++k) {
+    const int64_t b = nb * B.nseg + k, c0 = (int64_t)k * B.seg;
+    const uint16_t *list = B.list + b * B.seg;
+    const int i0 = B.start[b * (len + 1) + t], i1 = B.start[b * (len + 1) + t + 1];
+    for (int i = i0; i < i1; i += 32) {
+      R gg = 0;
+      int64_t off = 0;
+      const bool ok = i + lane < i1 && term_of<R>(P, g, c0 + list[i + lane], gg, off) >= 0;
+      add_terms<T, R, CPL, REG>(P, P.q, ok, gg, off, racc, sacc);
+    }
+  }
+  __syncwarp();
+  const bool valid = mask_ok(P.dm, P.d, g.n, t);
+  const int64_t obase = seq_base(P.gd, g.n) + t * P.gd.sl;
+  if (REG)
+    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, 1, lane, g.n, t,
+                          valid, obase, [&](int, int k) -> R & { return racc[k]; });
+  else
+    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, g.n,
+                          t, valid, obase,
+                          [&](int ch, int k) -> R & { return sacc[ch * CW + lane * CPL + k]; });
 }
 
 /* ---- token norms ------------------------------------------------------------ */
