@@ -128,7 +128,7 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
                                   size_t ws_bytes) {
   const KSeq &TS = P.d;
   const int64_t len = TS.len, ndocs = TS.count;
-  const size_t cnt_smem = (size_t)NW * (size_t)len * sizeof(uint16_t);
+  const size_t cnt_smem = BUCKET_SMEM0 + (size_t)NW * (size_t)len * sizeof(uint16_t);
   if (cnt_smem > (size_t)dev.info->smem_max) return cudaErrorNotSupported;
   const int64_t nc = (P.pairing == 0 ? P.q.count : 1) * P.q.len;
   /* segments: enough CTAs for two per SM, count tables at most a quarter

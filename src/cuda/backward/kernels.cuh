@@ -769,18 +769,24 @@ __device__ __forceinline__ int term_of(const Params &P, const Seg &g, int64_t c,
   return candidate<R>(P, g, e, s, tl, gg, off) ? tl : -1;
 }
 
+typedef cub::BlockScan<int, NT> BucketScan;
+
+/* Dynamic shared memory: the scan's storage, then the counts [NW][Ld]
+ * (all of it dynamic: a kernel with static shared memory could not be
+ * allowed the device's whole opt-in maximum). */
+constexpr size_t BUCKET_SMEM0 = (sizeof(BucketScan::TempStorage) + 15) / 16 * 16;
+
 template <typename R>
 __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  typedef cub::BlockScan<int, NT> Scan;
-  __shared__ typename Scan::TempStorage scan_tmp;
+  BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t len = P.d.len, b = blockIdx.x;
   const Seg g = doc_seg(P, B.n0 + b / B.nseg);
   const int64_t nc = g.nout * g.width, c0 = (b % B.nseg) * (int64_t)B.seg;
   const int sw = B.seg / NW; /* a warp's slice */
   const int64_t w0 = c0 + (int64_t)warp * sw, w1 = min(w0 + sw, nc);
-  uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw); /* [NW][len] */
+  uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw + BUCKET_SMEM0); /* [NW][len] */
   uint16_t *mine = cnt + warp * len;
   for (int64_t i = tid; i < NW * len; i += NT) cnt[i] = 0;
   __syncthreads();
@@ -814,7 +820,7 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
         cnt[w * len + t] = (uint16_t)tot;
         tot += v;
       }
-    Scan(scan_tmp).ExclusiveSum(tot, excl, sum);
+    BucketScan(scan_tmp).ExclusiveSum(tot, excl, sum);
     excl += carry;
     if (t < len) {
       start[t] = (uint16_t)excl;
