@@ -211,7 +211,11 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st, vo
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
     return launch_smem(dev, gradd_sparse_kernel<T, R, CPL>, TS.count, smem, st, P, fixed);
   }
-  if (dev.info->bw_buckets && !packed && P.pairing != 2) {
+  /* buckets where a document has at least a candidate per row; with fewer
+   * (a few long documents: Lq 128 x 32 queries against Ld 8192) a CTA per
+   * (document, segment) leaves SMs idle and most rows empty: the tiles */
+  if (dev.info->bw_buckets && !packed && P.pairing != 2 &&
+      (P.pairing == 0 ? P.q.count : 1) * P.q.len >= len) {
     const cudaError_t e = launch_buckets<T, R, CPL>(P, dev, st, ws, ws_bytes);
     if (e != cudaErrorNotSupported) return e;
   }
