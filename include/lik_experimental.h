@@ -627,7 +627,10 @@ LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor 
  * rename, then moved over the old ones.  On any error (or a killed process)
  * the folder keeps its old state; on success it holds the new one; a
  * concurrent lik_plaid_index_load sees one of them.  A loaded index may be
- * saved over its own folder.  One writer at a time.
+ * saved over its own folder.  One writer at a time.  The folder becomes the
+ * index's own (the one it was loaded from is too): a later save there, while
+ * no one else changed it, writes only the files the changes since touched
+ * (after a delete: deleted.npy and metadata.json).
  *   doc_ids  NULL: the index's ids (doc_ids.npy written when they are not
  *            0..num_docs-1, removed otherwise); or I64 [num_docs] ids for
  *            the stored documents, unique, in [0, 2^62) (-1 allowed for a
@@ -638,7 +641,7 @@ LIK_API lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor 
  * (an I/O failure, naming the file and the system's reason; a folder in the
  * place of a file; a code of a loaded chunk outside [0, K): a corrupt file
  * is not saved), LIK_ERR_ALLOC. */
-LIK_API lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
+LIK_API lik_status lik_plaid_index_save(lik_plaid_index *index, const char *path,
                                         const lik_tensor *doc_ids);
 
 /* Load flags. */

@@ -444,7 +444,10 @@ class Index:
         one atomic change: the new files are staged and fsynced, then switched
         in with one rename, so a failed or interrupted save leaves the old
         index and saving over the folder it was loaded from is safe
-        (docs/plaid_index.md, "Atomic commits").
+        (docs/plaid_index.md, "Atomic commits").  A save to the folder the
+        index was loaded from or last saved to, while no one else changed
+        it, writes only the files its changes touched (after deletes:
+        ``deleted.npy`` and ``metadata.json``).
 
         Args:
             path: the folder (created if missing).

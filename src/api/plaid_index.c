@@ -256,17 +256,7 @@ lik_status lik_plaid_index_set_metadata_db(lik_plaid_index *index, const void *d
                     (long long)size);
   if (size > 0 && !data)
     return lik_fail(LIK_ERR_NULL, "data: is NULL with size %lld", (long long)size);
-  uint8_t *copy = NULL;
-  if (size >= 0) {
-    copy = (uint8_t *)malloc((size_t)size + 1);
-    if (!copy) return lik_fail(LIK_ERR_ALLOC, "data: cannot copy %lld bytes", (long long)size);
-    if (size) memcpy(copy, data, (size_t)size);
-  }
-  free(index->meta);
-  index->meta = copy;
-  index->meta_size = size >= 0 ? size : 0;
-  index->has_meta = size >= 0;
-  return LIK_OK;
+  return lik_plaid_set_meta_impl(index, data, size);
 }
 
 lik_status lik_plaid_index_get_metadata_db(const lik_plaid_index *index, void *buf,
@@ -283,7 +273,7 @@ lik_status lik_plaid_index_get_metadata_db(const lik_plaid_index *index, void *b
   return LIK_OK;
 }
 
-lik_status lik_plaid_index_save(const lik_plaid_index *index, const char *path,
+lik_status lik_plaid_index_save(lik_plaid_index *index, const char *path,
                                 const lik_tensor *doc_ids) {
   lik_clear_error();
   if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");

@@ -1,8 +1,8 @@
 /*
- * build.c — building a PLAID index: training (k-means on a sample, the codec
- * from the residuals of held-out sample tokens), coding documents into
- * in-memory chunks, the one-call build that samples documents by
- * fast-plaid's rule.
+ * build.c — the data of a PLAID index: training (k-means on a sample, the
+ * codec from the residuals of held-out sample tokens; for a one-call build on
+ * documents sampled by fast-plaid's rule) and coding documents into in-memory
+ * chunks.  Changing an index with them is txn.c's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,23 +15,6 @@
 
 #define HELDOUT_MAX 50000
 #define ADD_BATCH_DOCS 4096
-
-int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst) {
-  int ok = 1;
-  for (int64_t k = 0; k < x->dim; k++) {
-    const int64_t o = r * x->sl + k * x->sk;
-    float v;
-    switch (x->dtype) {
-      case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)x->data)[o]); break;
-      case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)x->data)[o]); break;
-      case LIK_F64: v = (float)((const double *)x->data)[o]; break;
-      default: v = ((const float *)x->data)[o]; break;
-    }
-    ok &= isfinite(v) != 0;
-    dst[k] = v;
-  }
-  return ok;
-}
 
 static size_t elem_size(lik_dtype t) {
   return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2;
@@ -48,18 +31,6 @@ static int64_t k_rule(int64_t tokens) {
   int e = (int)floor(log2(v));
   if (e > 30) e = 30;
   return (int64_t)1 << e;
-}
-
-static int cmp_float(const void *a, const void *b) {
-  const float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-float lik_plaid_quantile(float *v, int64_t n, double q) {
-  qsort(v, (size_t)n, sizeof(float), cmp_float);
-  const double pos = q * (double)(n - 1);
-  const int64_t lo = (int64_t)pos, hi = lo + 1 < n ? lo + 1 : n - 1;
-  return (float)(v[lo] + (pos - (double)lo) * (v[hi] - v[lo]));
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -187,7 +158,7 @@ lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o
   return st;
 }
 
-lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
+lik_status lik_plaid_train_docs(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
                                 lik_plaid_index **out) {
   *out = NULL;
   const int64_t N = docs->ndocs, dim = docs->x.dim;
@@ -234,17 +205,10 @@ lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopt
   free(ids);
   lik_status st = train_rows(rows, ts, dim, docs->ntok, o, out);
   free(rows);
-  if (st) return st;
-  lik_plaid_bopts add = *o;
-  add.expand = 0; /* the documents the centroids were trained on */
-  if ((st = lik_plaid_add_impl(*out, docs, &add, NULL))) {
-    lik_plaid_index_free(*out);
-    *out = NULL;
-  }
   return st;
 }
 
-/* ---- add ------------------------------------------------------------------------ */
+/* ---- coding documents into chunks ------------------------------------------------ */
 
 static lik_status grow_seg(lik_pseg *s, int64_t ntok, int64_t width) {
   if (s->ntok + ntok <= s->cap_tok) return LIK_OK;
@@ -264,40 +228,17 @@ static lik_status grow_seg(lik_pseg *s, int64_t ntok, int64_t width) {
   return LIK_OK;
 }
 
-lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
-                              const lik_plaid_bopts *o, const lik_index *given) {
-  const int64_t N = docs->ndocs, old_ndocs = ix->ndocs, old_ntok = ix->ntok,
-                old_nseg = ix->nseg, old_ncent = ix->ncent;
-  float thr = ix->cluster_threshold;
+lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                            const lik_plaid_bopts *o) {
+  const int64_t N = docs->ndocs;
   const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
-  int64_t last_ntok = 0, last_ndocs = 0;
-  const int last_owned = ix->nseg > 0 && ix->segs[ix->nseg - 1].owned;
-  if (last_owned) {
-    last_ntok = ix->segs[ix->nseg - 1].ntok;
-    last_ndocs = ix->segs[ix->nseg - 1].ndocs;
-  }
-  int64_t *upd = NULL; /* an update: the positions of the given ids */
-  lik_status st = LIK_OK;
-  if (given) {
-    upd = (int64_t *)malloc((size_t)N * sizeof(int64_t) + 1);
-    if (!upd) return lik_fail(LIK_ERR_ALLOC, "ids: cannot allocate %lld positions", (long long)N);
-    if ((st = lik_plaid_live_positions(ix, given, N, "ids", upd)) ||
-        (st = lik_plaid_reserve_living(ix, 1))) {
-      free(upd);
-      return st;
-    }
-  }
-  if ((st = lik_plaid_reserve_docs(ix, N)) || (o->expand && (st = lik_plaid_expand(ix, docs, o)))) {
-    free(upd);
-    return st;
-  }
-  lik_codec_view cv; /* the centroids after the expansion */
+  lik_status st;
+  lik_codec_view cv;
   lik_plaid_codec_view(ix, &cv);
-  int64_t j0 = 0;
-  while (j0 < N) {
+  for (int64_t j0 = 0; j0 < N;) {
     lik_pseg *s = ix->nseg ? &ix->segs[ix->nseg - 1] : NULL;
     if (!s || !s->owned || s->ndocs >= chunk) {
-      if ((st = lik_plaid_reserve_segs(ix, 1))) goto fail;
+      if ((st = lik_plaid_reserve_segs(ix, 1))) return st;
       s = &ix->segs[ix->nseg++];
       memset(s, 0, sizeof *s);
       s->owned = 1;
@@ -310,7 +251,7 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     if (m > N - j0) m = N - j0;
     if (m > ADD_BATCH_DOCS) m = ADD_BATCH_DOCS;
     const int64_t a = lik_index_at(&docs->cu, j0), b = lik_index_at(&docs->cu, j0 + m);
-    if ((st = grow_seg(s, b - a, ix->width))) goto fail;
+    if ((st = grow_seg(s, b - a, ix->width))) return st;
     if (b > a) {
       lik_codec_problem p;
       memset(&p, 0, sizeof p);
@@ -335,7 +276,7 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
         if (sscanf(msg, "X: token %lld", &t) == 1)
           st = lik_fail(st, "documents: token %lld has no finite inner product with any "
                         "centroid (NaN or infinite values)", t + (long long)a);
-        goto fail;
+        return st;
       }
     }
     for (int64_t j = j0; j < j0 + m; j++) {
@@ -350,28 +291,5 @@ lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
     j0 += m;
     if (o->progress) o->progress(o->progress_user, j0, N);
   }
-  if (o->expand && (st = lik_plaid_updated_threshold(ix, docs, old_ndocs, old_ntok, &thr)))
-    goto fail;
-  if ((st = lik_plaid_ivf_extend(ix, ix->has_ivf ? old_ndocs : 0))) goto fail;
-  ix->cluster_threshold = thr;
-  if (upd) lik_plaid_kill(ix, upd, N, 1);
-  lik_plaid_assign_ids(ix, old_ndocs, given);
-  free(upd);
   return LIK_OK;
-fail:
-  free(upd);
-  /* back to the state before the call */
-  for (int64_t i = old_nseg; i < ix->nseg; i++) {
-    free(ix->segs[i].own_codes);
-    free(ix->segs[i].own_res);
-  }
-  ix->nseg = old_nseg;
-  if (last_owned) {
-    ix->segs[old_nseg - 1].ntok = last_ntok;
-    ix->segs[old_nseg - 1].ndocs = last_ndocs;
-  }
-  ix->ndocs = old_ndocs;
-  ix->ntok = old_ntok;
-  ix->ncent = old_ncent; /* the grown centroid tables are not read past it */
-  return st;
 }

@@ -147,6 +147,26 @@ int lik_folder_open_file(const lik_folder *f, const char *name, char *err, size_
                errno == EINVAL ? "not a regular file" : strerror(errno)), -2;
 }
 
+int lik_folder_file_id(const lik_folder *f, const char *name, lik_file_id *id, char *err,
+                       size_t errlen) {
+  struct stat st;
+  memset(id, 0, sizeof *id);
+  const int fd = lik_folder_open_file(f, name, err, errlen);
+  if (fd < 0) return 1;
+  if (fstat(fd, &st)) {
+    const int e = errno;
+    close(fd);
+    return efail(err, errlen, "%s: cannot stat (%s)", name, strerror(e));
+  }
+  close(fd);
+  id->dev = (uint64_t)st.st_dev;
+  id->ino = (uint64_t)st.st_ino;
+  id->size = (uint64_t)st.st_size;
+  id->mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+  id->ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
+  return 0;
+}
+
 void lik_folder_stamp_get(const char *dir, lik_folder_stamp *s) {
   char p[PATH_CAP];
   struct stat st;

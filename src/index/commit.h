@@ -50,6 +50,17 @@ void lik_folder_close(lik_folder *f);
  * state has no such file (err not set), -2 on an error (err set). */
 int lik_folder_open_file(const lik_folder *f, const char *name, char *err, size_t errlen);
 
+/* The identity of a file: equal identities are one file, unchanged (its
+ * device, inode, size, modification and change times). */
+typedef struct {
+  uint64_t dev, ino, size, mtime, ctime;
+} lik_file_id;
+
+/* The identity of file `name` of the current state; 0 on success, else
+ * non-zero (no such file, or err set). */
+int lik_folder_file_id(const lik_folder *f, const char *name, lik_file_id *id, char *err,
+                       size_t errlen);
+
 /* A token that changes when a change commits or applies (the identities of
  * the commit folder and of metadata.json): a load that sees it change
  * while reading starts again. */

@@ -2,7 +2,8 @@
  * format.c — a PLAID index folder on disk (fast-plaid 1.7's files; see
  * lik_experimental.h): lik_plaid_index_load (memory-mapped, every size and
  * value read from a file checked against the file and the other files before
- * use) and lik_plaid_index_save (one atomic change of the folder: commit.h).
+ * use) and the files of a save (staged into one atomic change of the folder,
+ * commit.h, by txn.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -599,6 +600,9 @@ static lik_status load_once(ctx_t *c, unsigned flags, lik_plaid_index **out) {
   }
   if ((flags & LIK_PLAID_LOAD_VERIFY) && (st = verify_codes(ix))) goto fail;
   ix->chunk_docs = LIK_PLAID_DEFAULT_CHUNK_DOCS;
+  /* the folder is the index's home (an error here only costs a later save
+   * its shortcut) */
+  ix->has_home = !lik_folder_file_id(&c->view, "metadata.json", &ix->home, c->err, sizeof c->err);
   *out = ix;
   return LIK_OK;
 fail:
@@ -758,33 +762,24 @@ static int remove_stale(ctx_t *c, int64_t nchunks) {
   return bad;
 }
 
-/* Whether folder file `name` is present (the folder is the committed state:
- * lik_commit_begin finished any earlier change). */
-static int present(const ctx_t *c, const char *name) {
+/* Marks folder file `name` for removal when it is there (the folder is the
+ * committed state: lik_commit_begin finished any earlier change); 1 on an
+ * error (in c->err). */
+static int gone(ctx_t *c, const char *name) {
   char p[4096];
   struct stat st;
-  return join(p, sizeof p, c->dir, name) && !lstat(p, &st);
+  return join(p, sizeof p, c->dir, name) && !lstat(p, &st) &&
+         lik_commit_remove(c->cm, name, c->err, sizeof c->err);
 }
 
-lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, const int64_t *doc_ids,
-                               int64_t doc_ids_stride) {
-  ctx_t c;
-  memset(&c, 0, sizeof c);
-  c.dir = path;
-  c.view.dir = path; /* after lik_commit_begin: the committed state, no change pending */
+/* The DOCS part: the codec, the IVF, codes and residuals (merged), the chunk
+ * files, the ids (doc_ids.npy; next_id.npy when the ids do not imply it);
+ * stale chunk files, and lik's id files this state has not, removed. */
+static lik_status stage_docs(ctx_t *c, const lik_plaid_index *ix, const int64_t *doc_ids,
+                             int64_t doc_ids_stride) {
   const int64_t K = ix->ncent, d = ix->dim, nb = (int64_t)1 << ix->nbits;
-  int64_t shape[2] = {K, d};
-  int32_t *lens = (int32_t *)malloc((size_t)K * sizeof(int32_t) + 1);
-  sbuf b = {0};
-  lik_status st = LIK_OK;
-  if (!lens) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
-  if (lik_commit_begin(path, &c.cm, c.err, sizeof c.err)) {
-    free(lens);
-    return vfail(&c);
-  }
-  for (int64_t k = 0; k < K; k++) lens[k] = (int32_t)(ix->ivf_off[k + 1] - ix->ivf_off[k]);
-  float thr = ix->cluster_threshold;
-  int64_t one = 1, nbm1 = nb - 1, total_ivf = ix->ivf_off[K];
+  int64_t shape[2] = {K, d}, one = 1, nbm1 = nb - 1, total_ivf = ix->ivf_off[K];
+  const float thr = ix->cluster_threshold;
   /* padding rows of the merged files (fast-plaid: max doc length - last) */
   int64_t maxlen = 0, lastlen = 0;
   for (int64_t j = 0; j < ix->ndocs; j++) {
@@ -792,39 +787,33 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, cons
     if (l > maxlen) maxlen = l;
     lastlen = l;
   }
-  if (wnpy(&c, "centroids.npy", LIK_F16, 2, shape, ix->cent_f16, 0) ||
-      wnpy(&c, "bucket_cutoffs.npy", LIK_F32, 1, &nbm1, ix->cutoffs, 0) ||
-      wnpy(&c, "bucket_weights.npy", LIK_F32, 1, &nb, ix->weights, 0) ||
-      wnpy(&c, "avg_residual.npy", LIK_F32, 1, &d, ix->avg_residual, 0) ||
-      wnpy(&c, "cluster_threshold.npy", LIK_F32, 1, &one, &thr, 0))
-    goto io;
-  if (ix->has_ivf && (wnpy(&c, "ivf.npy", LIK_I64, 1, &total_ivf, ix->ivf, 0) ||
-                      wnpy(&c, "ivf_lengths.npy", LIK_I32, 1, &K, lens, 0)))
-    goto io;
-  if (write_merged(&c, ix, maxlen - lastlen)) goto io;
+  if (wnpy(c, "centroids.npy", LIK_F16, 2, shape, ix->cent_f16, 0) ||
+      wnpy(c, "bucket_cutoffs.npy", LIK_F32, 1, &nbm1, ix->cutoffs, 0) ||
+      wnpy(c, "bucket_weights.npy", LIK_F32, 1, &nb, ix->weights, 0) ||
+      wnpy(c, "avg_residual.npy", LIK_F32, 1, &d, ix->avg_residual, 0) ||
+      wnpy(c, "cluster_threshold.npy", LIK_F32, 1, &one, &thr, 0))
+    return vfail(c);
+  if (ix->has_ivf) {
+    int32_t *lens = (int32_t *)malloc((size_t)K * sizeof(int32_t) + 1);
+    if (!lens) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+    for (int64_t k = 0; k < K; k++) lens[k] = (int32_t)(ix->ivf_off[k + 1] - ix->ivf_off[k]);
+    const int bad = wnpy(c, "ivf.npy", LIK_I64, 1, &total_ivf, ix->ivf, 0) ||
+                    wnpy(c, "ivf_lengths.npy", LIK_I32, 1, &K, lens, 0);
+    free(lens);
+    if (bad) return vfail(c);
+  }
+  if (write_merged(c, ix, maxlen - lastlen)) return vfail(c);
   if (!doc_ids && ix->ids) {
     doc_ids = ix->ids;
     doc_ids_stride = 1;
   }
-  if (doc_ids || ix->ndead) { /* doc_ids.npy, deleted.npy */
+  if (doc_ids) {
     int64_t *v = (int64_t *)malloc((size_t)(ix->ndocs ? ix->ndocs : 1) * sizeof(int64_t));
-    if (!v) {
-      st = lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
-      goto out;
-    }
-    int e = 0;
-    if (doc_ids) {
-      for (int64_t j = 0; j < ix->ndocs; j++) v[j] = doc_ids[j * doc_ids_stride];
-      e = wnpy(&c, "doc_ids.npy", LIK_I64, 1, &ix->ndocs, v, 0);
-    }
-    if (!e && ix->ndead) {
-      int64_t n = 0;
-      for (int64_t j = 0; j < ix->ndocs; j++)
-        if (lik_plaid_is_dead(ix, j)) v[n++] = j;
-      e = wnpy(&c, "deleted.npy", LIK_I64, 1, &n, v, 0);
-    }
+    if (!v) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+    for (int64_t j = 0; j < ix->ndocs; j++) v[j] = doc_ids[j * doc_ids_stride];
+    const int bad = wnpy(c, "doc_ids.npy", LIK_I64, 1, &ix->ndocs, v, 0);
     free(v);
-    if (e) goto io;
+    if (bad) return vfail(c);
   }
   /* next_id.npy: only when the written ids do not imply it (the highest + 1;
    * 0..N-1 without doc_ids.npy): after a compact dropped the highest ids.
@@ -838,32 +827,27 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, cons
   }
   const int own_ids = !doc_ids || doc_ids == ix->ids;
   const int write_next = own_ids && ix->next_id != implied;
-  if (write_next && wnpy(&c, "next_id.npy", LIK_I64, 0, NULL, &ix->next_id, 0)) goto io;
-  if (ix->has_meta) {
-    if (wopen(&c, "metadata.sqlite")) goto io;
-    wbytes(&c, ix->meta, (size_t)ix->meta_size);
-    if (wclose(&c)) goto io;
-  }
+  if (write_next && wnpy(c, "next_id.npy", LIK_I64, 0, NULL, &ix->next_id, 0)) return vfail(c);
+  sbuf b = {0};
   char name[96];
-  for (int64_t s = 0; s < ix->nseg; s++) {
+  int bad = 0;
+  for (int64_t s = 0; s < ix->nseg && !bad && !b.bad; s++) {
     const lik_pseg *g = &ix->segs[s];
     b.n = 0;
     sb_printf(&b, "[");
     for (int64_t j = g->doc0; j < g->doc0 + g->ndocs; j++)
       sb_printf(&b, j > g->doc0 ? ",%lld" : "%lld", (long long)(ix->doc_off[j + 1] - ix->doc_off[j]));
     sb_printf(&b, "]");
-    if (b.bad) goto nomem;
     snprintf(name, sizeof name, "doclens.%lld.json", (long long)s);
-    if (wtext(&c, name, b.s)) goto io;
+    if (b.bad || (bad = wtext(c, name, b.s))) break;
     b.n = 0;
     sb_printf(&b, "{\n  \"embedding_offset\": %lld,\n  \"num_documents\": %lld,\n  "
               "\"num_embeddings\": %lld\n}", (long long)g->tok0, (long long)g->ndocs,
               (long long)g->ntok);
-    if (b.bad) goto nomem;
     snprintf(name, sizeof name, "%lld.metadata.json", (long long)s);
-    if (wtext(&c, name, b.s)) goto io;
+    if (!b.bad) bad = wtext(c, name, b.s);
   }
-  for (int m = 0; m < 2; m++) {
+  for (int m = 0; m < 2 && !bad && !b.bad; m++) {
     const char *sfx = m ? "residuals" : "codes";
     b.n = 0;
     sb_printf(&b, "{");
@@ -871,51 +855,77 @@ lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path, cons
       sb_printf(&b, "%s\"%lld.%s.npy\": {\"rows\": %lld, \"merged\": true, \"mtime\": null}",
                 s ? ", " : "", (long long)s, sfx, (long long)ix->segs[s].ntok);
     sb_printf(&b, "}");
-    if (b.bad) goto nomem;
     snprintf(name, sizeof name, "merged_%s.manifest.json", sfx);
-    if (wtext(&c, name, b.s)) goto io;
+    if (!b.bad) bad = wtext(c, name, b.s);
   }
-  b.n = 0;
-  sb_printf(&b, "{\n  \"nbits\": %d,\n  \"num_chunks\": %lld\n}\n", ix->nbits, (long long)ix->nseg);
-  if (b.bad) goto nomem;
-  if (wtext(&c, "plan.json", b.s)) goto io;
-  if (remove_stale(&c, ix->nseg)) goto io;
+  if (!bad && !b.bad) {
+    b.n = 0;
+    sb_printf(&b, "{\n  \"nbits\": %d,\n  \"num_chunks\": %lld\n}\n", ix->nbits,
+              (long long)ix->nseg);
+    if (!b.bad) bad = wtext(c, "plan.json", b.s);
+  }
+  const int nomem = b.bad;
+  free(b.s);
+  if (nomem) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+  if (bad || remove_stale(c, ix->nseg)) return vfail(c);
   if (!ix->has_ivf) /* a compress-only index: no lists from an earlier one */
-    for (int i = 0; i < 2; i++) {
-      const char *f = i ? "ivf_lengths.npy" : "ivf.npy";
-      if (present(&c, f) && lik_commit_remove(c.cm, f, c.err, sizeof c.err)) goto io;
-    }
-  /* lik's files this state has not: the ids are 0..N-1, no tombstones, no metadata */
-  const struct {
-    const char *name;
-    int absent;
-  } gone[] = {{"doc_ids.npy", !doc_ids}, {"deleted.npy", !ix->ndead},
-              {"next_id.npy", !write_next}, {"metadata.sqlite", !ix->has_meta}};
-  for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
-    if (gone[i].absent && present(&c, gone[i].name) &&
-        lik_commit_remove(c.cm, gone[i].name, c.err, sizeof c.err))
-      goto io;
-  b.n = 0;
+    for (int i = 0; i < 2; i++)
+      if (gone(c, i ? "ivf_lengths.npy" : "ivf.npy")) return vfail(c);
+  /* lik's id files this state has not: ids 0..N-1, next_id implied */
+  if ((!doc_ids && gone(c, "doc_ids.npy")) || (!write_next && gone(c, "next_id.npy")))
+    return vfail(c);
+  return LIK_OK;
+}
+
+/* The manifest: metadata.json, in every change (a reader's stamp watches it). */
+static lik_status stage_manifest(ctx_t *c, const lik_plaid_index *ix) {
+  sbuf b = {0};
   sb_printf(&b, "{\n  \"avg_doclen\": %.17g,\n  \"compress_only\": %s,\n  \"nbits\": %d,\n  "
             "\"num_chunks\": %lld,\n  \"num_documents\": %lld,\n  \"num_embeddings\": %lld,\n  "
             "\"num_partitions\": %lld,\n  \"frozen\": true,\n  \"mutable\": true\n}",
             ix->ndocs ? (double)ix->ntok / (double)ix->ndocs : 0.0,
             ix->has_ivf ? "false" : "true", ix->nbits, (long long)ix->nseg,
-            (long long)ix->ndocs, (long long)ix->ntok, (long long)K);
-  if (b.bad) goto nomem;
-  if (wtext(&c, "metadata.json", b.s)) goto io;
-  const int bad = lik_commit_finish(c.cm, c.err, sizeof c.err);
-  c.cm = NULL;
-  if (bad) goto io;
-  goto out;
-nomem:
-  st = lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
-  goto out;
-io:
-  st = vfail(&c);
-out:
-  lik_commit_abort(c.cm);
-  free(lens);
+            (long long)ix->ndocs, (long long)ix->ntok, (long long)ix->ncent);
+  if (b.bad) {
+    free(b.s);
+    return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+  }
+  const int bad = wtext(c, "metadata.json", b.s);
   free(b.s);
-  return st;
+  return bad ? vfail(c) : LIK_OK;
+}
+
+lik_status lik_plaid_stage_files(lik_commit *cm, const lik_plaid_index *ix, const char *dir,
+                                 unsigned parts, const int64_t *doc_ids, int64_t doc_ids_stride) {
+  ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.dir = dir;
+  c.cm = cm;
+  lik_status st;
+  if ((parts & LIK_PLAID_PART_DOCS) && (st = stage_docs(&c, ix, doc_ids, doc_ids_stride)))
+    return st;
+  if (parts & LIK_PLAID_PART_DELETED) { /* the tombstones: ascending positions */
+    if (!ix->ndead) {
+      if (gone(&c, "deleted.npy")) return vfail(&c);
+    } else {
+      int64_t *v = (int64_t *)malloc((size_t)ix->ndead * sizeof(int64_t));
+      if (!v) return lik_fail(LIK_ERR_ALLOC, "PLAID save: out of memory");
+      int64_t n = 0;
+      for (int64_t j = 0; j < ix->ndocs; j++)
+        if (lik_plaid_is_dead(ix, j)) v[n++] = j;
+      const int bad = wnpy(&c, "deleted.npy", LIK_I64, 1, &n, v, 0);
+      free(v);
+      if (bad) return vfail(&c);
+    }
+  }
+  if (parts & LIK_PLAID_PART_META) {
+    if (!ix->has_meta) {
+      if (gone(&c, "metadata.sqlite")) return vfail(&c);
+    } else {
+      if (wopen(&c, "metadata.sqlite")) return vfail(&c);
+      wbytes(&c, ix->meta, (size_t)ix->meta_size);
+      if (wclose(&c)) return vfail(&c);
+    }
+  }
+  return stage_manifest(&c, ix);
 }

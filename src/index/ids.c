@@ -1,6 +1,7 @@
 /*
  * ids.c — a living index's documents: stable ids (the id map), tombstones,
- * delete and compact (docs/plaid_index.md, "Delete, update, compact").
+ * compaction (docs/plaid_index.md, "Delete, update, compact"; txn.c makes
+ * them changes).
  *
  * A document keeps its id for life.  Until something moves documents the id
  * is the position (ix->ids NULL); an update (a new position under an old id)
@@ -159,16 +160,6 @@ lik_status lik_plaid_live_positions(const lik_plaid_index *ix, const lik_index *
   return st;
 }
 
-lik_status lik_plaid_delete_impl(lik_plaid_index *ix, const lik_index *ids, int64_t n) {
-  int64_t *pos = (int64_t *)malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!pos) return lik_fail(LIK_ERR_ALLOC, "ids: cannot allocate %lld positions", (long long)n);
-  lik_status st = lik_plaid_live_positions(ix, ids, n, "ids", pos);
-  if (!st) st = lik_plaid_reserve_living(ix, 0);
-  if (!st) lik_plaid_kill(ix, pos, n, 0);
-  free(pos);
-  return st;
-}
-
 static int cmp_i64(const void *a, const void *b) {
   const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
@@ -202,8 +193,7 @@ lik_status lik_plaid_check_id_map(const lik_plaid_index *ix, const int64_t *ids,
 
 /* ---- compact ---------------------------------------------------------------------- */
 
-lik_status lik_plaid_compact_impl(lik_plaid_index *ix) {
-  if (!ix->ndead) return LIK_OK;
+lik_status lik_plaid_compact(lik_plaid_index *ix) {
   const int64_t N = ix->ndocs, L = N - ix->ndead, K = ix->ncent, W = ix->width;
   const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
   const int64_t nseg = (L + chunk - 1) / chunk;

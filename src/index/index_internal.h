@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../core/residual.h"
+#include "commit.h"
 #include "lik_experimental.h"
 
 #define LIK_PLAID_MAX_CHUNKS (1 << 20)
@@ -100,6 +101,23 @@ struct lik_plaid_index {
   /* mapped files */
   lik_region *regions;
   int64_t nregions, cap_regions;
+
+  /* the folder the index is the state of (txn.c): has_home, the identity of
+   * its metadata.json when the index was loaded from it or saved to it, and
+   * dirty, the parts (LIK_PLAID_PART_*) changed since: a save there writes
+   * only those */
+  int has_home;
+  lik_file_id home;
+  unsigned dirty;
+};
+
+/* The parts of an index folder, each a set of files a change rewrites whole
+ * (metadata.json, the manifest, is written by every save). */
+enum {
+  LIK_PLAID_PART_DOCS = 1,    /* codec, IVF, codes, residuals, chunk files, doc_ids / next_id */
+  LIK_PLAID_PART_DELETED = 2, /* deleted.npy */
+  LIK_PLAID_PART_META = 4,    /* metadata.sqlite */
+  LIK_PLAID_PART_ALL = 7
 };
 
 /* ---- ids and tombstones (ids.c) ---- */
@@ -148,9 +166,10 @@ lik_status lik_plaid_reserve_living(lik_plaid_index *ix, int ids_too);
  * to new positions; call lik_plaid_assign_ids next, which re-sorts by_id). */
 void lik_plaid_kill(lik_plaid_index *ix, const int64_t *pos, int64_t n, int forget);
 
-/* Deletes / compacts (lik_plaid_index_delete / _compact / _update). */
-lik_status lik_plaid_delete_impl(lik_plaid_index *ix, const lik_index *ids, int64_t n);
-lik_status lik_plaid_compact_impl(lik_plaid_index *ix);
+/* Drops the deleted documents (ndead > 0): codes, residuals, document
+ * table and IVF rebuilt aside, then swapped in; on failure the index is
+ * unchanged. */
+lik_status lik_plaid_compact(lik_plaid_index *ix);
 
 /* The codec view of the index (F16 centroids, F32 cutoffs / weights,
  * colbert layout) for the CPU backend. */
@@ -280,15 +299,19 @@ typedef struct {
   int64_t ndocs, ntok;
 } lik_plaid_docs;
 
+/* A new index, without documents, trained on the tokens of sample / of
+ * fast-plaid's document sample of docs. */
 lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o,
                                 lik_plaid_index **out);
-lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
+lik_status lik_plaid_train_docs(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
                                 lik_plaid_index **out);
-/* Appends docs; their ids: given (live ids, which are deleted at their old
- * positions: an update), or the next ids when given is NULL.  On failure the
- * index is unchanged. */
-lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
-                              const lik_plaid_bopts *o, const lik_index *given);
+
+/* Codes docs with the index's centroids and appends them as documents
+ * ndocs .. (in-memory chunks of chunk_docs; progress reported).  Leaves the
+ * IVF, ids and threshold alone; on failure part of them may be appended (the
+ * transaction, txn.c, rolls back). */
+lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                            const lik_plaid_bopts *o);
 
 /* ---- centroid expansion (expand.c; fast-plaid's update) ---- */
 
@@ -309,9 +332,40 @@ lik_status lik_plaid_updated_threshold(const lik_plaid_index *ix, const lik_plai
 
 /* ---- files (format.c) ---- */
 
-lik_status lik_plaid_save_impl(const lik_plaid_index *ix, const char *path,
-                               const int64_t *doc_ids, int64_t doc_ids_stride);
+/* Loads folder path (its home: has_home, home set, nothing dirty). */
 lik_status lik_plaid_load_impl(const char *path, unsigned flags, lik_plaid_index **out);
+
+/* Stages into change cm of folder dir the files of the parts (LIK_PLAID_PART_*)
+ * and marks the ones their state has not for removal, then the manifest
+ * metadata.json.  doc_ids (stride): written as doc_ids.npy instead of the
+ * index's ids (LIK_PLAID_PART_DOCS).  LIK_ERR_VALUE naming dir and the file,
+ * LIK_ERR_ALLOC; nothing committed either way. */
+lik_status lik_plaid_stage_files(lik_commit *cm, const lik_plaid_index *ix, const char *dir,
+                                 unsigned parts, const int64_t *doc_ids, int64_t doc_ids_stride);
+
+/* ---- changing an index (txn.c) ---- */
+
+/* Each call is one transaction: on failure the index is as it was, bitwise
+ * (and its folder, for a save); on success its dirty parts name what a save
+ * to its home rewrites. */
+
+/* train on docs' sample, then add docs (never expanding); *out NULL on failure */
+lik_status lik_plaid_build_impl(const lik_plaid_docs *docs, const lik_plaid_bopts *o,
+                                lik_plaid_index **out);
+/* Appends docs (expanding the centroids first with o->expand); their ids:
+ * given (live ids, which are deleted at their old positions: an update), or
+ * the next ids when given is NULL. */
+lik_status lik_plaid_add_impl(lik_plaid_index *ix, const lik_plaid_docs *docs,
+                              const lik_plaid_bopts *o, const lik_index *given);
+lik_status lik_plaid_delete_impl(lik_plaid_index *ix, const lik_index *ids, int64_t n);
+lik_status lik_plaid_compact_impl(lik_plaid_index *ix);
+/* The metadata database: a copy of data [size] (size -1: none). */
+lik_status lik_plaid_set_meta_impl(lik_plaid_index *ix, const void *data, int64_t size);
+/* One atomic change of folder path (commit.h): the dirty parts when path is
+ * the index's home (unchanged since), else every part; then path is its home
+ * (none after a save with doc_ids, which the index does not hold). */
+lik_status lik_plaid_save_impl(lik_plaid_index *ix, const char *path, const int64_t *doc_ids,
+                               int64_t doc_ids_stride);
 
 /* ---- search (search.c) ---- */
 

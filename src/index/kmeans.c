@@ -1,8 +1,9 @@
 /*
- * kmeans.c — the PLAID index's k-means: spherical (points and centroids
- * L2-normalised, a point goes to the centroid of highest inner product,
- * lowest index on ties, through the codec's compress backend and so the
- * MaxSim tile kernels), centroids updated to the normalised mean of their
+ * kmeans.c — the arithmetic of training and of an expanding add: an input
+ * row as fp32, quantiles, and the PLAID index's k-means: spherical (points
+ * and centroids L2-normalised, a point goes to the centroid of highest inner
+ * product, lowest index on ties, through the codec's compress backend and so
+ * the MaxSim tile kernels), centroids updated to the normalised mean of their
  * points.  Deterministic: the seed fixes the initial centroids and the
  * re-seeding of empty clusters; every centroid's sum is taken by one task in
  * ascending point order (fp64), so the result does not depend on threads.
@@ -11,8 +12,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/dtype.h"
 #include "../cpu/cpu_internal.h"
 #include "index_internal.h"
+
+int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst) {
+  int ok = 1;
+  for (int64_t k = 0; k < x->dim; k++) {
+    const int64_t o = r * x->sl + k * x->sk;
+    float v;
+    switch (x->dtype) {
+      case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)x->data)[o]); break;
+      case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)x->data)[o]); break;
+      case LIK_F64: v = (float)((const double *)x->data)[o]; break;
+      default: v = ((const float *)x->data)[o]; break;
+    }
+    ok &= isfinite(v) != 0;
+    dst[k] = v;
+  }
+  return ok;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+float lik_plaid_quantile(float *v, int64_t n, double q) {
+  qsort(v, (size_t)n, sizeof(float), cmp_float);
+  const double pos = q * (double)(n - 1);
+  const int64_t lo = (int64_t)pos, hi = lo + 1 < n ? lo + 1 : n - 1;
+  return (float)(v[lo] + (pos - (double)lo) * (v[hi] - v[lo]));
+}
 
 lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
                             const lik_call *call, int32_t *codes) {

@@ -1,7 +1,8 @@
 /*
  * test_plaid_commit.c — a change of a PLAID index folder (lik_plaid_index_save
- * after build, add, an expanding add, a delete with metadata, a delete +
- * compact, an update) is atomic (docs/plaid_index.md, "Atomic
+ * after build, add, an expanding add, a delete (alone: only its files are
+ * written), a delete with metadata, a delete + add, a delete + compact, an
+ * update) is atomic (docs/plaid_index.md, "Atomic
  * commits"): whatever write it fails at or is killed at, the folder loads and
  * is the old state or the new one, bitwise (its files, read through a
  * committed change as a loader does, and search results); a failed call
@@ -15,8 +16,11 @@
  * every n.  Also: RLIMIT_FSIZE at each file size, a folder in the way of each
  * file, a corrupt code (refused before anything is written), a FIFO in place
  * of each file (refused, never blocks), non-finite centroids and bucket
- * weights out of fp16 range (refused at load, naming the file).  Under the
- * sanitizers (their own interceptors) the write-point sweep is left out.
+ * weights out of fp16 range (refused at load, naming the file).  And a save
+ * to the index's own folder writes only the files its changes touched (by
+ * inode), the same bytes as a whole save, and every file when someone else
+ * changed the folder.  Under the sanitizers (their own interceptors) the
+ * write-point sweep is left out.
  */
 #undef _FORTIFY_SOURCE /* this file defines open(): no inline wrapper of it */
 #include "lik_test_util.h"
@@ -248,13 +252,18 @@ static docs g_base, g_more;
 static lik_plaid_index *g_built; /* g_base built (scenario "save") */
 static int64_t g_ids[1024];
 
-enum { SCN_SAVE, SCN_ADD, SCN_EXPAND, SCN_DELETE, SCN_COMPACT, SCN_UPDATE, NSCN };
+enum {
+  SCN_SAVE, SCN_ADD, SCN_EXPAND, SCN_DELETE, SCN_COMPACT, SCN_UPDATE, SCN_DELETE_ONLY,
+  SCN_DELETE_ADD, NSCN
+};
 static const char *SCN_NAME[] = {"save a built index", "load + add + save (ids)",
                                  "load + expanding add + save (the index's ids)",
                                  "load + delete 2 + metadata + save (deleted.npy, metadata.sqlite)",
                                  "load + delete the 2 highest ids + compact + save (doc_ids.npy: the "
                                  "id map; next_id.npy)",
-                                 "load + update 1 + save (a new position under an old id)"};
+                                 "load + update 1 + save (a new position under an old id)",
+                                 "load + delete 2 + save (deleted.npy and metadata.json only)",
+                                 "load + delete 2 + add + save (every file)"};
 
 static lik_plaid_build_options opts(int expand) {
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
@@ -266,11 +275,12 @@ static lik_plaid_build_options opts(int expand) {
 }
 
 /* The changes of a living index (frees ix): each deletes / updates live
- * documents of the state it finds, so that it can be applied again. */
+ * documents of the state it finds (k deleted so far, from the front; a
+ * compact's from the back), so that it can be applied again. */
 static lik_status change_living(int scn, const char *dir, lik_plaid_index *ix) {
   lik_plaid_index_info info;
   lik_plaid_index_get_info(ix, &info);
-  const int64_t k = info.num_deleted + (g_base.n - info.num_docs); /* deleted so far */
+  const int64_t k = info.num_deleted + (scn == SCN_COMPACT ? g_base.n - info.num_docs : 0);
   lik_status st;
   if (scn == SCN_UPDATE) {
     lik_tensor X = {g_more.x, LIK_F32, 2, {g_more.cu[1], D}, {D, 1}, LIK_CPU, 0};
@@ -288,6 +298,12 @@ static lik_status change_living(int scn, const char *dir, lik_plaid_index *ix) {
     st = lik_plaid_index_delete(ix, &ids);
     if (!st && scn == SCN_DELETE) st = lik_plaid_index_set_metadata_db(ix, meta, (int64_t)strlen(meta));
     if (!st && scn == SCN_COMPACT) st = lik_plaid_index_compact(ix);
+    if (!st && scn == SCN_DELETE_ADD) {
+      lik_tensor X, cu;
+      docs_tensors(&g_more, &X, &cu);
+      lik_plaid_build_options o = opts(0);
+      st = lik_plaid_index_add(ix, &X, &cu, &o);
+    }
   }
   if (!st) st = lik_plaid_index_save(ix, dir, NULL);
   lik_plaid_index_free(ix);
@@ -524,6 +540,150 @@ static void group_in_the_way(void) {
   group_end();
 }
 
+/* ---- a save writes only what changed ------------------------------------------------ */
+
+typedef struct {
+  int n;
+  char name[MAXF][256];
+  ino_t ino[MAXF];
+} inodes;
+
+static void read_inodes(const char *dir, inodes *s) {
+  memset(s, 0, sizeof *s);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char p[1024];
+  struct stat st;
+  while (d && (e = readdir(d)) && s->n < MAXF) {
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (e->d_name[0] == '.' || lstat(p, &st)) continue;
+    snprintf(s->name[s->n], sizeof s->name[0], "%s", e->d_name);
+    s->ino[s->n++] = st.st_ino;
+  }
+  if (d) closedir(d);
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names a save wrote or removed (another inode, new, gone), sorted,
+ * comma-separated; "*" when it wrote every file. */
+static void changed(const inodes *a, const inodes *b, char *out, size_t cap) {
+  const char *v[2 * MAXF];
+  int n = 0;
+  for (int i = 0; i < b->n; i++) {
+    int j = 0;
+    while (j < a->n && strcmp(a->name[j], b->name[i])) j++;
+    if (j == a->n || a->ino[j] != b->ino[i]) v[n++] = b->name[i];
+  }
+  const int all = n == b->n;
+  for (int j = 0; j < a->n; j++) {
+    int i = 0;
+    while (i < b->n && strcmp(a->name[j], b->name[i])) i++;
+    if (i == b->n) v[n++] = a->name[j];
+  }
+  qsort(v, (size_t)n, sizeof v[0], cmp_name);
+  out[0] = 0;
+  if (all) snprintf(out, cap, "*");
+  else
+    for (int i = 0; i < n; i++)
+      snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "," : "", v[i]);
+}
+
+/* The folder is what a whole save of the index it holds writes, bitwise. */
+static int is_whole(const char *dir) {
+  char full[300];
+  snprintf(full, sizeof full, "%s/whole", g_tmp);
+  rm_tree(full);
+  lik_plaid_index *ix = NULL;
+  int ok = lik_plaid_index_load(dir, LIK_PLAID_LOAD_VERIFY, &ix) == LIK_OK &&
+           lik_plaid_index_save(ix, full, NULL) == LIK_OK;
+  lik_plaid_index_free(ix);
+  state a, b;
+  read_state(dir, &a);
+  read_state(full, &b);
+  ok = ok && state_eq(&a, &b);
+  state_free(&a);
+  state_free(&b);
+  rm_tree(full);
+  return ok;
+}
+
+static lik_status delete2(lik_plaid_index *ix, int64_t at) {
+  int64_t two[2] = {g_ids[at], g_ids[at + 1]};
+  lik_tensor ids = {two, LIK_I64, 1, {2}, {1}, LIK_CPU, 0};
+  return lik_plaid_index_delete(ix, &ids);
+}
+
+/* save ix to dir, which must then have `want` changed (see changed()) and
+ * be whole. */
+static void save_writes(lik_plaid_index *ix, const char *dir, const char *want, const char *what) {
+  inodes before, after;
+  char got[4096];
+  case_begin("%s", what);
+  read_inodes(dir, &before);
+  CHECK(lik_plaid_index_save(ix, dir, NULL) == LIK_OK, "%s: save: %s", what, lik_last_error());
+  read_inodes(dir, &after);
+  changed(&before, &after, got, sizeof got);
+  CHECK(!strcmp(got, want), "%s: the save wrote / removed %s, expected %s", what, got, want);
+  CHECK(is_whole(dir), "%s: the folder differs from a whole save of its index", what);
+}
+
+static void group_partial(void) {
+  group_begin("a save writes only what changed");
+  char dir[300], other[300];
+  snprintf(dir, sizeof dir, "%s/own", g_tmp);
+  snprintf(other, sizeof other, "%s/other", g_tmp);
+  rm_tree(dir);
+  rm_tree(other);
+  lik_tensor all = {g_ids, LIK_I64, 1, {g_base.n}, {1}, LIK_CPU, 0};
+  CHECK(lik_plaid_index_save(g_built, dir, &all) == LIK_OK, "save: %s", lik_last_error());
+  lik_plaid_index *ix = NULL, *ix2 = NULL;
+  CHECK(lik_plaid_index_load(dir, 0, &ix) == LIK_OK, "load: %s", lik_last_error());
+  if (!ix) return;
+  CHECK(delete2(ix, 0) == LIK_OK, "delete: %s", lik_last_error());
+  save_writes(ix, dir, "deleted.npy,metadata.json", "load + delete + save");
+  CHECK(delete2(ix, 2) == LIK_OK, "delete: %s", lik_last_error());
+  save_writes(ix, dir, "deleted.npy,metadata.json", "delete + save again (the folder it saved)");
+  save_writes(ix, dir, "metadata.json", "save without a change");
+  CHECK(lik_plaid_index_set_metadata_db(ix, "m1", 2) == LIK_OK, "set: %s", lik_last_error());
+  save_writes(ix, dir, "metadata.json,metadata.sqlite", "metadata + save");
+  CHECK(lik_plaid_index_set_metadata_db(ix, "m1", 2) == LIK_OK, "set: %s", lik_last_error());
+  save_writes(ix, dir, "metadata.json", "the same metadata + save");
+  CHECK(lik_plaid_index_set_metadata_db(ix, NULL, -1) == LIK_OK, "set: %s", lik_last_error());
+  save_writes(ix, dir, "metadata.json,metadata.sqlite", "no metadata + save (removed)");
+  /* someone else changes the folder: the next save writes it whole, as ix */
+  CHECK(lik_plaid_index_load(dir, 0, &ix2) == LIK_OK && delete2(ix2, 4) == LIK_OK &&
+            lik_plaid_index_save(ix2, dir, NULL) == LIK_OK,
+        "another index's delete + save: %s", lik_last_error());
+  lik_plaid_index_free(ix2);
+  CHECK(delete2(ix, 6) == LIK_OK, "delete: %s", lik_last_error());
+  save_writes(ix, dir, "*", "delete + save after another index saved there");
+  lik_plaid_index_info info;
+  lik_plaid_index_get_info(ix, &info);
+  CHECK(lik_plaid_index_load(dir, 0, &ix2) == LIK_OK, "load: %s", lik_last_error());
+  lik_plaid_index_info info2 = {0};
+  lik_plaid_index_get_info(ix2, &info2);
+  CHECK(info2.num_deleted == info.num_deleted, "the folder has %lld deleted, the index %lld",
+        (long long)info2.num_deleted, (long long)info.num_deleted);
+  lik_plaid_index_free(ix2);
+  /* another folder: whole; then it is the index's */
+  save_writes(ix, other, "*", "save to another folder");
+  CHECK(delete2(ix, 8) == LIK_OK, "delete: %s", lik_last_error());
+  save_writes(ix, other, "deleted.npy,metadata.json", "delete + save to the other folder");
+  save_writes(ix, dir, "*", "save to the folder before");
+  /* given doc_ids: the folder holds ids the index has not, the next save is whole */
+  int64_t v[1024];
+  for (int64_t j = 0; j < info.num_docs; j++) v[j] = 7 * j;
+  lik_tensor given = {v, LIK_I64, 1, {info.num_docs}, {1}, LIK_CPU, 0};
+  CHECK(lik_plaid_index_save(ix, dir, &given) == LIK_OK, "save with doc_ids: %s", lik_last_error());
+  CHECK(delete2(ix, 10) == LIK_OK, "delete: %s", lik_last_error());
+  save_writes(ix, dir, "*", "delete + save after a save with doc_ids");
+  lik_plaid_index_free(ix);
+  rm_tree(dir);
+  rm_tree(other);
+  group_end();
+}
+
 /* ---- values checked before use ------------------------------------------------------ */
 
 /* The data of a .npy file lik wrote (version 1 header). */
@@ -645,6 +805,7 @@ int main(int argc, char **argv) {
   group_points();
   group_fsize();
   group_in_the_way();
+  group_partial();
   group_values();
   printf("%ld fault points in %.1f s\n", g_points, now_s() - t0);
   lik_plaid_index_free(g_built);

@@ -325,7 +325,7 @@ static int64_t exact_topk(const float *sc, int64_t n, const uint8_t *allowed, in
 /* full [nq][n]: the residual MaxSim scores (normalize on) of the queries
  * against every document of ix, from its files saved into dir (g_cu = the
  * corpus's offsets). */
-static void reference_scores(const lik_plaid_index *ix, const char *dir, const corpus *c, int nbits,
+static void reference_scores(lik_plaid_index *ix, const char *dir, const corpus *c, int nbits,
                              const queries *q, float *full) {
   const int64_t n = c->n, d = c->d;
   g_cu = c->cu;

@@ -1,15 +1,16 @@
 /*
  * fuzz_plaid_commit.c — fuzz target of a change of an index folder: load an
  * untrusted folder (a committed change not yet applied, a stale staging
- * folder included: src/index/commit.c), add documents, save over the folder,
- * load again.  Oracles: no crash, sanitizer report, leak or hang; every
+ * folder included: src/index/commit.c), add documents and / or delete one,
+ * save over the folder (after a delete alone: only its files), load again.  Oracles: no crash, sanitizer report, leak or hang; every
  * refusal is LIK_ERR_VALUE / LIK_ERR_ALLOC with a message; a folder that
  * loaded still loads after a failed save (the old state) and, after a
  * successful one, loads with the added documents and searches exactly as
  * the index in memory did (the new state).
  *
  * Input: byte 0 = flags (bit 0: LIK_PLAID_LOAD_VERIFY; bit 1: add with
- * expand_centroids; bits 2-4: tokens a document - 1), then the files of
+ * expand_centroids; bits 2-4: tokens a document - 1; bit 5: delete the
+ * first live document), then the files of
  * FILES separated by FUZZ_SEP (fuzz_util.h; an empty part leaves the file
  * out), then the added tokens (float32, d each).  With libFuzzer a custom
  * mutator changes one file at a time (fuzz_mutate_folder).  Seeds:
@@ -92,6 +93,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st != LIK_OK && !((st == LIK_ERR_VALUE || st == LIK_ERR_ALLOC) && lik_last_error()[0])) abort();
   free(x);
   free(cu);
+  if (flags & 32) { /* delete the first live document */
+    lik_plaid_index_info m;
+    if (lik_plaid_index_get_info(ix, &m) != LIK_OK) abort();
+    int64_t *ids = malloc((size_t)(m.num_docs + 1) * sizeof(int64_t)), j = 0;
+    lik_tensor I = {ids, LIK_I64, 1, {m.num_docs}, {1}, LIK_CPU, 0};
+    if (lik_plaid_index_get_ids(ix, &I) != LIK_OK) abort();
+    while (j < m.num_docs && ids[j] < 0) j++;
+    lik_tensor one = {ids + j, LIK_I64, 1, {1}, {1}, LIK_CPU, 0};
+    if (j < m.num_docs && lik_plaid_index_delete(ix, &one) != LIK_OK) abort();
+    free(ids);
+  }
   lik_plaid_index_info b;
   if (lik_plaid_index_get_info(ix, &b) != LIK_OK) abort();
   float s0[NQ * TOPK], s1[NQ * TOPK];

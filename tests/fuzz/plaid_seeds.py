@@ -73,7 +73,8 @@ def main() -> None:
 
 def commit_seeds(index_corpus: Path, out: Path, rng) -> None:
     """fuzz_plaid_commit's input: fuzz_plaid_index's, then .lik-commit/metadata.json,
-    .lik-commit/ivf.npy, .lik-commit/.remove, .lik-new/metadata.json, then float32 tokens."""
+    .lik-commit/ivf.npy, .lik-commit/.remove, .lik-new/metadata.json, then float32 tokens
+    (or none, with a delete)."""
     out.mkdir(parents=True, exist_ok=True)
     for seed in sorted(index_corpus.iterdir()):
         data = seed.read_bytes()
@@ -84,6 +85,8 @@ def commit_seeds(index_corpus: Path, out: Path, rng) -> None:
                              ("staging", [b"", b"", b"", b"{not json"])]:
             flags = data[0] | (4 * len(name) % 32)
             (out / f"{seed.name}_{name}").write_bytes(bytes([flags]) + data[1:] + SEP + SEP.join(staged) + SEP + tokens)
+        # a delete alone (no tokens): the save writes deleted.npy and metadata.json only
+        (out / f"{seed.name}_delete").write_bytes(bytes([data[0] | 32]) + data[1:] + SEP + SEP.join([b""] * 4) + SEP)
 
 
 if __name__ == "__main__":
