@@ -6,10 +6,12 @@ lazy path)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +129,67 @@ def test_submodules_without_torch(tmp_path):
         print("ok")
         """, tmp_path)
     assert out == "ok"
+
+
+# ---- imports go one way (docs/architecture.md) -------------------------------------------------
+
+SRC = Path(__file__).resolve().parents[2] / "python" / "lik"
+
+
+def _module_level_imports(body):
+    """Import statements run at import time: the module's body, its try /
+    if blocks, not function bodies (a call-time import is no circle)."""
+    for n in body:
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            yield n
+        elif isinstance(n, ast.Try):
+            for b in (n.body, n.orelse, n.finalbody, *[h.body for h in n.handlers]):
+                yield from _module_level_imports(b)
+        elif isinstance(n, ast.If):
+            yield from _module_level_imports(n.body)
+            yield from _module_level_imports(n.orelse)
+
+
+def _import_graph() -> dict:
+    mods = {}
+    for f in SRC.rglob("*.py"):
+        parts = list(f.relative_to(SRC.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        mods[".".join(parts[:-1] if is_pkg else parts)] = (f, is_pkg)
+    graph = {}
+    for name, (f, is_pkg) in mods.items():
+        pkg = name if is_pkg else name.rpartition(".")[0]
+        deps = set()
+        for n in _module_level_imports(ast.parse(f.read_text()).body):
+            if isinstance(n, ast.Import):
+                deps.update(a.name for a in n.names)
+                continue
+            base = pkg.split(".")[: len(pkg.split(".")) - n.level + 1] if n.level else []
+            mod = ".".join(base + ([n.module] if n.module else []))
+            for a in n.names:  # `from pkg import sub` imports the submodule, `from pkg import name` pkg
+                deps.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def test_module_imports_go_one_way():
+    """No import circle among the package's modules (distributed.py and
+    _sharded_index.py had one, lik.compat and lik.compat.autograd another)."""
+    graph = _import_graph()
+    assert "lik._collective" in graph and "lik.distributed" in graph  # the walk found the package
+    state, path = {}, []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
