@@ -23,10 +23,8 @@ import lik  # noqa: E402
 from lik import _lib  # noqa: E402
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-    """fp32 torch tensors count as CUDA tensors under "high"; returns the
-    list that receives every built struct's fp32_precision."""
+def _record(monkeypatch) -> list:
+    """The list that receives the fp32_precision of every lik_options struct built from now on."""
     seen = []
     build = _lib.make_options
 
@@ -36,8 +34,15 @@ def recorded(monkeypatch):
         return o
 
     monkeypatch.setattr(_lib, "make_options", recording)
-    monkeypatch.setattr(_lib, "tf32_of", lambda x: _lib.is_torch(x) and x.dtype == torch.float32)
     return seen
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """fp32 torch tensors count as CUDA tensors under "high"; every built
+    struct's fp32_precision is recorded."""
+    monkeypatch.setattr(_lib, "tf32_of", lambda x: _lib.is_torch(x) and x.dtype == torch.float32)
+    return _record(monkeypatch)
 
 
 def _packed(X, n):
@@ -104,15 +109,7 @@ def test_every_call_form_follows_the_fp32_precision(form, recorded, rng):
 def test_the_highest_precision_and_other_dtypes_keep_fp32(monkeypatch, rng):
     """The switch is the torch state's: "highest" (here: tf32_of False) and
     non-fp32 inputs keep LIK_FP32_HIGHEST."""
-    seen = []
-    build = _lib.make_options
-
-    def recording(**kw):
-        o = build(**kw)
-        seen.append(o.fp32_precision)
-        return o
-
-    monkeypatch.setattr(_lib, "make_options", recording)
+    seen = _record(monkeypatch)
     Q, D, nq, nd = _inputs(rng)
     Qp, cq = _packed(Q, nq)
     Dp, cd = _packed(D, nd)
