@@ -18,6 +18,10 @@
 
 #include <stdint.h>
 
+/* The cut-offs the command reports (`lik` and `lik search`). */
+#define NDCG_K 10
+#define RECALL_K 100
+
 typedef struct qrel {
   int64_t q, d, gain;
 } qrel;

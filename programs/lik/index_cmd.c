@@ -20,47 +20,14 @@
 #include <unistd.h>
 
 #include "checked.h" /* src/core: overflow-checked sizes */
+#include "cli.h"
 #include "emb_io.h"
 #include "eval.h"
 #include "lik_experimental.h"
 #include "meta_where.h"
 #include "report.h"
 
-#define NDCG_K 10
-#define RECALL_K 100
 #define QUERY_BATCH 256
-
-static const char *prog = "lik";
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int parse_ll(const char *opt, const char *s, long long lo, long long *out) {
-  char *e;
-  errno = 0;
-  long long v = strtoll(s, &e, 10);
-  if (errno || e == s || *e || v < lo) {
-    fprintf(stderr, "%s: %s expects an integer >= %lld, got '%s'\n", prog, opt, lo, s);
-    return 1;
-  }
-  *out = v;
-  return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out) {
-  char *e;
-  errno = 0;
-  double v = strtod(s, &e);
-  if (errno || e == s || *e || !isfinite(v)) {
-    fprintf(stderr, "%s: %s expects a finite number, got '%s'\n", prog, opt, s);
-    return 1;
-  }
-  *out = (float)v;
-  return 0;
-}
 
 /* Bytes of the regular files in a folder. */
 static long long folder_bytes(const char *dir) {
@@ -254,13 +221,13 @@ int cmd_index(int argc, char **argv) {
     case O_DLEN: ds.lengths = optarg; break;
     case O_DCU: ds.cu_seqlens = optarg; break;
     case O_DIDS: ds.ids = optarg; break;
-    case 'b': if (parse_ll("--nbits", optarg, 1, &v)) return 2; o.nbits = (int)(v > 64 ? 64 : v); break;
-    case O_K: if (parse_ll("--centroids", optarg, 1, &v)) return 2; o.num_centroids = v; break;
-    case O_ITERS: if (parse_ll("--kmeans-iters", optarg, 1, &v)) return 2; o.kmeans_niters = (int)(v > 1000 ? 1000 : v); break;
-    case O_SAMPLE: if (parse_ll("--sample-docs", optarg, 1, &v)) return 2; o.sample_docs = v; break;
-    case O_SEED: if (parse_ll("--seed", optarg, 0, &v)) return 2; o.seed = (uint64_t)v; break;
-    case O_CHUNK: if (parse_ll("--chunk-docs", optarg, 1, &v)) return 2; o.chunk_docs = v; break;
-    case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
+    case 'b': if (parse_int_min("--nbits", optarg, 1, &v)) return 2; o.nbits = (int)(v > 64 ? 64 : v); break;
+    case O_K: if (parse_int_min("--centroids", optarg, 1, &v)) return 2; o.num_centroids = v; break;
+    case O_ITERS: if (parse_int_min("--kmeans-iters", optarg, 1, &v)) return 2; o.kmeans_niters = (int)(v > 1000 ? 1000 : v); break;
+    case O_SAMPLE: if (parse_int_min("--sample-docs", optarg, 1, &v)) return 2; o.sample_docs = v; break;
+    case O_SEED: if (parse_int_min("--seed", optarg, 0, &v)) return 2; o.seed = (uint64_t)v; break;
+    case O_CHUNK: if (parse_int_min("--chunk-docs", optarg, 1, &v)) return 2; o.chunk_docs = v; break;
+    case 't': if (parse_int_min("--threads", optarg, 0, &threads)) return 2; break;
     case O_JSON: json = 1; break;
     case O_ADD: add = 1; break;
     case O_EXPAND: o.expand_centroids = 1; break;
@@ -503,14 +470,14 @@ static int search_main(int argc, char **argv, const char **params) {
     case O_QLEN: qs.lengths = optarg; break;
     case O_QCU: qs.cu_seqlens = optarg; break;
     case O_QIDS: qs.ids = optarg; break;
-    case 'k': if (parse_ll("--top-k", optarg, 1, &top_k)) return 2; break;
-    case O_PROBE: if (parse_ll("--n-ivf-probe", optarg, 1, &nprobe)) return 2; break;
-    case O_FULL: if (parse_ll("--n-full-scores", optarg, 1, &nfull)) return 2; break;
+    case 'k': if (parse_int_min("--top-k", optarg, 1, &top_k)) return 2; break;
+    case O_PROBE: if (parse_int_min("--n-ivf-probe", optarg, 1, &nprobe)) return 2; break;
+    case O_FULL: if (parse_int_min("--n-full-scores", optarg, 1, &nfull)) return 2; break;
     case O_THR: if (parse_float("--threshold", optarg, &thr)) return 2; prune = 1; break;
     case 'r': qrels_path = optarg; break;
-    case 'n': if (parse_ll("--limit-queries", optarg, 0, &limit)) return 2; break;
-    case 'p': if (parse_ll("--print", optarg, -1, &nprint)) return 2; break;
-    case 't': if (parse_ll("--threads", optarg, 0, &threads)) return 2; break;
+    case 'n': if (parse_int_min("--limit-queries", optarg, 0, &limit)) return 2; break;
+    case 'p': if (parse_int_min("--print", optarg, -1, &nprint)) return 2; break;
+    case 't': if (parse_int_min("--threads", optarg, 0, &threads)) return 2; break;
     case O_VERIFY: verify = 1; break;
     case O_JSON: json = 1; break;
     case O_WHERE: where = optarg; break;

@@ -31,6 +31,14 @@ late-interaction-kernels):
 * :mod:`lik.compat` — the seed's names, signatures and submodules
   (``import lik.compat as late_interaction_kernels``).
 
+Submodules: :mod:`lik.plaid`, :mod:`lik.quant` and :mod:`lik.index` are
+imported with the package; :mod:`lik.compat`, :mod:`lik.distributed`,
+:mod:`lik.integrations`, :mod:`lik.head` and :mod:`lik.padded` on first use
+(``lik.distributed.retrieve(...)`` after a plain ``import lik``), so
+``import lik`` costs no more than the package's own functions need.
+``dir(lik)`` lists them all; ``__all__`` (what ``from lik import *`` binds)
+holds the functions and classes, and ``plaid``.
+
 Threads: every call uses ``get_num_threads()`` threads; 0 (the default) means
 the library's default: ``$LIK_NUM_THREADS`` if set, else all cores.  Results
 are bitwise identical for any thread count.  ``$LIK_CPU_ISA`` forces a CPU
@@ -104,6 +112,24 @@ def get_num_threads() -> int:
         Nothing.
     """
     return _lib.get_num_threads()
+
+
+#: Public submodules, imported by attribute access on first use (PEP 562):
+#: ``lik.distributed`` works after a plain ``import lik``.  The eager ones
+#: (plaid, quant, index; head and padded with torch) are attributes already.
+_SUBMODULES = ("compat", "distributed", "head", "index", "integrations", "padded", "plaid", "quant")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")  # binds lik.<name> for the next access
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBMODULES))
 
 
 __all__ = [

@@ -433,7 +433,9 @@ def retrieve(
             ``D``, a list of ``[Ld_j]`` masks; None: every document token is
             valid (a list ``D``: each document's own tokens).
         normalize: per-token L2 normalisation (default True, as the seed's
-            ``retrieve``: ColBERT / ColPali cosine scoring).
+            ``retrieve``: ColBERT / ColPali cosine scoring).  fp32 CUDA
+            inputs are scored under ``torch.get_float32_matmul_precision()``
+            as :func:`maxsim` (``"high"`` / ``"medium"``: TF32).
         chunk: accepted for compatibility with the seed, which scores in
             document chunks to bound memory; lik always streams with bounded
             scratch, so the value is not needed and is ignored.

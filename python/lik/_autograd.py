@@ -26,7 +26,9 @@ Rules (see docs/training.md):
 * Double backward is not supported (the backward is not itself
   differentiable).
 
-The C calls go through the package's private ctypes layer (:mod:`lik._lib`).
+The C calls go through the package's private ctypes layer (:mod:`lik._lib`),
+their options through its one builder (:func:`lik._lib.call_options`: the
+torch stream and fp32 precision, as every other call of the package).
 """
 
 from __future__ import annotations
@@ -66,14 +68,6 @@ def _call(fn, tensors, opts, outs):
     n = len(tensors)
     _lib.check(fn(*ptrs[:n], ctypes.byref(opts), *ptrs[n:]))
     del keep
-
-
-def _opts(normalize: bool, backward: str = "auto", max_seqlen_q: int = 0, like=None, q_lengths=None,
-          d_lengths=None):
-    """lik_options; for CUDA tensors (``like``) the current torch stream, so the
-    C calls are ordered with torch's work (and captured in a CUDA graph)."""
-    return _lib.make_options(normalize=normalize, backward=backward, max_seqlen_q=max_seqlen_q,
-                             stream=_lib.cuda_stream_of(like), q_lengths=q_lengths, d_lengths=d_lengths)
 
 
 def _score_dtype(x: torch.Tensor) -> torch.dtype:
@@ -166,7 +160,7 @@ def _maxsim_bwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
     fn = _L.lik_maxsim_pairs_backward if layout == 1 else _L.lik_maxsim_backward
-    opts = _opts(normalize, backward, like=Q, q_lengths=q_lengths, d_lengths=d_lengths)
+    opts = _lib.call_options(Q, normalize=normalize, backward=backward, q_lengths=q_lengths, d_lengths=d_lengths)
     _call(fn, (Q, D, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
     return _grads_or_empty(Q, D, gQ, gD)
 
@@ -264,7 +258,7 @@ def _packed_fwd(
     grid = _packed_grid(cu_q, cu_d, pair_q)
     scores = torch.empty(grid, dtype=_score_dtype(Q), device=Q.device)
     argmax = torch.empty(grid + [max_lq], dtype=torch.int32, device=Q.device) if save_argmax else None
-    opts = _opts(normalize, max_seqlen_q=max_lq, like=Q)
+    opts = _lib.call_options(Q, normalize=normalize, max_seqlen_q=max_lq)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen, (Q, D, cu_q, cu_d, q_mask, d_mask), opts, (scores, argmax))
     else:
@@ -300,7 +294,7 @@ def _packed_bwd(
     need_d: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     gQ, gD = _grad_buffers(Q, D, need_q, need_d)
-    opts = _opts(normalize, backward, like=Q)
+    opts = _lib.call_options(Q, normalize=normalize, backward=backward)
     if pair_q is None:
         _call(_L.lik_maxsim_varlen_backward, (Q, D, cu_q, cu_d, q_mask, d_mask, argmax, grad), opts, (gQ, gD))
     else:
@@ -497,6 +491,9 @@ def maxsim_varlen(
             (the sequences are their ``cu_seqlens`` ranges).
         normalize: per-token L2 normalisation in the kernel (beyond the seed).
         backward: ``"auto" | "unified" | "lowmem"``.
+
+    fp32 CUDA inputs follow ``torch.get_float32_matmul_precision()`` as
+    :func:`lik.maxsim` does (``"high"`` / ``"medium"``: TF32 forward).
 
     Returns:
         ``[Nq, Nd]`` float32 (float64 for float64 inputs).  Empty or fully

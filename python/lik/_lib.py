@@ -367,8 +367,10 @@ def flag(value, name: str) -> bool:
 
 def make_options(*, normalize: bool = False, backward: str = "auto", stream: int | None = None,
                  max_seqlen_q: int = 0, q_lengths=None, d_lengths=None, tf32: bool = False) -> LikOptions:
-    """lik_options; ``q_lengths`` / ``d_lengths`` (int32 arrays or None) are
-    referenced by the returned object for as long as it lives."""
+    """The lik_options struct from explicit values (:func:`call_options` is
+    what a call uses: it takes the stream and the fp32 precision from torch).
+    ``q_lengths`` / ``d_lengths`` (int32 arrays or None) are referenced by the
+    returned object for as long as it lives."""
     o = LikOptions()
     o.normalize = 1 if flag(normalize, "normalize") else 0
     o.num_threads = _num_threads
@@ -382,6 +384,25 @@ def make_options(*, normalize: bool = False, backward: str = "auto", stream: int
         o.q_lengths = ctypes.addressof(o.keep[0][1]) if q_lengths is not None else None
         o.d_lengths = ctypes.addressof(o.keep[1][1]) if d_lengths is not None else None
     return o
+
+
+def call_options(like: Any = None, *, normalize: bool = False, backward: str = "auto", max_seqlen_q: int = 0,
+                 q_lengths=None, d_lengths=None) -> LikOptions:
+    """The lik_options of one C call whose tensors live where ``like`` does:
+    every call of the package (padded, packed, retrieve, backward, residual,
+    low-bit, head; numpy or torch) builds its options here, so all of them
+    follow torch's state alike:
+
+    * ``stream``: for a CUDA tensor, torch's current stream on its device
+      (the C call is ordered with torch's work and captured in a CUDA graph);
+    * ``fp32_precision``: :func:`tf32_of` -- fp32 CUDA tensors follow
+      ``torch.get_float32_matmul_precision()`` (the library applies it to the
+      forward and ignores it elsewhere);
+    * threads and context: this thread's :func:`set_num_threads` /
+      :class:`Context`.
+    """
+    return make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(like),
+                        max_seqlen_q=max_seqlen_q, q_lengths=q_lengths, d_lengths=d_lengths, tf32=tf32_of(like))
 
 
 def tf32_of(x: Any) -> bool:
@@ -556,22 +577,20 @@ def call_maxsim(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, b
                 q_lengths=None, d_lengths=None) -> None:
     """lik_maxsim into caller-allocated ``scores`` (F32) and optional ``argmax``
     (I32); ``q_lengths`` / ``d_lengths``: None or int32 (lik_options)."""
-    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q),
-                        q_lengths=q_lengths, d_lengths=d_lengths, tf32=tf32_of(Q))
+    opts = call_options(Q, normalize=normalize, backward=backward, q_lengths=q_lengths, d_lengths=d_lengths)
     _run(lib.lik_maxsim, Q, D, q_mask, d_mask, opts, [], scores, argmax)
 
 
 def call_maxsim_pairs(Q, D, q_mask, d_mask, scores, argmax=None, *, normalize=False, backward="auto",
                       q_lengths=None, d_lengths=None) -> None:
     """lik_maxsim_pairs into caller-allocated ``scores`` [B] and optional ``argmax`` [B, Lq]."""
-    opts = make_options(normalize=normalize, backward=backward, stream=cuda_stream_of(Q),
-                        q_lengths=q_lengths, d_lengths=d_lengths, tf32=tf32_of(Q))
+    opts = call_options(Q, normalize=normalize, backward=backward, q_lengths=q_lengths, d_lengths=d_lengths)
     _run(lib.lik_maxsim_pairs, Q, D, q_mask, d_mask, opts, [], scores, argmax)
 
 
 def call_retrieve(Q, D, q_mask, d_mask, top_k: int, scores, indices, *, normalize=True) -> None:
     """lik_retrieve into caller-allocated ``scores`` (F32) and ``indices`` (I64)."""
-    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    opts = call_options(Q, normalize=normalize)
     _run(lib.lik_retrieve, Q, D, q_mask, d_mask, opts, [ctypes.c_int64(top_k)], scores, indices)
 
 
@@ -635,7 +654,7 @@ def call_codec_compress(X, centroids, cutoffs, nbits: int, layout: str, codes, r
     """lik_codec_compress into caller-allocated ``codes`` [T] and ``residuals`` [T, d*nbits/8]."""
     keep = []
     codec = _make_codec(keep, centroids, cutoffs, None, nbits, layout)
-    opts = make_options()
+    opts = call_options(X)
     check(lib.lik_codec_compress(ctypes.byref(codec), *_views(keep, X), ctypes.byref(opts),
                                  *_views(keep, codes, residuals)))
 
@@ -645,7 +664,7 @@ def call_codec_decompress(codes, residuals, centroids, weights, nbits: int, layo
     """lik_codec_decompress into caller-allocated ``out`` [T, d]."""
     keep = []
     codec = _make_codec(keep, centroids, None, weights, nbits, layout)
-    opts = make_options(normalize=normalize, stream=cuda_stream_of(codes))
+    opts = call_options(codes, normalize=normalize)
     check(lib.lik_codec_decompress(ctypes.byref(codec), *_views(keep, codes, residuals),
                                    ctypes.byref(opts), *_views(keep, out)))
 
@@ -656,7 +675,7 @@ def call_maxsim_residual(Q, codes, residuals, lengths, centroids, weights, nbits
     lik_maxsim_residual_varlen (``lengths`` = cu_seqlens_d)."""
     keep = []
     codec = _make_codec(keep, centroids, None, weights, nbits, layout)
-    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    opts = call_options(Q, normalize=normalize)
     fn = lib.lik_maxsim_residual_varlen if packed else lib.lik_maxsim_residual
     q, c, r, n = _views(keep, Q, codes, residuals, lengths)
     check(fn(q, ctypes.byref(codec), c, r, n, ctypes.byref(opts), *_views(keep, scores, argmax)))
@@ -665,7 +684,7 @@ def call_maxsim_residual(Q, codes, residuals, lengths, centroids, weights, nbits
 def call_plaid_approx(centroid_scores, codes, cu_seqlens_d, scores) -> None:
     """lik_plaid_approx_score into caller-allocated ``scores``."""
     keep = []
-    opts = make_options(stream=cuda_stream_of(centroid_scores))
+    opts = call_options(centroid_scores)
     cs, c, cu = _views(keep, centroid_scores, codes, cu_seqlens_d)
     check(lib.lik_plaid_approx_score(cs, c, cu, ctypes.byref(opts), *_views(keep, scores)))
 
@@ -675,7 +694,7 @@ def call_topk_merge(scores, indices, lengths, top_k: int, out_scores, out_indice
     ``scores`` F32 / ``indices`` I64 ``[R, Nq, K]``, optional ``lengths`` I64
     ``[R, Nq]`` (any strides), into caller-allocated ``out_scores`` F32 /
     ``out_indices`` I64 ``[Nq, top_k]`` (CPU arrays)."""
-    opts = make_options()
+    opts = call_options()
     keep, tv = [], []
     for x in (scores, indices, lengths, out_scores, out_indices):
         k, t = view(x)
@@ -906,7 +925,7 @@ lib.lik_maxsim_binary.argtypes = [_PT, _PT, _PT, ctypes.c_int64, _PT, _PT, _PO, 
 def call_quantize_int8(X, X_int8, scale, *, normalize: bool = False) -> None:
     """lik_quantize_int8 into caller-allocated ``X_int8`` (I8) and ``scale`` (F32)."""
     keep = []
-    opts = make_options(normalize=normalize)
+    opts = call_options(X, normalize=normalize)
     x, q, sc = _views(keep, X, X_int8, scale)
     check(lib.lik_quantize_int8(x, ctypes.byref(opts), q, sc))
 
@@ -914,7 +933,7 @@ def call_quantize_int8(X, X_int8, scale, *, normalize: bool = False) -> None:
 def call_quantize_binary(X, bits) -> None:
     """lik_quantize_binary into caller-allocated ``bits`` (U8)."""
     keep = []
-    opts = make_options()
+    opts = call_options(X)
     x, b = _views(keep, X, bits)
     check(lib.lik_quantize_binary(x, ctypes.byref(opts), b))
 
@@ -922,7 +941,7 @@ def call_quantize_binary(X, bits) -> None:
 def call_maxsim_scaled(Q, scale_Q, D, scale_D, q_mask, d_mask, scores) -> None:
     """lik_maxsim_scaled (int8 / fp8) into caller-allocated ``scores`` (F32)."""
     keep = []
-    opts = make_options(stream=cuda_stream_of(Q))
+    opts = call_options(Q)
     *ins, out = _views(keep, Q, scale_Q, D, scale_D, q_mask, d_mask, scores)
     check(lib.lik_maxsim_scaled(*ins, ctypes.byref(opts), out))
 
@@ -930,7 +949,7 @@ def call_maxsim_scaled(Q, scale_Q, D, scale_D, q_mask, d_mask, scores) -> None:
 def call_maxsim_binary(Q, scale_Q, D_bits, d: int, q_mask, d_mask, scores) -> None:
     """lik_maxsim_binary into caller-allocated ``scores`` (F32)."""
     keep = []
-    opts = make_options(stream=cuda_stream_of(Q))
+    opts = call_options(Q)
     q, sq, db, qm, dm, out = _views(keep, Q, scale_Q, D_bits, q_mask, d_mask, scores)
     check(lib.lik_maxsim_binary(q, sq, db, ctypes.c_int64(d), qm, dm, ctypes.byref(opts), out))
 
@@ -946,7 +965,7 @@ lib.lik_maxsim_from_hidden_backward.argtypes = [_PT] * 8 + [_PO] + [_PT] * 4
 def call_maxsim_from_hidden(Q, H_d, W, b, q_mask, d_mask, scores, argmax=None, *, normalize=True) -> None:
     """lik_maxsim_from_hidden into caller-allocated ``scores`` (F32) and optional ``argmax`` (I32)."""
     keep = []
-    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    opts = call_options(Q, normalize=normalize)
     ins = _views(keep, Q, H_d, W, b, q_mask, d_mask)
     check(lib.lik_maxsim_from_hidden(*ins, ctypes.byref(opts), *_views(keep, scores, argmax)))
 
@@ -955,7 +974,7 @@ def call_maxsim_from_hidden_backward(Q, H_d, W, b, q_mask, d_mask, argmax, grad_
                                      grad_W, grad_b, *, normalize=True) -> None:
     """lik_maxsim_from_hidden_backward into caller-allocated gradients (None: skipped)."""
     keep = []
-    opts = make_options(normalize=normalize, stream=cuda_stream_of(Q))
+    opts = call_options(Q, normalize=normalize)
     ins = _views(keep, Q, H_d, W, b, q_mask, d_mask, argmax, grad_scores)
     outs = _views(keep, grad_Q, grad_H_d, grad_W, grad_b)
     check(lib.lik_maxsim_from_hidden_backward(*ins, ctypes.byref(opts), *outs))

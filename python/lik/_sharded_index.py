@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 
 from . import _lib
-from .distributed import (_agree, _all_gather, _exchange, _gather_merge, _index, _raise_if_failed, _require, dist,
+from ._collective import (_agree, _all_gather, _exchange, _gather_merge, _index, _raise_if_failed, _require, dist,
                           torch)
 from .index import Index, _packed, _subset
 

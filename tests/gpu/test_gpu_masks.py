@@ -186,3 +186,64 @@ def test_fp32_precision_switch(d, gen):
     err = (lo.double() - ref).abs().max().item()
     assert err <= 32 * 2.0 ** -9, f"TF32 scores off by {err}"  # unit vectors: each term |err| <= ~2^-10
     assert not torch.equal(hi, lo), "the precision switch changed nothing"
+
+
+def _packed(X, n):
+    """[N, L, d] with lengths n -> (packed [sum n, d], cu_seqlens int32 [N + 1])."""
+    keep = torch.arange(X.shape[1], device="cuda") < n[:, None]
+    cu = torch.zeros(len(n) + 1, dtype=torch.int32, device="cuda")
+    cu[1:] = torch.cumsum(n, 0)
+    return X[keep].contiguous(), cu
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_fp32_precision_every_call_form(d, gen):
+    """Every fp32 call form follows torch's matmul precision alike: under
+    "high" the packed calls (lik.maxsim_varlen, lik.score_pairs_packed) and
+    lik.retrieve agree with the padded lik.maxsim / maxsim_pairs under "high"
+    (TF32), not with "highest" (3xTF32).  The packed forward once passed no
+    fp32_precision and stayed at 3xTF32 whatever torch asked for."""
+    import lik
+
+    Nq, Nd, Lq, Ld = 3, 6, 32, 150
+    Q = rand((Nq, Lq, d), torch.float32, gen)
+    D = rand((Nd, Ld, d), torch.float32, gen)
+    nq, nd = lengths(Nq, Lq, gen), lengths(Nd, Ld, gen)
+    nq[0] = Lq  # every query has tokens: a TF32 score differs from the fp32 one
+    nd[0] = Ld // 2
+    Qp, cq = _packed(Q, nq)
+    Dp, cd = _packed(D, nd)
+    pq = torch.tensor([0, 1, 2, 0], dtype=torch.int32, device="cuda")
+    pd = torch.tensor([5, 1, 2, 3], dtype=torch.int32, device="cuda")
+
+    def run():
+        pad = lik.maxsim(Q, D, q_lengths=nq, d_lengths=nd, normalize=True)
+        packed = lik.maxsim_varlen(Qp, Dp, cq, cd, normalize=True)
+        pairs_pad = lik.maxsim_pairs(Q[pq.long()], D[pd.long()], q_lengths=nq[pq.long()], d_lengths=nd[pd.long()],
+                                     normalize=True)
+        pairs_packed = lik.score_pairs_packed(Qp, Dp, cq, cd, pq, pd, normalize=True)
+        rs, ri = lik.retrieve(Q, D, 4, q_mask=prefix(nq, Lq), d_mask=prefix(nd, Ld))  # normalize=True
+        return pad, packed, pairs_pad, pairs_packed, rs, ri
+
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        hi = run()
+        torch.set_float32_matmul_precision("high")
+        lo = run()
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+    def gap(a, b):
+        return (a.double() - b.double()).abs().max().item()
+
+    tf32_gap = gap(lo[0], hi[0])  # what TF32 changes in the padded call
+    assert tf32_gap > 1e-5, f"the precision switch changed the padded scores by {tf32_gap} only"
+    # under each precision, every form gives the padded form's scores (up to summation order)
+    for prec, r in (("highest", hi), ("high", lo)):
+        pad, packed, pairs_pad, pairs_packed, rs, ri = r
+        retrieved = torch.gather(pad, 1, ri)
+        for name, a, b in (("maxsim_varlen", packed, pad), ("score_pairs_packed", pairs_packed, pairs_pad),
+                           ("retrieve", rs, retrieved)):
+            assert gap(a, b) < tf32_gap / 8, f"{prec}: {name} differs from the padded call by {gap(a, b)} " \
+                                             f"(TF32 moves scores by {tf32_gap})"
