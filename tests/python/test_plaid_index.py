@@ -14,7 +14,7 @@ import pytest
 import lik
 from lik import plaid
 
-SEED = int.from_bytes(os.urandom(4), "little")
+SEED = int(os.environ.get("LIK_TEST_SEED", int.from_bytes(os.urandom(4), "little")))  # printed on failure: -l
 
 
 def corpus(rng, n, d, lmax=20, clusters=6):
@@ -171,9 +171,15 @@ def test_roundtrip_threads_and_layouts(tmp_path):
     st, it = lx.search(torch.from_numpy(Q), top_k=7, n_ivf_probe=2, n_full_scores=40)
     assert isinstance(st, torch.Tensor) and it.dtype == torch.int64
     np.testing.assert_array_equal(it.numpy(), ref[1])
-    # float16 / float64 queries give the same ids as float32 where the rounding allows
-    s16, _ = lx.search(Q.astype(np.float16), top_k=7, n_ivf_probe=2, n_full_scores=40)
-    assert np.allclose(s16, ref[0], atol=5e-2)
+    # float16 queries: the documents both searches return score alike within fp16's
+    # rounding (the approximate stages may swap a document at the margin: seed 75)
+    s16, i16 = lx.search(Q.astype(np.float16), top_k=7, n_ivf_probe=2, n_full_scores=40)
+    for q in range(len(Q)):
+        both = np.intersect1d(i16[q], ref[1][q])
+        assert len(both) >= 5, (q, i16[q], ref[1][q])
+        for doc in both:
+            a, b = s16[q][i16[q] == doc][0], ref[0][q][ref[1][q] == doc][0]
+            assert abs(a - b) <= 5e-2, (q, doc, a, b)
     lx.close()
     with pytest.raises(ValueError, match="closed"):
         lx.search(Q)
