@@ -8,7 +8,9 @@
  *   aarch64: AdvSIMD (NEON) is baseline in the ABI; Linux still reports it
  *            in getauxval(AT_HWCAP) (HWCAP_ASIMD), which is checked so that a
  *            kernel or emulator without it gets the portable path; other
- *            systems (macOS) take it as given: portable < neon.
+ *            systems (macOS) take it as given.  SVE: HWCAP_SVE (Linux only;
+ *            the kernel sets it only where it saves SVE state).
+ *            portable < neon < sve.
  */
 #include <pthread.h>
 
@@ -48,12 +50,17 @@ static int best_level(void) {
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1UL << 1) /* <asm/hwcap.h> */
 #endif
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
 #endif
 
-/* 0 = portable, 1 = neon (AdvSIMD fp32 FMA). */
+/* 0 = portable, 1 = neon (AdvSIMD fp32 FMA), 2 = sve. */
 static int best_level(void) {
 #if defined(__linux__)
-  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? 1 : 0;
+  const unsigned long hw = getauxval(AT_HWCAP);
+  if (!(hw & HWCAP_ASIMD)) return 0;
+  return (hw & HWCAP_SVE) ? 2 : 1;
 #else
   return 1;
 #endif
@@ -70,6 +77,7 @@ static void find_best(void) {
   if (best == 3) best = 2;
 #elif defined(LIK_CPU_ARM64)
   best = best_level();
+  if (best == 2) lik_cpu_kernels_sve_init();
 #endif
 }
 
@@ -86,7 +94,8 @@ const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
   if (level >= 2) return &lik_cpu_kernels_avx512;
   if (level == 1) return &lik_cpu_kernels_avx2;
 #elif defined(LIK_CPU_ARM64)
-  if (level >= 1) return &lik_cpu_kernels_neon;
+  if (level >= 2) return &lik_cpu_kernels_sve;
+  if (level == 1) return &lik_cpu_kernels_neon;
 #endif
   return &lik_cpu_kernels_portable;
 }

@@ -162,8 +162,8 @@ static void normalize_row_neon(float *dst, int64_t d) {
   for (; k < d; k++) dst[k] *= inv;
 }
 
-static void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
-                          int64_t cnt, int normalize, float *dst) {
+void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
+                   int64_t cnt, int normalize, float *dst) {
   for (int64_t i = 0; i < cnt; i++) {
     const int64_t off = lik_tok_off(s, n, tok[i]);
     float *row = dst + i * s->dim;

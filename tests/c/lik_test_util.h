@@ -36,9 +36,14 @@
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1UL << 1)
 #endif
-static const char *const LIK_TEST_ISAS[] = {"portable", "neon"};
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+static const char *const LIK_TEST_ISAS[] = {"portable", "neon", "sve"};
 static const char *lik_test_best_isa(void) {
-  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? "neon" : "portable";
+  const unsigned long hw = getauxval(AT_HWCAP);
+  if (!(hw & HWCAP_ASIMD)) return "portable";
+  return (hw & HWCAP_SVE) ? "sve" : "neon";
 }
 #elif defined(__x86_64__)
 static const char *const LIK_TEST_ISAS[] = {"portable", "avx2", "avx512"};
