@@ -68,6 +68,9 @@ extern const lik_cpu_kernels lik_cpu_kernels_neon;
  * SVE instruction: run once, and only on a CPU with SVE; dispatch.c). */
 extern lik_cpu_kernels lik_cpu_kernels_sve;
 void lik_cpu_kernels_sve_init(void);
+/* Whether the CPU has the AdvSIMD dot product (SDOT; Linux: HWCAP_ASIMDDP):
+ * quant.c's int8 tile on the neon and sve paths (dispatch.c). */
+int lik_cpu_arm_dotprod(void);
 /* The NEON pack, also SVE's (kernels_neon.c). */
 void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
                    int normalize, float *dst);

@@ -53,6 +53,9 @@ static int best_level(void) {
 #ifndef HWCAP_SVE
 #define HWCAP_SVE (1UL << 22)
 #endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
 #endif
 
 /* 0 = portable, 1 = neon (AdvSIMD fp32 FMA), 2 = sve. */
@@ -67,7 +70,7 @@ static int best_level(void) {
 }
 #endif
 
-static int best = 0, vnni = 0;
+static int best = 0, vnni = 0, dotprod = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void find_best(void) {
@@ -78,6 +81,9 @@ static void find_best(void) {
 #elif defined(LIK_CPU_ARM64)
   best = best_level();
   if (best == 2) lik_cpu_kernels_sve_init();
+#if defined(__linux__)
+  dotprod = best >= 1 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+#endif
 #endif
 }
 
@@ -99,5 +105,12 @@ const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
 #endif
   return &lik_cpu_kernels_portable;
 }
+
+#if defined(LIK_CPU_ARM64)
+int lik_cpu_arm_dotprod(void) {
+  pthread_once(&once, find_best);
+  return dotprod;
+}
+#endif
 
 LIK_API const char *lik_cpu_isa(void) { return lik_cpu_kernels_for(lik_context_default())->isa; }
