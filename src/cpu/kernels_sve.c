@@ -19,7 +19,7 @@
  *   idle, llvm-mca).  Not NEON's FMLA by element on 4 features loaded at
  *   once (LD1RQW): the element register of an indexed fp32 FMLA must be one
  *   of z0-z7, and GCC 12 then adds 14 register moves per 64 FMLAs (82% of
- *   the FMA peak modelled for Neoverse V2, against 99% here; docs/kernels.md).
+ *   the FMA peak modelled for Neoverse V2, against 100% here; docs/kernels.md).
  *   No narrow tail tile: a part-full last panel runs on the zero lanes the
  *   driver pads it with (a panel is at most 2 vectors wide).
  * The running max / argmax live in memory and are updated once per 10 rows
