@@ -278,10 +278,11 @@ LIK_API lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D,
 /* ---- CPU kernel selection ----------------------------------------------- */
 
 /* Name of the CPU kernel path of the default context ("avx512", "avx2",
- * "portable" on x86-64; "neon", "portable" on aarch64).  The best the CPU runs
- * (x86: cpuid + xgetbv; aarch64 Linux: getauxval(AT_HWCAP)); the environment
- * variable LIK_CPU_ISA=portable|avx2|avx512|neon, read once, asks for a path
- * (a path the CPU cannot run is ignored and the best available one is used). */
+ * "portable" on x86-64; "sve", "neon", "portable" on aarch64).  The best the
+ * CPU runs (x86: cpuid + xgetbv; aarch64 Linux: getauxval(AT_HWCAP)); the
+ * environment variable LIK_CPU_ISA=portable|avx2|avx512|neon|sve, read once,
+ * asks for a path (a path the CPU cannot run is ignored and the best
+ * available one is used). */
 LIK_API const char *lik_cpu_isa(void);
 
 /* ---- training and packed layouts -------------------------------------------

@@ -77,9 +77,10 @@ extern "C" {
 typedef struct lik_context_options {
   int num_threads;     /* CPU threads for calls whose options say 0; 0 =
                           $LIK_NUM_THREADS, else the online cores            */
-  const char *cpu_isa; /* "portable", "avx2", "avx512" (x86-64) or "neon"
-                          (aarch64); a path the CPU cannot run falls back to
-                          the best it can; NULL = $LIK_CPU_ISA, else the best */
+  const char *cpu_isa; /* "portable", "avx2", "avx512" (x86-64), "neon" or
+                          "sve" (aarch64); a path the CPU cannot run falls
+                          back to the best it can; NULL = $LIK_CPU_ISA, else
+                          the best                                            */
   unsigned cuda_off;   /* LIK_CUDA_NO_* bits, OR'ed with those the
                           environment turns off (LIK_CUDA_WGMMA=0,
                           LIK_CUDA_SPLIT=0, LIK_CUDA_BULK=0,

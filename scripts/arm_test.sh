@@ -4,8 +4,11 @@
 # (cmake/aarch64-linux-gnu.cmake: library + C tests + fuzz replays; CUDA off;
 # the `lik` command off: it needs an arm64 cJSON) and runs ctest, every test
 # program through qemu-aarch64 (CMAKE_CROSSCOMPILING_EMULATOR): each kernel
-# test on the portable and neon paths, test_harness (every ARM path against
-# src/ref), thread invariance.  scripts/test.sh runs it.
+# test on the portable, neon and sve paths, test_harness (every ARM path
+# against src/ref), thread invariance; the SVE path again at vector lengths
+# 128, 256 and 512 bits (QEMU_CPU=max,sve-max-vq=1|2|4: the harness and
+# test_maxsim's ties and thread invariance, label "sve"), and LIK_CPU_ISA=sve
+# on a CPU without SVE (tests/c/CMakeLists.txt).  scripts/test.sh runs it.
 #
 # Installs its Debian packages itself (gcc-aarch64-linux-gnu,
 # libc6-dev-arm64-cross, qemu-user), as scripts/setup.sh does; where they
@@ -17,10 +20,12 @@
 #   JOBS=4 scripts/arm_test.sh          # build / ctest jobs (default: nproc)
 #   ARM_TEST_TIMEOUT=900                # seconds for the whole ctest run (default 900)
 #   scripts/arm_test.sh -R harness      # extra arguments go to ctest
+#   scripts/arm_test.sh -L sve          # the sve path only (every vector length)
 #
-# Measured on a shared 2-core x86 VM (Debian 12, GCC 12, QEMU 7.2): about
-# 1 minute of build and 3.5 minutes of ctest (test_plaid_commit's write-point
-# replays are the longest, 93 s).
+# Measured on a shared 2-core x86 VM (Debian 12, GCC 12, QEMU 7.2): 44 tests,
+# under a minute of build and 3.1-3.6 minutes of ctest (test_plaid_commit's
+# write-point replays are the longest, 80-135 s; the SVE vector-length tests
+# take 35-55 s of test time, on the other core meanwhile).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -74,6 +79,19 @@ if find "$BUILD_DIR" -name '*_avx*.c.o' -o -name '*_vnni.c.o' | grep -q .; then
   echo "arm_test: x86 kernel objects in the aarch64 build" >&2
   exit 1
 fi
+# Extension instructions only in their own file's object: SVE (z registers)
+# in kernels_sve.c's, SDOT in quant_dotprod.c's; everything else runs on any
+# ARMv8-A CPU, before and without the HWCAP checks.
+only_in() { # instruction pattern, the one object allowed to hold it, its name
+  for obj in $(find "$BUILD_DIR/CMakeFiles/lik_objects.dir" -name '*.o' ! -name "$2"); do
+    if aarch64-linux-gnu-objdump -d "$obj" | grep -qE "$1"; then
+      echo "arm_test: $3 instructions in $obj" >&2
+      exit 1
+    fi
+  done
+}
+only_in '\sz[0-9]+\.[bhsdq]' kernels_sve.c.o SVE
+only_in '\s[su]dot\s' quant_dotprod.c.o SDOT
 built=$SECONDS
 
 timeout --foreground "${ARM_TEST_TIMEOUT:-900}" \

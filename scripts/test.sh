@@ -3,9 +3,10 @@
 #   1. the C tests (ctest) in a Release build, every CPU ISA path, and the
 #      fuzz targets' corpus and past crashes replayed;
 #   2. the same C tests under AddressSanitizer + UndefinedBehaviorSanitizer,
-#      and cross-compiled for aarch64 and run under qemu-aarch64 (portable and
-#      neon paths; scripts/arm_test.sh, about 5 minutes on 2 cores; skipped
-#      with a message where its Debian packages cannot be installed);
+#      and cross-compiled for aarch64 and run under qemu-aarch64 (portable,
+#      neon and sve paths, SVE at 128 / 256 / 512 bits; scripts/arm_test.sh,
+#      about 6 minutes on 2 cores; skipped with a message where its Debian
+#      packages cannot be installed);
 #   3. the fuzz targets under libFuzzer + ASan + UBSan, 60 s each
 #      (scripts/fuzz.sh; FUZZ_SECONDS changes it);
 #   4. the Python tests (pytest) against the installed package and the `lik`

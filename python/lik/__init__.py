@@ -26,7 +26,7 @@ late-interaction-kernels):
   (:mod:`lik.quant`).
 * :func:`maxsim_from_hidden` — MaxSim against hidden states projected on the
   fly (fused D-side head, :mod:`lik.head`).
-* :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "neon", "portable").
+* :func:`cpu_isa` — the CPU kernel path in use ("avx512", "avx2", "sve", "neon", "portable").
 * :func:`set_num_threads` / :func:`get_num_threads` — CPU threads per call.
 * :mod:`lik.compat` — the seed's names, signatures and submodules
   (``import lik.compat as late_interaction_kernels``).

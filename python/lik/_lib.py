@@ -317,9 +317,9 @@ class Context:
     Args:
         num_threads: int >= 0, CPU threads for calls (0: the default context's
             rule; :func:`lik.set_num_threads` still takes precedence).
-        cpu_isa: ``None``, ``"portable"``, ``"avx2"``, ``"avx512"`` (x86-64) or
-            ``"neon"`` (aarch64) (a path the CPU cannot run falls back to the
-            best it can).
+        cpu_isa: ``None``, ``"portable"``, ``"avx2"``, ``"avx512"`` (x86-64),
+            ``"neon"`` or ``"sve"`` (aarch64) (a path the CPU cannot run falls
+            back to the best it can).
         cuda_off: names of CUDA features to turn off, of ``"wgmma"``,
             ``"split"``, ``"bulk"``, ``"bw_sparse"`` (the backward's
             CTA-per-document grad_D kernel), ``"bw_buckets"`` (grad_D by

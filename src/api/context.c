@@ -11,8 +11,8 @@ lik_status lik_context_create(const lik_context_options *options, lik_context **
                     options->num_threads);
   if (options && options->cpu_isa && lik_isa_level(options->cpu_isa) < 0)
     return lik_fail(LIK_ERR_VALUE,
-                    "options->cpu_isa: \"%.32s\" is not \"portable\", \"avx2\", \"avx512\" "
-                    "or \"neon\"",
+                    "options->cpu_isa: \"%.32s\" is not \"portable\", \"avx2\", \"avx512\", "
+                    "\"neon\" or \"sve\"",
                     options->cpu_isa);
   if (options && (options->cuda_off & ~(unsigned)LIK_CUDA_NO_ALL))
     return lik_fail(LIK_ERR_VALUE, "options->cuda_off: 0x%x has bits outside LIK_CUDA_NO_ALL",

@@ -35,11 +35,12 @@ int lik_isa_level(const char *name) {
   if (!strcmp(name, "portable")) return 0;
 #if defined(__aarch64__) || defined(_M_ARM64)
   if (!strcmp(name, "neon")) return 1;
+  if (!strcmp(name, "sve")) return 2;
   if (!strcmp(name, "avx2") || !strcmp(name, "avx512")) return 3;
 #else
   if (!strcmp(name, "avx2")) return 1;
   if (!strcmp(name, "avx512")) return 2;
-  if (!strcmp(name, "neon")) return 3;
+  if (!strcmp(name, "neon") || !strcmp(name, "sve")) return 3;
 #endif
   return -1;
 }

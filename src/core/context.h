@@ -23,7 +23,8 @@ lik_context *lik_context_of(const lik_options *opts);
 /* Resolved thread count (>= 1). */
 int lik_context_threads(const lik_context *ctx);
 
-/* CPU path asked for: 0 portable, 1 avx2, 2 avx512, 3 the best the CPU runs. */
+/* CPU path asked for: 0 portable, 1 avx2 / neon, 2 avx512 / sve, 3 the best
+ * the CPU runs. */
 int lik_context_cpu_level(const lik_context *ctx);
 
 /* LIK_CUDA_NO_* bits of the features turned off. */
@@ -41,9 +42,9 @@ void *lik_context_backend_state(lik_context *ctx, void *(*create)(void),
 lik_context *lik_context_new(const lik_context_options *options);
 void lik_context_delete(lik_context *ctx);
 
-/* "portable" -> 0; x86: "avx2" / "avx512" -> 1 / 2; aarch64: "neon" -> 1; the
- * other architecture's names -> 3 (the best available); anything else (NULL
- * too): -1. */
+/* "portable" -> 0; x86: "avx2" / "avx512" -> 1 / 2; aarch64: "neon" / "sve"
+ * -> 1 / 2; the other architecture's names -> 3 (the best available);
+ * anything else (NULL too): -1. */
 int lik_isa_level(const char *name);
 
 #endif /* LIK_CORE_CONTEXT_H */

@@ -45,8 +45,8 @@ typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
 struct lik_bw_kernels; /* backward row kernels (backward_internal.h) */
 
 typedef struct {
-  const char *isa;     /* "portable", "avx2", "avx512", "neon" */
-  int w;               /* query lanes per panel (ldq)                      */
+  const char *isa;     /* "portable", "avx2", "avx512", "neon", "sve" */
+  int w;               /* query lanes per panel (ldq); sve: 2 vectors      */
   int mr;              /* doc rows per tile; packed row counts are a multiple */
   lik_tile_fn tile;    /* full-width tile kernel (w lanes)                 */
   int w_tail;          /* 0, or a narrower width for a last, partly full panel */
@@ -64,6 +64,16 @@ extern const lik_cpu_kernels lik_cpu_kernels_avx512;
 #elif defined(__aarch64__) || defined(_M_ARM64)
 #define LIK_CPU_ARM64 1
 extern const lik_cpu_kernels lik_cpu_kernels_neon;
+/* SVE: w depends on the vector length, set by lik_cpu_kernels_sve_init (an
+ * SVE instruction: run once, and only on a CPU with SVE; dispatch.c). */
+extern lik_cpu_kernels lik_cpu_kernels_sve;
+void lik_cpu_kernels_sve_init(void);
+/* Whether the CPU has the AdvSIMD dot product (SDOT; Linux: HWCAP_ASIMDDP):
+ * quant.c's int8 tile on the neon and sve paths (dispatch.c). */
+int lik_cpu_arm_dotprod(void);
+/* The NEON pack, also SVE's (kernels_neon.c). */
+void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
+                   int normalize, float *dst);
 #endif
 
 /* The table of a call: the best the CPU runs (x86: cpuid + xgetbv; aarch64:
@@ -72,7 +82,7 @@ extern const lik_cpu_kernels lik_cpu_kernels_neon;
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
 /* The level of that table (0 portable; x86: 1 avx2, 2 avx512, 3 for avx512 on
- * a CPU that also has AVX-512 VNNI; aarch64: 1 neon). */
+ * a CPU that also has AVX-512 VNNI; aarch64: 1 neon, 2 sve). */
 int lik_cpu_level_for(const lik_context *ctx);
 
 /* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */

@@ -8,7 +8,9 @@
  *   aarch64: AdvSIMD (NEON) is baseline in the ABI; Linux still reports it
  *            in getauxval(AT_HWCAP) (HWCAP_ASIMD), which is checked so that a
  *            kernel or emulator without it gets the portable path; other
- *            systems (macOS) take it as given: portable < neon.
+ *            systems (macOS) take it as given.  SVE: HWCAP_SVE (Linux only;
+ *            the kernel sets it only where it saves SVE state).
+ *            portable < neon < sve.
  */
 #include <pthread.h>
 
@@ -48,19 +50,27 @@ static int best_level(void) {
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1UL << 1) /* <asm/hwcap.h> */
 #endif
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
 #endif
 
-/* 0 = portable, 1 = neon (AdvSIMD fp32 FMA). */
+/* 0 = portable, 1 = neon (AdvSIMD fp32 FMA), 2 = sve. */
 static int best_level(void) {
 #if defined(__linux__)
-  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? 1 : 0;
+  const unsigned long hw = getauxval(AT_HWCAP);
+  if (!(hw & HWCAP_ASIMD)) return 0;
+  return (hw & HWCAP_SVE) ? 2 : 1;
 #else
   return 1;
 #endif
 }
 #endif
 
-static int best = 0, vnni = 0;
+static int best = 0, vnni = 0, dotprod = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void find_best(void) {
@@ -70,6 +80,10 @@ static void find_best(void) {
   if (best == 3) best = 2;
 #elif defined(LIK_CPU_ARM64)
   best = best_level();
+  if (best == 2) lik_cpu_kernels_sve_init();
+#if defined(__linux__)
+  dotprod = best >= 1 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+#endif
 #endif
 }
 
@@ -86,9 +100,17 @@ const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
   if (level >= 2) return &lik_cpu_kernels_avx512;
   if (level == 1) return &lik_cpu_kernels_avx2;
 #elif defined(LIK_CPU_ARM64)
-  if (level >= 1) return &lik_cpu_kernels_neon;
+  if (level >= 2) return &lik_cpu_kernels_sve;
+  if (level == 1) return &lik_cpu_kernels_neon;
 #endif
   return &lik_cpu_kernels_portable;
 }
+
+#if defined(LIK_CPU_ARM64)
+int lik_cpu_arm_dotprod(void) {
+  pthread_once(&once, find_best);
+  return dotprod;
+}
+#endif
 
 LIK_API const char *lik_cpu_isa(void) { return lik_cpu_kernels_for(lik_context_default())->isa; }

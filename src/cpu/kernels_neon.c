@@ -45,123 +45,68 @@
     (iv) = vbslq_s32(gt_, (t), (iv));             \
   } while (0)
 
-/* One k of the 5x16 tile: the 4 Q registers of feature k times lane j of
- * each row's doc register (features k0..k0+3 of that row). */
-#define K16(qk, j)                                                                     \
-  do {                                                                                 \
-    const float32x4_t a0 = vld1q_f32(qk), a1 = vld1q_f32((qk) + 4),                    \
-                      a2 = vld1q_f32((qk) + 8), a3 = vld1q_f32((qk) + 12);             \
-    c00 = vfmaq_laneq_f32(c00, a0, e0, j); c01 = vfmaq_laneq_f32(c01, a1, e0, j);      \
-    c02 = vfmaq_laneq_f32(c02, a2, e0, j); c03 = vfmaq_laneq_f32(c03, a3, e0, j);      \
-    c10 = vfmaq_laneq_f32(c10, a0, e1, j); c11 = vfmaq_laneq_f32(c11, a1, e1, j);      \
-    c12 = vfmaq_laneq_f32(c12, a2, e1, j); c13 = vfmaq_laneq_f32(c13, a3, e1, j);      \
-    c20 = vfmaq_laneq_f32(c20, a0, e2, j); c21 = vfmaq_laneq_f32(c21, a1, e2, j);      \
-    c22 = vfmaq_laneq_f32(c22, a2, e2, j); c23 = vfmaq_laneq_f32(c23, a3, e2, j);      \
-    c30 = vfmaq_laneq_f32(c30, a0, e3, j); c31 = vfmaq_laneq_f32(c31, a1, e3, j);      \
-    c32 = vfmaq_laneq_f32(c32, a2, e3, j); c33 = vfmaq_laneq_f32(c33, a3, e3, j);      \
-    c40 = vfmaq_laneq_f32(c40, a0, e4, j); c41 = vfmaq_laneq_f32(c41, a1, e4, j);      \
-    c42 = vfmaq_laneq_f32(c42, a2, e4, j); c43 = vfmaq_laneq_f32(c43, a3, e4, j);      \
+/* Loops over the tile's rows and registers: unrolled completely, at -O2 too
+ * (the arrays of a tile are registers only then). */
+#define UNROLLED _Pragma("GCC unroll 8")
+
+/* One k of a tile: the nv Q registers of feature k (at qk) times lane j of
+ * each row's doc register e[r] (features k0..k0+3 of that row). */
+#define KSTEP(qk, j)                                                           \
+  do {                                                                         \
+    float32x4_t a_[4];                                                         \
+    UNROLLED for (int v_ = 0; v_ < nv; v_++) a_[v_] = vld1q_f32((qk) + 4 * v_); \
+    UNROLLED for (int r_ = 0; r_ < MR; r_++)                                   \
+      UNROLLED for (int v_ = 0; v_ < nv; v_++)                                 \
+        c[r_][v_] = vfmaq_laneq_f32(c[r_][v_], a_[v_], e[r_], j);              \
   } while (0)
+
+/* MR rows x 4*nv lanes; inlined with a constant nv (4: 5x16, 2: 5x8), so
+ * c / e / a_ are registers: GCC 12 -O2 / -O3 compile both tiles with no
+ * stack access in their loops (checked in the disassembly). */
+static inline __attribute__((always_inline)) void tile_neon(const int nv, const float *q,
+                                                            int64_t ldq, const float *dr,
+                                                            int64_t d, const int32_t *tix,
+                                                            int64_t nrows, float *m,
+                                                            int32_t *ix) {
+  const int64_t d4 = d & ~(int64_t)3;
+  for (int64_t r0 = 0; r0 < nrows; r0 += MR) {
+    const float *b = dr + r0 * d;
+    float32x4_t c[MR][4], e[MR];
+    UNROLLED for (int r = 0; r < MR; r++)
+      UNROLLED for (int v = 0; v < nv; v++) c[r][v] = vdupq_n_f32(0.0f);
+    const float *qk = q;
+    int64_t k = 0;
+    for (; k < d4; k += 4, qk += 4 * ldq) {
+      UNROLLED for (int r = 0; r < MR; r++) e[r] = vld1q_f32(b + r * d + k);
+      KSTEP(qk, 0);
+      KSTEP(qk + ldq, 1);
+      KSTEP(qk + 2 * ldq, 2);
+      KSTEP(qk + 3 * ldq, 3);
+    }
+    for (; k < d; k++, qk += ldq) { /* d % 4 features: lane 0 of a broadcast */
+      UNROLLED for (int r = 0; r < MR; r++) e[r] = vld1q_dup_f32(b + r * d + k);
+      KSTEP(qk, 0);
+    }
+    UNROLLED for (int v = 0; v < nv; v++) {
+      float32x4_t mv = vld1q_f32(m + 4 * v);
+      int32x4_t iv = vld1q_s32(ix + 4 * v);
+      UNROLLED for (int r = 0; r < MR; r++) UPD(c[r][v], mv, iv, vdupq_n_s32(tix[r0 + r]));
+      vst1q_f32(m + 4 * v, mv);
+      vst1q_s32(ix + 4 * v, iv);
+    }
+  }
+}
 
 static void lik_tile_neon_5x16(const float *q, int64_t ldq, const float *dr,
                                int64_t d, const int32_t *tix, int64_t nrows,
                                float *m, int32_t *ix) {
-  const int64_t d4 = d & ~(int64_t)3;
-  for (int64_t r0 = 0; r0 < nrows; r0 += MR) {
-    const float *b0 = dr + r0 * d, *b1 = b0 + d, *b2 = b1 + d, *b3 = b2 + d,
-                *b4 = b3 + d;
-    float32x4_t c00 = vdupq_n_f32(0.0f), c01 = c00, c02 = c00, c03 = c00;
-    float32x4_t c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00;
-    float32x4_t c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-    float32x4_t c40 = c00, c41 = c00, c42 = c00, c43 = c00;
-    const float *qk = q;
-    int64_t k = 0;
-    for (; k < d4; k += 4, qk += 4 * ldq) {
-      const float32x4_t e0 = vld1q_f32(b0 + k), e1 = vld1q_f32(b1 + k),
-                        e2 = vld1q_f32(b2 + k), e3 = vld1q_f32(b3 + k),
-                        e4 = vld1q_f32(b4 + k);
-      K16(qk, 0);
-      K16(qk + ldq, 1);
-      K16(qk + 2 * ldq, 2);
-      K16(qk + 3 * ldq, 3);
-    }
-    for (; k < d; k++, qk += ldq) { /* d % 4 features: lane 0 of a broadcast */
-      const float32x4_t e0 = vld1q_dup_f32(b0 + k), e1 = vld1q_dup_f32(b1 + k),
-                        e2 = vld1q_dup_f32(b2 + k), e3 = vld1q_dup_f32(b3 + k),
-                        e4 = vld1q_dup_f32(b4 + k);
-      K16(qk, 0);
-    }
-    float32x4_t m0 = vld1q_f32(m), m1 = vld1q_f32(m + 4), m2 = vld1q_f32(m + 8),
-                m3 = vld1q_f32(m + 12);
-    int32x4_t i0 = vld1q_s32(ix), i1 = vld1q_s32(ix + 4), i2 = vld1q_s32(ix + 8),
-              i3 = vld1q_s32(ix + 12);
-    const int32_t *t = tix + r0;
-    int32x4_t tv;
-    tv = vdupq_n_s32(t[0]);
-    UPD(c00, m0, i0, tv); UPD(c01, m1, i1, tv); UPD(c02, m2, i2, tv); UPD(c03, m3, i3, tv);
-    tv = vdupq_n_s32(t[1]);
-    UPD(c10, m0, i0, tv); UPD(c11, m1, i1, tv); UPD(c12, m2, i2, tv); UPD(c13, m3, i3, tv);
-    tv = vdupq_n_s32(t[2]);
-    UPD(c20, m0, i0, tv); UPD(c21, m1, i1, tv); UPD(c22, m2, i2, tv); UPD(c23, m3, i3, tv);
-    tv = vdupq_n_s32(t[3]);
-    UPD(c30, m0, i0, tv); UPD(c31, m1, i1, tv); UPD(c32, m2, i2, tv); UPD(c33, m3, i3, tv);
-    tv = vdupq_n_s32(t[4]);
-    UPD(c40, m0, i0, tv); UPD(c41, m1, i1, tv); UPD(c42, m2, i2, tv); UPD(c43, m3, i3, tv);
-    vst1q_f32(m, m0); vst1q_f32(m + 4, m1); vst1q_f32(m + 8, m2); vst1q_f32(m + 12, m3);
-    vst1q_s32(ix, i0); vst1q_s32(ix + 4, i1); vst1q_s32(ix + 8, i2); vst1q_s32(ix + 12, i3);
-  }
+  tile_neon(4, q, ldq, dr, d, tix, nrows, m, ix);
 }
-
-/* One k of the 5x8 tile (as K16, two Q registers). */
-#define K8(qk, j)                                                                      \
-  do {                                                                                 \
-    const float32x4_t a0 = vld1q_f32(qk), a1 = vld1q_f32((qk) + 4);                    \
-    c00 = vfmaq_laneq_f32(c00, a0, e0, j); c01 = vfmaq_laneq_f32(c01, a1, e0, j);      \
-    c10 = vfmaq_laneq_f32(c10, a0, e1, j); c11 = vfmaq_laneq_f32(c11, a1, e1, j);      \
-    c20 = vfmaq_laneq_f32(c20, a0, e2, j); c21 = vfmaq_laneq_f32(c21, a1, e2, j);      \
-    c30 = vfmaq_laneq_f32(c30, a0, e3, j); c31 = vfmaq_laneq_f32(c31, a1, e3, j);      \
-    c40 = vfmaq_laneq_f32(c40, a0, e4, j); c41 = vfmaq_laneq_f32(c41, a1, e4, j);      \
-  } while (0)
 
 static void lik_tile_neon_5x8(const float *q, int64_t ldq, const float *dr,
                               int64_t d, const int32_t *tix, int64_t nrows,
                               float *m, int32_t *ix) {
-  const int64_t d4 = d & ~(int64_t)3;
-  for (int64_t r0 = 0; r0 < nrows; r0 += MR) {
-    const float *b0 = dr + r0 * d, *b1 = b0 + d, *b2 = b1 + d, *b3 = b2 + d,
-                *b4 = b3 + d;
-    float32x4_t c00 = vdupq_n_f32(0.0f), c01 = c00, c10 = c00, c11 = c00,
-                c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00;
-    const float *qk = q;
-    int64_t k = 0;
-    for (; k < d4; k += 4, qk += 4 * ldq) {
-      const float32x4_t e0 = vld1q_f32(b0 + k), e1 = vld1q_f32(b1 + k),
-                        e2 = vld1q_f32(b2 + k), e3 = vld1q_f32(b3 + k),
-                        e4 = vld1q_f32(b4 + k);
-      K8(qk, 0);
-      K8(qk + ldq, 1);
-      K8(qk + 2 * ldq, 2);
-      K8(qk + 3 * ldq, 3);
-    }
-    for (; k < d; k++, qk += ldq) {
-      const float32x4_t e0 = vld1q_dup_f32(b0 + k), e1 = vld1q_dup_f32(b1 + k),
-                        e2 = vld1q_dup_f32(b2 + k), e3 = vld1q_dup_f32(b3 + k),
-                        e4 = vld1q_dup_f32(b4 + k);
-      K8(qk, 0);
-    }
-    float32x4_t m0 = vld1q_f32(m), m1 = vld1q_f32(m + 4);
-    int32x4_t i0 = vld1q_s32(ix), i1 = vld1q_s32(ix + 4);
-    const int32_t *t = tix + r0;
-    int32x4_t tv;
-    tv = vdupq_n_s32(t[0]); UPD(c00, m0, i0, tv); UPD(c01, m1, i1, tv);
-    tv = vdupq_n_s32(t[1]); UPD(c10, m0, i0, tv); UPD(c11, m1, i1, tv);
-    tv = vdupq_n_s32(t[2]); UPD(c20, m0, i0, tv); UPD(c21, m1, i1, tv);
-    tv = vdupq_n_s32(t[3]); UPD(c30, m0, i0, tv); UPD(c31, m1, i1, tv);
-    tv = vdupq_n_s32(t[4]); UPD(c40, m0, i0, tv); UPD(c41, m1, i1, tv);
-    vst1q_f32(m, m0); vst1q_f32(m + 4, m1);
-    vst1q_s32(ix, i0); vst1q_s32(ix + 4, i1);
-  }
+  tile_neon(2, q, ldq, dr, d, tix, nrows, m, ix);
 }
 
 /* Contiguous (sk == 1) row, widened: 8 elements per step, F16 by FCVTL
@@ -217,8 +162,8 @@ static void normalize_row_neon(float *dst, int64_t d) {
   for (; k < d; k++) dst[k] *= inv;
 }
 
-static void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
-                          int64_t cnt, int normalize, float *dst) {
+void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
+                   int64_t cnt, int normalize, float *dst) {
   for (int64_t i = 0; i < cnt; i++) {
     const int64_t off = lik_tok_off(s, n, tok[i]);
     float *row = dst + i * s->dim;

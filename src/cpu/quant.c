@@ -41,8 +41,8 @@ static void i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float 
     }
 }
 
-static void bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
-                               int64_t nw, int64_t d, float *m) {
+void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                            int64_t nw, int64_t d, float *m) {
   for (int64_t r = 0; r < nrows; r++)
     for (int l = 0; l < L; l++) {
       int64_t pc = 0;
@@ -53,7 +53,7 @@ static void bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, 
 }
 
 const lik_quant_kernels lik_quant_kernels_portable = {"portable", i8_tile_portable,
-                                                      bits_tile_portable};
+                                                      lik_bits_tile_portable};
 
 /* fp8 decoded to fp32: qf [d][L] (lanes), rows of d fp32; one fp32 chain per
  * (row, lane), k ascending. */
@@ -266,10 +266,12 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
   memset(&c, 0, sizeof c);
   c.p = p;
   const lik_quant_kernels *k = &lik_quant_kernels_portable;
-#if defined(LIK_CPU_X86) /* aarch64: the portable int8 / bit tiles */
+#if defined(LIK_CPU_X86)
   const int level = lik_cpu_level_for(p->context);
   if (level == 3) k = &lik_quant_kernels_vnni;
   else if (level >= 1) k = &lik_quant_kernels_avx2;
+#elif defined(LIK_CPU_ARM64) /* neon and sve: SDOT where the CPU has it */
+  if (lik_cpu_level_for(p->context) >= 1 && lik_cpu_arm_dotprod()) k = &lik_quant_kernels_dotprod;
 #endif
   if ((p->d + 3) / 4 * 4 > LIK_QT_KMAX) k = &lik_quant_kernels_portable; /* int64 sums */
   c.i8_tile = k->i8_tile;

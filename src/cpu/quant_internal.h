@@ -42,11 +42,15 @@ typedef struct {
 } lik_quant_kernels;
 
 extern const lik_quant_kernels lik_quant_kernels_portable;
+void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                            int64_t nw, int64_t d, float *m);
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
 extern const lik_quant_kernels lik_quant_kernels_avx2;
 extern const lik_quant_kernels lik_quant_kernels_vnni;
 void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                           int64_t nw, int64_t d, float *m);
+#elif defined(__aarch64__) || defined(_M_ARM64)
+extern const lik_quant_kernels lik_quant_kernels_dotprod; /* SDOT (quant_dotprod.c) */
 #endif
 
 #endif /* LIK_QUANT_INTERNAL_H */

@@ -36,9 +36,25 @@
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1UL << 1)
 #endif
-static const char *const LIK_TEST_ISAS[] = {"portable", "neon"};
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+static const char *const LIK_TEST_ISAS[] = {"portable", "neon", "sve"};
 static const char *lik_test_best_isa(void) {
-  return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? "neon" : "portable";
+  const unsigned long hw = getauxval(AT_HWCAP);
+  if (!(hw & HWCAP_ASIMD)) return "portable";
+  return (hw & HWCAP_SVE) ? "sve" : "neon";
+}
+#include <sys/prctl.h>
+/* The SVE vector length in bits (asked of the kernel, no SVE instruction), 0
+ * without SVE: printed by test_init (qemu-aarch64 -cpu max,sve-max-vq=N). */
+static int lik_test_sve_bits(void) {
+#ifdef PR_SVE_GET_VL
+  const int vl = (getauxval(AT_HWCAP) & HWCAP_SVE) ? prctl(PR_SVE_GET_VL) : -1;
+  return vl < 0 ? 0 : (vl & PR_SVE_VL_LEN_MASK) * 8;
+#else
+  return 0;
+#endif
 }
 #elif defined(__x86_64__)
 static const char *const LIK_TEST_ISAS[] = {"portable", "avx2", "avx512"};
@@ -52,6 +68,9 @@ static const char *lik_test_best_isa(void) {
 #else
 static const char *const LIK_TEST_ISAS[] = {"portable"};
 static const char *lik_test_best_isa(void) { return "portable"; }
+#endif
+#if !defined(__aarch64__)
+static int lik_test_sve_bits(void) { return 0; }
 #endif
 #define LIK_TEST_NISAS ((int)(sizeof LIK_TEST_ISAS / sizeof LIK_TEST_ISAS[0]))
 
@@ -160,9 +179,11 @@ static void test_init(const char *prog) {
   g_rng_state = g_seed;
   const char *isa_env = getenv("LIK_CPU_ISA");
   printf("%s: seed=%llu (reproduce: LIK_TEST_SEED=%llu)  LIK_CPU_ISA=%s  lik_cpu_isa()=%s"
-         "  version=%s\n",
+         "  version=%s",
          prog, (unsigned long long)g_seed, (unsigned long long)g_seed,
          isa_env ? isa_env : "(unset)", lik_cpu_isa(), lik_version_string());
+  if (lik_test_sve_bits()) printf("  SVE vector length=%d bits", lik_test_sve_bits());
+  printf("\n");
   fflush(stdout);
 }
 

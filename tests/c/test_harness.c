@@ -1,8 +1,8 @@
 /*
  * test_harness.c — one harness over every backend: each MaxSim op (cross,
  * KD, pairs, varlen, packed pairs), forward and backward, on every backend
- * the build has (the CPU paths portable / avx2 / avx512, or portable / neon on
- * aarch64, through a lik_context each; CUDA when the build has it and a device is present, else skipped at
+ * the build has (the CPU paths portable / avx2 / avx512, or portable / neon /
+ * sve on aarch64, through a lik_context each; CUDA when the build has it and a device is present, else skipped at
  * run time), against the float64 reference (src/ref/maxsim_ref.h).
  *
  * Cases are random with a fresh seed (printed; LIK_TEST_SEED=<n> repeats

@@ -5,7 +5,7 @@
  *
  *   test_maxsim [group ...]      (no argument: every group)
  *   LIK_TEST_SEED=<n>            reproduce a run (the seed is printed)
- *   LIK_CPU_ISA=portable|avx2|avx512|neon   kernel path under test
+ *   LIK_CPU_ISA=portable|avx2|avx512|neon|sve  kernel path under test
  */
 #include "lik_test_util.h"
 

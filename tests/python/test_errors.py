@@ -21,7 +21,7 @@ def z(*shape, dtype=np.float32):
 
 def test_version_and_isa():
     assert lik.__version__ == "0.2.0"
-    assert lik.cpu_isa() in ("avx512", "avx2", "neon", "portable")
+    assert lik.cpu_isa() in ("avx512", "avx2", "sve", "neon", "portable")
     from lik import _lib
 
     assert _lib.version_number() == 200
