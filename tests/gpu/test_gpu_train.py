@@ -95,7 +95,8 @@ def padded_case(lik_ag, layout, Q, D, qm, dm, normalize, gen, strategy="auto"):
     pQ = torch.full_like(Q, float("nan"), memory_format=torch.contiguous_format)
     pD = torch.full_like(D, float("nan"), memory_format=torch.contiguous_format)
     fn = lik_ag._L.lik_maxsim_pairs_backward if layout == 1 else lik_ag._L.lik_maxsim_backward
-    lik_ag._call(fn, (Q, D, qm, dm, am, gs), lik_ag._opts(normalize, strategy, like=Q), (pQ, pD))
+    opts = lik_ag._lib.call_options(Q, normalize=normalize, backward=strategy)
+    lik_ag._call(fn, (Q, D, qm, dm, am, gs), opts, (pQ, pD))
     assert torch.equal(pQ, gQ) and torch.equal(pD, gD), "poisoned outputs: unwritten elements or a race"
     return scores, am, gQ, gD, gs
 
