@@ -11,8 +11,9 @@ output per kernel ("Function : <mangled name>", per architecture) and compares
 each kernel's instructions and encodings.  Only what a source move may change
 is ignored: the file names of the fatbin headers, the hashes of the source
 path in anonymous-namespace names (_GLOBAL__N__<hash>_<file>_<hash>: two
-checkouts in two folders) and the numbering of branch labels (.L_x_N,
-renumbered per kernel in order of appearance).  Prints the
+checkouts in two folders), the numbering of branch labels (.L_x_N,
+renumbered per kernel in order of appearance) and the padding between
+columns (cuobjdump aligns them to the longest line of the file).  Prints the
 kernel count and every kernel that differs or exists in one build only;
 exits 1 if any does.
 """
@@ -30,6 +31,7 @@ def kernels(lib):
             labels = {}
             text = "\n".join(body)
             text = re.sub(r"\.L_x_\d+", lambda m: labels.setdefault(m.group(0), f".L{len(labels)}"), text)
+            text = re.sub(r"[ \t]+", " ", text)  # cuobjdump pads columns to the file's longest line
             found[(arch, name)] = text
 
     out = re.sub(r"_GLOBAL__N__[0-9a-f]{8}_(\d+_\w+?_)[0-9a-f]{8}", r"_GLOBAL__N__\1", out)

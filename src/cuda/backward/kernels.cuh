@@ -396,27 +396,41 @@ __device__ __forceinline__ void seg_outputs(const Params &P, Seg &g) {
   g.width = P.q.len;
 }
 
-/* Candidate (output e, query token s) of segment g: whether it is a term of a
- * row of the CTA; then tl (local row), gg (g[i,j] / ||Q[i,s]|| under
- * normalize) and off (element offset of the source Q row). */
-template <typename R>
-__device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t s,
-                                          int &tl, R &gg, int64_t &off) {
-  int64_t oi, oj, qi;
+/* Candidate (output e, query token s) of segment g: its output (oi, oj) and
+ * query qi. */
+__device__ __forceinline__ void cand_index(const Params &P, const Seg &g, int64_t e, int64_t &oi,
+                                           int64_t &oj, int64_t &qi) {
   const int64_t n = g.n;
   if (P.pairing == 0) { oi = e; oj = n; qi = e; }
   else if (P.pairing == 1) { oi = n / P.ncand; oj = n - oi * P.ncand; qi = oi; }
   else { const int64_t p = P.d_pairs[g.out0 + e]; oi = 0; oj = p; qi = kidx(P.pq, p); }
+}
+
+/* A term's weight gg (g[oi,oj] / ||Q[qi,s]|| under normalize) and the element
+ * offset off of its source Q row. */
+template <typename R>
+__device__ __forceinline__ void cand_term(const Params &P, int64_t oi, int64_t oj, int64_t qi,
+                                          int64_t s, R &gg, int64_t &off) {
+  R scale = grad_at<R>(P, oi, oj);
+  if (P.normalize) scale *= inv_norm<R>(reinterpret_cast<const R *>(P.qnorm)[tok_index(P.q, qi, s)]);
+  gg = scale;
+  off = seq_base(P.q, qi) + s * P.q.sl;
+}
+
+/* Candidate (output e, query token s) of segment g: whether it is a term of a
+ * row of the CTA; then tl (local row), gg and off (cand_term). */
+template <typename R>
+__device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t s,
+                                          int &tl, R &gg, int64_t &off) {
+  int64_t oi, oj, qi;
+  cand_index(P, g, e, oi, oj, qi);
   const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
   if (t < g.t_lo || t >= g.t_hi) return false; /* also -1 */
   if (P.q.off.data && s >= seq_len(P.q, qi)) return false;
   if (!mask_ok(P.qm, P.q, qi, s)) return false;
   /* a masked target row is zeroed when written: no need to look */
-  R scale = grad_at<R>(P, oi, oj);
-  if (P.normalize) scale *= inv_norm<R>(reinterpret_cast<const R *>(P.qnorm)[tok_index(P.q, qi, s)]);
-  gg = scale;
+  cand_term<R>(P, oi, oj, qi, s, gg, off);
   tl = (int)(t + g.lbase);
-  off = seq_base(P.q, qi) + s * P.q.sl;
   return true;
 }
 
@@ -752,11 +766,8 @@ __device__ __forceinline__ Seg doc_seg(const Params &P, int64_t n) {
   return g;
 }
 
-/* Candidate c of segment g: its target row, -1 where it is no term
- * (weight and source row in gg, off). */
-template <typename R>
-__device__ __forceinline__ int term_of(const Params &P, const Seg &g, int64_t c, R &gg, int64_t &off) {
-  int64_t e, s;
+/* Candidate c = e * width + s of segment g: (e, s). */
+__device__ __forceinline__ void cand_split(const Seg &g, int64_t c, int64_t &e, int64_t &s) {
   if (c <= 0xffffffffll && g.width <= 0xffffffffll) { /* 32-bit division: the common case */
     const unsigned eu = (unsigned)c / (unsigned)g.width;
     e = eu;
@@ -765,7 +776,15 @@ __device__ __forceinline__ int term_of(const Params &P, const Seg &g, int64_t c,
     e = c / g.width;
     s = c - e * g.width;
   }
+}
+
+/* Candidate c of segment g: its target row, -1 where it is no term. */
+template <typename R>
+__device__ __forceinline__ int row_of(const Params &P, const Seg &g, int64_t c) {
+  int64_t e, s, off;
+  R gg;
   int tl;
+  cand_split(g, c, e, s);
   return candidate<R>(P, g, e, s, tl, gg, off) ? tl : -1;
 }
 
@@ -795,10 +814,8 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
     int t[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      R gg;
-      int64_t off;
       const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? term_of<R>(P, g, c, gg, off) : -1;
+      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -836,10 +853,8 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
     int t[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      R gg;
-      int64_t off;
       const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? term_of<R>(P, g, c, gg, off) : -1;
+      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -874,9 +889,16 @@ __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buc
     const uint16_t *list = B.list + b * B.seg;
     const int i0 = B.start[b * (len + 1) + t], i1 = B.start[b * (len + 1) + t + 1];
     for (int i = i0; i < i1; i += 32) {
+      /* an entry is a term by construction: its weight and source row only */
       R gg = 0;
       int64_t off = 0;
-      const bool ok = i + lane < i1 && term_of<R>(P, g, c0 + list[i + lane], gg, off) >= 0;
+      const bool ok = i + lane < i1;
+      if (ok) {
+        int64_t e, s, oi, oj, qi;
+        cand_split(g, c0 + list[i + lane], e, s);
+        cand_index(P, g, e, oi, oj, qi);
+        cand_term<R>(P, oi, oj, qi, s, gg, off);
+      }
       add_terms<T, R, CPL, REG>(P, P.q, ok, gg, off, racc, sacc);
     }
   }
