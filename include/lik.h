@@ -331,11 +331,15 @@ LIK_API const char *lik_cpu_isa(void);
  *                           for every dtype: bench/RESULTS.md, "CPU training").
  *   On CUDA every strategy runs the same destination-owned kernels
  *   (docs/training.md, "The CUDA backward"): grad_Q by a warp per query
- *   token, grad_D by tiles of document rows that gather their argmax hits
- *   in order into an fp32 (fp64) shared-memory accumulator; gradients are
- *   written once in the input dtype.  No full-size fp32 buffer: scratch is
- *   O(tokens) norms under normalize and, for pair lists, the pairs grouped
- *   by query and by document (cudaMallocAsync / cudaFreeAsync on
+ *   token; grad_D by a warp per document row over its argmax hits sorted by
+ *   row (padded cross / KD: 2 bytes per (query token, document) of lists,
+ *   kept in grad_Q's buffer before grad_Q is written when grad_Q is
+ *   requested and contiguous), else by tiles of document rows that gather
+ *   their hits in order into an fp32 (fp64) shared-memory accumulator;
+ *   gradients are written once in the input dtype.  No full-size fp32
+ *   buffer: scratch is O(tokens) norms under normalize, for pair lists the
+ *   pairs grouped by query and by document, and the lists where grad_Q's
+ *   buffer cannot hold them (cudaMallocAsync / cudaFreeAsync on
  *   opts->stream: graph capturable).  normalize with d larger than the
  *   shared-memory row (about 7000 features, 3500 for F64) returns
  *   LIK_ERR_UNSUPPORTED on CUDA.
