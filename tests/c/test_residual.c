@@ -81,9 +81,10 @@ static void codec_free(codec_t *c) {
 /* ---- residual MaxSim ---------------------------------------------------------- */
 
 /* aarch64: the neon / sve residual kernels (residual_neon.c) compute the
- * portable instance's values bit for bit, so every case also runs on a
- * portable context and must match exactly (NULL elsewhere: on x86-64 the
- * AVX2 / AVX-512 kernels contract and sum in another order). */
+ * portable instance's values bit for bit, so every third case also runs on a
+ * portable context and must match exactly (a third: the second run costs as
+ * much as the first under qemu); NULL elsewhere: on x86-64 the AVX2 /
+ * AVX-512 kernels contract and sum in another order. */
 static lik_context *g_port;
 
 static void portable_context_init(void) {
@@ -94,7 +95,7 @@ static void portable_context_init(void) {
   memset(&co, 0, sizeof co);
   co.cpu_isa = "portable";
   if (lik_context_create(&co, &g_port) != LIK_OK) g_port = NULL;
-  printf("%s against portable, bitwise: checked in every residual MaxSim case\n", isa);
+  printf("%s against portable, bitwise: checked in every third residual MaxSim case\n", isa);
 #endif
 }
 
@@ -184,7 +185,7 @@ static void test_maxsim_residual(int cases) {
     st = packed ? lik_maxsim_residual_varlen(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S1.t, &A1.t)
                 : lik_maxsim_residual(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S1.t, &A1.t);
     CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
-    if (g_port && st == LIK_OK) { /* the same call on portable: bitwise S1 / A1 */
+    if (g_port && st == LIK_OK && cs % 3 == 0) { /* the same on portable: bitwise S1 / A1 */
       view_t S2, A2;
       view_make(&S2, LIK_F32, q2 ? 1 : 2, q2 ? gs + 1 : gs, LAYOUT_DENSE, 0xFF);
       view_make(&A2, LIK_I32, q2 ? 2 : 3, q2 ? gs + 1 : gs, LAYOUT_DENSE, 0xFF);
