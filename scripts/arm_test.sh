@@ -25,7 +25,10 @@
 # Measured on a shared 2-core x86 VM (Debian 12, GCC 12, QEMU 7.2): 44 tests,
 # under a minute of build and 3.1-3.6 minutes of ctest (test_plaid_commit's
 # write-point replays are the longest, 80-135 s; the SVE vector-length tests
-# take 35-55 s of test time, on the other core meanwhile).
+# take 35-55 s of test time, on the other core meanwhile).  With the NEON
+# backward / residual kernels and their bitwise checks against portable: 3.0
+# minutes at load average 2-3 (ctest 180 s; 8.5 in an earlier run beside
+# another job, load 4-5).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

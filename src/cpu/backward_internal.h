@@ -55,6 +55,8 @@ typedef struct lik_bw_kernels {
 extern const lik_bw_kernels lik_bw_kernels_portable_f32, lik_bw_kernels_portable_f64;
 #if defined(__x86_64__)
 extern const lik_bw_kernels lik_bw_kernels_avx2_f32, lik_bw_kernels_avx2_f64;
+#elif defined(__aarch64__)
+extern const lik_bw_kernels lik_bw_kernels_neon_f32, lik_bw_kernels_neon_f64;
 #endif
 
 int64_t lik_bw_scratch_elems(const lik_bw_cpu *bw);

@@ -42,6 +42,9 @@ static const lik_res_kernels *res_kernels(const lik_context *ctx) {
   const char *isa = lik_cpu_kernels_for(ctx)->isa;
   if (!strcmp(isa, "avx512")) return &lik_res_kernels_avx512;
   if (!strcmp(isa, "avx2")) return &lik_res_kernels_avx2;
+#elif defined(__aarch64__)
+  const char *isa = lik_cpu_kernels_for(ctx)->isa;
+  if (!strcmp(isa, "sve") || !strcmp(isa, "neon")) return &lik_res_kernels_neon;
 #endif
   return &lik_res_kernels_portable;
 }

@@ -49,6 +49,8 @@ extern const lik_res_kernels lik_res_kernels_portable;
 #if defined(__x86_64__)
 extern const lik_res_kernels lik_res_kernels_avx2;
 extern const lik_res_kernels lik_res_kernels_avx512;
+#elif defined(__aarch64__)
+extern const lik_res_kernels lik_res_kernels_neon; /* the neon and sve paths */
 #endif
 
 #endif /* LIK_CPU_RESIDUAL_INTERNAL_H */

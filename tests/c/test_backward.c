@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "lik.h"
+#include "lik_experimental.h"
+#include "../../src/core/dtype.h"
 #include "../../src/ref/maxsim_ref.h"
 
 static int g_fail = 0;
@@ -217,10 +219,92 @@ static void test_packed_equals_padded(void) {
   printf("packed == padded + mask, errors: done\n");
 }
 
+/* aarch64: the neon / sve backward (backward_neon.c) computes the portable
+ * instance's values bit for bit (the same FMA per element, the widenings
+ * exact); on x86-64 the AVX2 instance contracts where the portable one does
+ * not, so the paths agree only to rounding there (the harness's tolerance).
+ * Every input dtype, normalize on and off, lowmem and unified, d with a
+ * 16-lane body, a 4-lane step and a scalar tail, a strided D. */
+static void test_isa_matches_portable(void) {
+  const char *isa = lik_cpu_isa();
+#if defined(__aarch64__)
+  const int bitwise = !strcmp(isa, "neon") || !strcmp(isa, "sve");
+#else
+  const int bitwise = 0;
+#endif
+  if (!bitwise) {
+    printf("%s against portable, bitwise: not asked on this path\n", isa);
+    return;
+  }
+  lik_context_options co;
+  memset(&co, 0, sizeof co);
+  co.cpu_isa = "portable";
+  lik_context *port = NULL;
+  CHECK(lik_context_create(&co, &port) == LIK_OK, "%s", lik_last_error());
+  enum { N = 3, L = 6 };
+  static const lik_dtype dts[] = {LIK_F32, LIK_F16, LIK_BF16, LIK_F64};
+  static const int64_t dims[] = {23, 37, 3};
+  static float g[N * N], sc[N * N];
+  static int32_t am[N * N * L];
+  for (int di = 0; di < 3; di++)
+    for (int ti = 0; ti < 4; ti++)
+      for (int normalize = 0; normalize < 2; normalize++)
+        for (int b = 0; b < 2; b++) {
+          const int64_t d = dims[di], dd = d + (di == 1 ? 2 : 0); /* D strided for d = 37 */
+          const lik_dtype dt = dts[ti];
+          const size_t es = dt == LIK_F64 ? 8 : dt == LIK_F32 ? 4 : 2;
+          unsigned char *buf[2], *gbuf[2][2];
+          for (int side = 0; side < 2; side++) {
+            const int64_t ld = side ? dd : d;
+            buf[side] = (unsigned char *)calloc((size_t)(N * L * ld), es);
+            for (int64_t i = 0; i < N * L * ld; i++) {
+              const double v = rnd() * (i % 5 == 0 ? 3.0 : 1.0);
+              if (dt == LIK_F32) ((float *)buf[side])[i] = (float)v;
+              else if (dt == LIK_F64) ((double *)buf[side])[i] = v;
+              else if (dt == LIK_F16) ((uint16_t *)buf[side])[i] = lik_tr_f32_to_f16((float)v);
+              else ((uint16_t *)buf[side])[i] = lik_tr_f32_to_bf16((float)v);
+            }
+            for (int r = 0; r < 2; r++)
+              gbuf[r][side] = (unsigned char *)calloc((size_t)(N * L * d), es);
+          }
+          for (int i = 0; i < N * N; i++) g[i] = (float)rnd();
+          const int64_t shp[] = {N, L, d}, sg[] = {N, N}, sa[] = {N, N, L};
+          lik_tensor tq = view(buf[0], dt, 3, shp), td = view(buf[1], dt, 3, shp);
+          td.strides[0] = L * dd;
+          td.strides[1] = dd;
+          lik_tensor ts = view(sc, LIK_F32, 2, sg), ta = view(am, LIK_I32, 3, sa),
+                     tg = view(g, LIK_F32, 2, sg);
+          lik_options o = LIK_OPTIONS_INIT;
+          o.normalize = normalize;
+          o.num_threads = 2;
+          o.backward = b ? LIK_BACKWARD_UNIFIED : LIK_BACKWARD_LOWMEM;
+          lik_status st = lik_maxsim(&tq, &td, NULL, NULL, &o, &ts, &ta);
+          CHECK(st == LIK_OK, "%s", lik_last_error());
+          for (int r = 0; r < 2 && st == LIK_OK; r++) {
+            lik_tensor tgq = view(gbuf[r][0], dt, 3, shp), tgd = view(gbuf[r][1], dt, 3, shp);
+            o.context = r ? port : NULL;
+            st = lik_maxsim_backward(&tq, &td, NULL, NULL, &ta, &tg, &o, &tgq, &tgd);
+            CHECK(st == LIK_OK, "%s", lik_last_error());
+          }
+          const size_t bytes = (size_t)(N * L * d) * es;
+          CHECK(memcmp(gbuf[0][0], gbuf[1][0], bytes) == 0 &&
+                    memcmp(gbuf[0][1], gbuf[1][1], bytes) == 0,
+                "%s backward differs from portable: d=%lld dtype=%d normalize=%d %s", isa,
+                (long long)d, (int)dt, normalize, b ? "unified" : "lowmem");
+          for (int side = 0; side < 2; side++) {
+            free(buf[side]);
+            for (int r = 0; r < 2; r++) free(gbuf[r][side]);
+          }
+        }
+  lik_context_free(port);
+  printf("%s against portable, bitwise: done\n", isa);
+}
+
 int main(void) {
   printf("lik %s, cpu_isa %s\n", lik_version_string(), lik_cpu_isa());
   test_gradients_and_determinism();
   test_packed_equals_padded();
+  test_isa_matches_portable();
   printf("%s (%d failures)\n", g_fail ? "FAILED" : "OK", g_fail);
   return g_fail ? 1 : 0;
 }

@@ -80,6 +80,25 @@ static void codec_free(codec_t *c) {
 
 /* ---- residual MaxSim ---------------------------------------------------------- */
 
+/* aarch64: the neon / sve residual kernels (residual_neon.c) compute the
+ * portable instance's values bit for bit, so every third case also runs on a
+ * portable context and must match exactly (a third: the second run costs as
+ * much as the first under qemu); NULL elsewhere: on x86-64 the AVX2 /
+ * AVX-512 kernels contract and sum in another order. */
+static lik_context *g_port;
+
+static void portable_context_init(void) {
+#if defined(__aarch64__)
+  const char *isa = lik_cpu_isa();
+  if (strcmp(isa, "neon") && strcmp(isa, "sve")) return;
+  lik_context_options co;
+  memset(&co, 0, sizeof co);
+  co.cpu_isa = "portable";
+  if (lik_context_create(&co, &g_port) != LIK_OK) g_port = NULL;
+  printf("%s against portable, bitwise: checked in every third residual MaxSim case\n", isa);
+#endif
+}
+
 static void test_maxsim_residual(int cases) {
   group_begin("maxsim_residual");
   for (int cs = 0; cs < cases; cs++) {
@@ -166,6 +185,22 @@ static void test_maxsim_residual(int cases) {
     st = packed ? lik_maxsim_residual_varlen(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S1.t, &A1.t)
                 : lik_maxsim_residual(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S1.t, &A1.t);
     CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
+    if (g_port && st == LIK_OK && cs % 3 == 0) { /* the same on portable: bitwise S1 / A1 */
+      view_t S2, A2;
+      view_make(&S2, LIK_F32, q2 ? 1 : 2, q2 ? gs + 1 : gs, LAYOUT_DENSE, 0xFF);
+      view_make(&A2, LIK_I32, q2 ? 2 : 3, q2 ? gs + 1 : gs, LAYOUT_DENSE, 0xFF);
+      o.context = g_port;
+      const lik_status sp =
+          packed ? lik_maxsim_residual_varlen(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S2.t, &A2.t)
+                 : lik_maxsim_residual(&Q.t, &cd.codec, &Cv.t, &Rv.t, &Lv.t, &o, &S2.t, &A2.t);
+      o.context = NULL;
+      CHECK(sp == LIK_OK, "portable: %s", lik_last_error());
+      CHECK(memcmp(S1.t.data, S2.t.data, (size_t)(nq * nd) * sizeof(float)) == 0 &&
+                memcmp(A1.t.data, A2.t.data, (size_t)(nq * nd * lq) * sizeof(int32_t)) == 0,
+            "scores / argmax differ from the portable path's");
+      view_free(&S2);
+      view_free(&A2);
+    }
     CHECK(view_outside_written(&S) == 0 && view_outside_written(&A) == 0,
           "wrote outside the output views");
     int32_t *am = (int32_t *)malloc((size_t)lq * sizeof(int32_t));
@@ -569,11 +604,13 @@ static void test_errors(void) {
 int main(int argc, char **argv) {
   (void)argc;
   test_init(argv[0]);
+  portable_context_init();
   test_maxsim_residual(300);
   test_decompress(120);
   test_compress(120);
   test_train(60);
   test_approx(100);
   test_errors();
+  lik_context_free(g_port);
   return test_finish(argv[0]);
 }
