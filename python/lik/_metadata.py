@@ -62,7 +62,7 @@ class MetaDB:
                     if k not in self.cols:
                         self.db.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {_column(k)}")
                         self.cols.add(k)
-            self.drop(ids)
+            self._delete(ids)
             for i, r in zip(ids, rows):
                 keys = list(r)
                 cols = ", ".join([f'"{_ID}"'] + [_column(k) for k in keys])
@@ -74,6 +74,12 @@ class MetaDB:
                                     "None)") from None
 
     def drop(self, ids: Iterable[int]) -> None:
+        """Removes the rows of ``ids``, committed (what :meth:`to_bytes` and so
+        a save see: an uncommitted delete is visible to this connection only)."""
+        with self.db:
+            self._delete(ids)
+
+    def _delete(self, ids: Iterable[int]) -> None:
         self.db.executemany(f'DELETE FROM {_TABLE} WHERE "{_ID}" = ?', [(int(x),) for x in ids])
 
     def where(self, condition: str, parameters: Sequence[Any] = ()) -> np.ndarray:

@@ -203,7 +203,11 @@ def test_metadata_round_trip_and_add(built, tmp_path):
     ix2 = plaid.Index.load(path)
     np.testing.assert_array_equal(ix2.where("year = 2077"), [n + 1])
     np.testing.assert_array_equal(ix2.where("tag = 'new'"), [])  # n was deleted
+    assert ix2.metadata([0, n]) == [None, None]  # the deleted rows left the saved database
     assert ix2.metadata([1, n + 1]) == [{"year": 2001, "lang": "de", "n": 1}, {"year": 2077}]
+    ix2.delete([1])  # a delete alone, saved to the folder it came from: a partial save
+    ix2.save(path)
+    assert plaid.Index.load(path).metadata([1, n + 1]) == [None, {"year": 2077}]
     with pytest.raises(ValueError, match="metadata: 2 entries for 3 documents"):
         ix2.add(docs[:3], metadata=[{}, {}])
     with pytest.raises(ValueError, match="reserved"):
