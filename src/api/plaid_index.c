@@ -152,24 +152,6 @@ lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build
   return lik_plaid_train_impl(&s, &b, out);
 }
 
-lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
-                               const lik_tensor *cu_seqlens,
-                               const lik_plaid_build_options *options) {
-  lik_clear_error();
-  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
-  lik_status st;
-  lik_plaid_bopts b;
-  lik_plaid_docs d;
-  if ((st = resolve_build(options, &b)) ||
-      (st = check_docs(documents, cu_seqlens, "lik_plaid_index_add", &d)))
-    return st;
-  if (d.x.dim != index->dim)
-    return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
-                    (long long)d.x.dim, (long long)index->dim);
-  if (d.ndocs == 0) return LIK_OK;
-  return lik_plaid_add_impl(index, &d, &b, NULL);
-}
-
 /* An I32 / I64 [n] vector on the CPU (n -1: any length; `of` names what n
  * counts) as a lik_index, every entry in [lo, hi]. */
 static lik_status index_vector(const lik_tensor *t, const char *name, int64_t n, const char *of,
@@ -205,25 +187,37 @@ lik_status lik_plaid_index_delete(lik_plaid_index *index, const lik_tensor *ids)
   return lik_plaid_delete_impl(index, &v, ids->shape[0]);
 }
 
-lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
-                                  const lik_tensor *documents, const lik_tensor *cu_seqlens,
-                                  const lik_plaid_build_options *options) {
+/* add (update 0: the next ids) and update (update 1: ids [ndocs], replaced
+ * by the new versions), checked under the name `call`. */
+static lik_status add_docs(lik_plaid_index *index, int update, const lik_tensor *ids,
+                           const lik_tensor *documents, const lik_tensor *cu_seqlens,
+                           const lik_plaid_build_options *options, const char *call) {
   lik_clear_error();
   if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
   lik_status st;
   lik_plaid_bopts b;
   lik_plaid_docs d;
   lik_index v;
-  if ((st = resolve_build(options, &b)) ||
-      (st = check_docs(documents, cu_seqlens, "lik_plaid_index_update", &d)) ||
-      (st = index_vector(ids, "ids", d.ndocs, "documents", INT64_MIN, INT64_MAX,
-                          "lik_plaid_index_update", &v)))
+  if ((st = resolve_build(options, &b)) || (st = check_docs(documents, cu_seqlens, call, &d)) ||
+      (update && (st = index_vector(ids, "ids", d.ndocs, "documents", INT64_MIN, INT64_MAX, call, &v))))
     return st;
   if (d.x.dim != index->dim)
     return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
                     (long long)d.x.dim, (long long)index->dim);
   if (d.ndocs == 0) return LIK_OK;
-  return lik_plaid_add_impl(index, &d, &b, &v);
+  return lik_plaid_add_impl(index, &d, &b, update ? &v : NULL);
+}
+
+lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
+                               const lik_tensor *cu_seqlens,
+                               const lik_plaid_build_options *options) {
+  return add_docs(index, 0, NULL, documents, cu_seqlens, options, "lik_plaid_index_add");
+}
+
+lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
+                                  const lik_tensor *documents, const lik_tensor *cu_seqlens,
+                                  const lik_plaid_build_options *options) {
+  return add_docs(index, 1, ids, documents, cu_seqlens, options, "lik_plaid_index_update");
 }
 
 lik_status lik_plaid_index_compact(lik_plaid_index *index) {
