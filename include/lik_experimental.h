@@ -500,8 +500,14 @@ LIK_API lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *in
  * Memory: lik_plaid_index_load maps codes, residuals and the IVF (mmap);
  * documents added afterwards live in memory until saved.  An index may be
  * searched by many threads at once; add, save and free need exclusive use.
- * Devices: everything runs on the CPU in this version; CUDA tensors give
- * LIK_ERR_UNSUPPORTED (the CUDA search path is not written yet).
+ * Devices: an index lives on the host; lik_plaid_index_to_device copies
+ * what search reads (centroids, codec, codes, residuals, IVF, document
+ * table, ids, tombstones) into one CUDA device's memory.  A search runs where
+ * its query tensor is: host Q on the CPU threads, CUDA Q (of the index's
+ * device) with every stage on the GPU on params->stream (batched over the
+ * queries, no host synchronisation, capturable in a CUDA graph).  Build,
+ * train, add, update, delete, compact and save run on the host; after a
+ * change the library refreshes the device copy in the same call.
  */
 
 typedef struct lik_plaid_index lik_plaid_index;
@@ -546,7 +552,8 @@ typedef struct lik_plaid_search_params {
   float centroid_score_threshold; /* with prune (ColBERTv2: 0.5 for top_k 10)    */
   int num_threads;                /* 0 = the context's                           */
   lik_context *context;
-  void *stream;                   /* CUDA (not yet supported)                    */
+  void *stream;                   /* CUDA search: the cudaStream_t (NULL: legacy
+                                     default stream)                             */
 } lik_plaid_search_params;
 
 typedef struct lik_plaid_index_info {
@@ -557,6 +564,8 @@ typedef struct lik_plaid_index_info {
                           num_docs (the stored documents), num_docs -
                           num_deleted are live                             */
   int64_t next_id;     /* the id the next added document gets            */
+  int device;          /* the CUDA device holding a copy, -1: none        */
+  int64_t device_bytes; /* bytes of that copy (0: none)                   */
 } lik_plaid_index_info;
 
 /* lik_plaid_index_build — an index of N documents in one call: samples
@@ -667,9 +676,13 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
 /* lik_plaid_index_search — the top_k documents of each query (stages above).
  *
  *   index      a built or loaded index with an IVF.
- *   Q          [Nq, Lq, d] or [Lq, d] F32/F16/BF16/F64, any strides.
+ *   Q          [Nq, Lq, d] or [Lq, d] F32/F16/BF16/F64, any strides; on the
+ *              host (the CPU search) or on the CUDA device holding the
+ *              index's copy (lik_plaid_index_to_device: the GPU search, on
+ *              params->stream; q_lengths, scores and ids on that device too).
  *   q_lengths  NULL (every query has Lq tokens) or [Nq] I32/I64 in [0, Lq]:
- *              tokens past a query's length are not read.
+ *              tokens past a query's length are not read (on CUDA a length
+ *              outside [0, Lq] is clamped: it is not read on the host).
  *   subset     NULL, or I32/I64 [S] ids of documents of the index (duplicates
  *              and deleted ones allowed; an id never given or compacted away
  *              is LIK_ERR_VALUE): only these live documents are searched;
@@ -679,7 +692,9 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  *              exist, and a subset of at most max(top_k, n_full_scores / 4)
  *              live documents is scored whole (exactly);
  *   subset_cu  NULL (one subset for every query) or [Nq + 1] I32/I64: query
- *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).
+ *              i's subset is subset[subset_cu[i] .. subset_cu[i+1]).  Host
+ *              tensors only (a CUDA search with a subset is
+ *              LIK_ERR_UNSUPPORTED in this version).
  *   params     NULL or parameters (defaults above).
  *   scores     F32 [Nq, top_k] ([top_k] for 2-D Q): exact residual MaxSim
  *              scores, descending; ids I64 of the same shape: the documents'
@@ -688,7 +703,9 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  *              ids -1 and scores -inf in the remaining slots.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (negative
  * parameters, a non-finite threshold, lengths, subset ids, a corrupt code),
- * LIK_ERR_UNSUPPORTED (no IVF; CUDA tensors), LIK_ERR_ALLOC. */
+ * LIK_ERR_UNSUPPORTED (no IVF; a CUDA search with a subset or n_ivf_probe
+ * above 1024), LIK_ERR_DEVICE (CUDA tensors of a device without the
+ * index's copy; mixed devices), LIK_ERR_ALLOC. */
 LIK_API lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor *Q,
                                           const lik_tensor *q_lengths,
                                           const lik_tensor *subset,
@@ -763,6 +780,24 @@ LIK_API lik_status lik_plaid_index_get_metadata_db(const lik_plaid_index *index,
 /* Sizes of an index.  Errors: LIK_ERR_NULL. */
 LIK_API lik_status lik_plaid_index_get_info(const lik_plaid_index *index,
                                             lik_plaid_index_info *info);
+
+/* lik_plaid_index_to_device — device_id >= 0: copies the index's search
+ * state into the memory of CUDA device device_id (replacing an earlier
+ * copy; synchronous), so that lik_plaid_index_search takes CUDA tensors of
+ * that device; -1: frees the device copy.  Codes are checked in [0, K) as
+ * they are copied (the device never reads a corrupt code).  The copy holds
+ * centroids fp16 [K, d], codes int32 [T], residuals uint8 [T, d*nbits/8],
+ * the IVF as int32 positions, doc offsets int64 [N+1], ids int64 [N] and
+ * the tombstone bitmap: about T * (4 + d*nbits/8) bytes
+ * (lik_plaid_index_info.device_bytes).  The host copy stays (CPU searches
+ * and saves read it).  After add, update, delete or compact the library
+ * copies the changed index again in the same call; if that fails the call
+ * reports it (the index itself has changed) and the device copy is freed.
+ * Errors: LIK_ERR_NULL, LIK_ERR_VALUE (device_id < -1, a corrupt code
+ * naming the document and token, more than 2^31 - 1 documents),
+ * LIK_ERR_UNSUPPORTED (no IVF; a library built without CUDA), LIK_ERR_DEVICE
+ * (no such device), LIK_ERR_ALLOC (device memory). */
+LIK_API lik_status lik_plaid_index_to_device(lik_plaid_index *index, int device_id);
 
 /* Frees an index (unmaps its files); NULL is a no-op. */
 LIK_API void lik_plaid_index_free(lik_plaid_index *index);
