@@ -704,7 +704,7 @@ LIK_API lik_status lik_plaid_index_load(const char *path, unsigned flags,
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (negative
  * parameters, a non-finite threshold, lengths, subset ids, a corrupt code),
  * LIK_ERR_UNSUPPORTED (no IVF; a CUDA search with a subset or n_ivf_probe
- * above 1024), LIK_ERR_DEVICE (CUDA tensors of a device without the
+ * above 512), LIK_ERR_DEVICE (CUDA tensors of a device without the
  * index's copy; mixed devices), LIK_ERR_ALLOC. */
 LIK_API lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor *Q,
                                           const lik_tensor *q_lengths,

@@ -152,10 +152,10 @@ lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build
   return lik_plaid_train_impl(&s, &b, out);
 }
 
-/* An I32 / I64 [n] vector on the CPU (n -1: any length; `of` names what n
- * counts) as a lik_index, every entry in [lo, hi]. */
-static lik_status index_vector(const lik_tensor *t, const char *name, int64_t n, const char *of,
-                               int64_t lo, int64_t hi, const char *call, lik_index *out) {
+/* An I32 / I64 [n] vector (n -1: any length; `of` names what n counts) as a
+ * lik_index, on any device (its entries not read). */
+static lik_status index_shape(const lik_tensor *t, const char *name, int64_t n, const char *of,
+                              lik_index *out) {
   lik_status st;
   if ((st = lik_check_tensor(t, name, 1, 1))) return st;
   if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
@@ -164,10 +164,18 @@ static lik_status index_vector(const lik_tensor *t, const char *name, int64_t n,
   if (n >= 0 && t->shape[0] != n)
     return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, %s has %lld", name,
                     (long long)t->shape[0], of, (long long)n);
+  *out = (lik_index){t->data, t->dtype, t->strides[0]};
+  return LIK_OK;
+}
+
+/* index_shape on the CPU, every entry in [lo, hi]. */
+static lik_status index_vector(const lik_tensor *t, const char *name, int64_t n, const char *of,
+                               int64_t lo, int64_t hi, const char *call, lik_index *out) {
+  lik_status st;
+  if ((st = index_shape(t, name, n, of, out))) return st;
   const lik_tensor *ts[] = {t};
   const char *names[] = {name};
   if ((st = on_cpu(ts, names, 1, call))) return st;
-  *out = (lik_index){t->data, t->dtype, t->strides[0]};
   for (int64_t i = 0; i < t->shape[0]; i++) {
     const int64_t v = lik_index_at(out, i);
     if (v < lo || v > hi)
@@ -184,7 +192,8 @@ lik_status lik_plaid_index_delete(lik_plaid_index *index, const lik_tensor *ids)
   lik_status st =
       index_vector(ids, "ids", -1, NULL, INT64_MIN, INT64_MAX, "lik_plaid_index_delete", &v);
   if (st || ids->shape[0] == 0) return st;
-  return lik_plaid_delete_impl(index, &v, ids->shape[0]);
+  if ((st = lik_plaid_delete_impl(index, &v, ids->shape[0]))) return st;
+  return lik_plaid_refresh_device(index);
 }
 
 /* add (update 0: the next ids) and update (update 1: ids [ndocs], replaced
@@ -205,7 +214,8 @@ static lik_status add_docs(lik_plaid_index *index, int update, const lik_tensor 
     return lik_fail(LIK_ERR_SHAPE, "documents: d=%lld does not match the index's d=%lld",
                     (long long)d.x.dim, (long long)index->dim);
   if (d.ndocs == 0) return LIK_OK;
-  return lik_plaid_add_impl(index, &d, &b, update ? &v : NULL);
+  if ((st = lik_plaid_add_impl(index, &d, &b, update ? &v : NULL))) return st;
+  return lik_plaid_refresh_device(index);
 }
 
 lik_status lik_plaid_index_add(lik_plaid_index *index, const lik_tensor *documents,
@@ -223,7 +233,18 @@ lik_status lik_plaid_index_update(lik_plaid_index *index, const lik_tensor *ids,
 lik_status lik_plaid_index_compact(lik_plaid_index *index) {
   lik_clear_error();
   if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
-  return lik_plaid_compact_impl(index);
+  if (index->ndead == 0) return LIK_OK;
+  const lik_status st = lik_plaid_compact_impl(index);
+  return st ? st : lik_plaid_refresh_device(index);
+}
+
+lik_status lik_plaid_index_to_device(lik_plaid_index *index, int device_id) {
+  lik_clear_error();
+  if (!index) return lik_fail(LIK_ERR_NULL, "index: is NULL");
+  if (device_id < -1)
+    return lik_fail(LIK_ERR_VALUE, "device_id: %d, must be a CUDA device (>= 0) or -1 (free "
+                    "the device copy)", device_id);
+  return lik_plaid_to_device_impl(index, device_id);
 }
 
 lik_status lik_plaid_index_get_ids(const lik_plaid_index *index, lik_tensor *ids) {
@@ -317,6 +338,8 @@ lik_status lik_plaid_index_get_info(const lik_plaid_index *index, lik_plaid_inde
   info->has_ivf = index->has_ivf;
   info->num_deleted = index->ndead;
   info->next_id = index->next_id;
+  info->device = index->cuda ? index->cuda_device : -1;
+  info->device_bytes = index->cuda ? index->cuda_bytes : 0;
   return LIK_OK;
 }
 
@@ -331,7 +354,17 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   if ((st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q"))) return st;
   const lik_tensor *ts[] = {Q, q_lengths, subset, subset_cu, scores, ids};
   const char *names[] = {"Q", "q_lengths", "subset", "subset_cu", "scores", "ids"};
-  if ((st = on_cpu(ts, names, 6, "lik_plaid_index_search"))) return st;
+  lik_device_type dev;
+  int32_t dev_id;
+  if ((st = lik_check_devices(ts, names, 6, &dev, &dev_id))) return st;
+  if (dev == LIK_CUDA) {
+    if (subset || subset_cu)
+      return lik_fail(LIK_ERR_UNSUPPORTED, "subset: the CUDA search takes no subset in this "
+                      "version (search host tensors)");
+    if (!index->cuda || index->cuda_device != dev_id)
+      return lik_fail(LIK_ERR_DEVICE, "Q: is on CUDA device %d, but the index has no copy "
+                      "there (lik_plaid_index_to_device)", (int)dev_id);
+  }
   if (!index->has_ivf)
     return lik_fail(LIK_ERR_UNSUPPORTED, "index: has no IVF (a compress-only index): it cannot "
                     "be searched");
@@ -366,8 +399,10 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   if (q.top_k > ((int64_t)1 << 40))
     return lik_fail(LIK_ERR_VALUE, "params.top_k: %lld is too large", (long long)q.top_k);
   const int64_t nq = q.q.count;
-  if (q_lengths && (st = index_vector(q_lengths, "q_lengths", nq, "Q", 0, q.q.len,
-                                     "lik_plaid_index_search", &q.q_lengths)))
+  if (q_lengths && (st = dev == LIK_CUDA
+                             ? index_shape(q_lengths, "q_lengths", nq, "Q", &q.q_lengths)
+                             : index_vector(q_lengths, "q_lengths", nq, "Q", 0, q.q.len,
+                                            "lik_plaid_index_search", &q.q_lengths)))
     return st;
   if (subset_cu && !subset) return lik_fail(LIK_ERR_NULL, "subset: is NULL but subset_cu is not");
   if (subset) {
@@ -410,8 +445,16 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   lik_options lo = LIK_OPTIONS_INIT;
   lo.num_threads = pp->num_threads;
   lo.context = pp->context;
+  lo.stream = pp->stream;
   lik_call_from(&q.call, &lo);
-  q.call.device = LIK_CPU;
+  q.call.device = dev;
+  q.call.device_id = dev_id;
   if (nq == 0) return LIK_OK;
+  if (dev == LIK_CUDA) {
+    if (q.n_probe > 512)
+      return lik_fail(LIK_ERR_UNSUPPORTED, "params.n_ivf_probe: %lld; the CUDA search probes at "
+                      "most 512 cells per query token", (long long)q.n_probe);
+    return lik_plaid_search_device(index, &q);
+  }
   return lik_plaid_search_impl(index, &q);
 }

@@ -70,7 +70,10 @@ static int best_level(void) {
 }
 #endif
 
-static int best = 0, vnni = 0, dotprod = 0;
+static int best = 0, vnni = 0;
+#if defined(LIK_CPU_ARM64)
+static int dotprod = 0; /* SDOT (lik_cpu_arm_dotprod) */
+#endif
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void find_best(void) {

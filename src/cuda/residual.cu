@@ -61,21 +61,6 @@ static KTok ktok(const lik_ctokens &t, int nbits) {
   return k;
 }
 
-/* Entering a call: its device made current by scope (the caller's), its
- * properties (cached in the call's context) in *dev, and no earlier,
- * unrelated error left to report. */
-static lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
-  lik_problem p;
-  memset(&p, 0, sizeof p);
-  p.context = call.context;
-  p.device_id = call.device_id;
-  const lik_status st = device_of(&p, dev);
-  if (st) return st;
-  (void)cudaGetLastError();
-  return LIK_OK;
-}
-
 /* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
  * cached in the context.  The function's dynamic shared memory limit is set
  * to the device's (a limit, not a size: one set for a smaller size would
@@ -130,29 +115,55 @@ static int64_t layout(KRes &P, int qb, int bn) {
   return (off + 15) / 16 * 16;
 }
 
-template <typename T, int MT, int NPW>
-static lik_status launch(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
-  const void *fn = (const void *)residual_maxsim_kernel<T, MT, NPW>;
+template <typename T, int MT, int NPW, bool LIST>
+static lik_status launch(KRes &P, int64_t items, const Device &dev, cudaStream_t stream,
+                         int64_t smem) {
+  const void *fn = (const void *)residual_maxsim_kernel<T, MT, NPW, LIST>;
   int occ;
   lik_status st = occupancy(dev, fn, 128, smem, &occ);
   if (st) return st;
-  const int64_t grid = grid_for(P.nq * P.t.count, dev, occ);
-  residual_maxsim_kernel<T, MT, NPW><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
+  const int64_t grid = grid_for(items, dev, occ);
+  residual_maxsim_kernel<T, MT, NPW, LIST><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
   return launched("the residual MaxSim kernel launch");
 }
 
-template <typename T, int MT>
-static lik_status launch_mt(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
-  return P.bn == 64 ? launch<T, MT, 2>(P, dev, stream, smem) : launch<T, MT, 1>(P, dev, stream, smem);
+template <typename T, int MT, bool LIST>
+static lik_status launch_mt(KRes &P, int64_t items, const Device &dev, cudaStream_t stream,
+                            int64_t smem) {
+  return P.bn == 64 ? launch<T, MT, 2, LIST>(P, items, dev, stream, smem)
+                    : launch<T, MT, 1, LIST>(P, items, dev, stream, smem);
 }
 
-template <typename T>
-static lik_status launch_t(KRes &P, int mt, const Device &dev, cudaStream_t stream, int64_t smem) {
+template <typename T, bool LIST>
+static lik_status launch_t(KRes &P, int mt, int64_t items, const Device &dev,
+                           cudaStream_t stream, int64_t smem) {
   switch (mt) {
-    case 1: return launch_mt<T, 1>(P, dev, stream, smem);
-    case 2: return launch_mt<T, 2>(P, dev, stream, smem);
-    default: return launch_mt<T, 4>(P, dev, stream, smem);
+    case 1: return launch_mt<T, 1, LIST>(P, items, dev, stream, smem);
+    case 2: return launch_mt<T, 2, LIST>(P, items, dev, stream, smem);
+    default: return launch_mt<T, 4, LIST>(P, items, dev, stream, smem);
   }
+}
+
+lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream) {
+  P.dpad = (int)((P.c.dim + 15) / 16 * 16);
+  /* query rows per block (16, 32 or 64) and tile tokens (64, else 32) that fit */
+  int mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4, bn = 64;
+  int64_t smem = layout(P, 16 * mt, bn);
+  while (smem > dev.info->smem_max && (bn > 32 || mt > 1)) {
+    if (bn > 32) bn = 32;
+    else mt /= 2;
+    smem = layout(P, 16 * mt, bn);
+  }
+  if (smem > dev.info->smem_max)
+    return lik_fail(LIK_ERR_UNSUPPORTED,
+                    "centroids: d=%lld is too large for the CUDA residual kernel (%lld bytes of "
+                    "shared memory, the device allows %lld)",
+                    (long long)P.c.dim, (long long)smem, (long long)dev.info->smem_max);
+  if (P.list)
+    return P.normalize ? launch_t<__half, true>(P, mt, items, dev, stream, smem)
+                       : launch_t<__nv_bfloat16, true>(P, mt, items, dev, stream, smem);
+  return P.normalize ? launch_t<__half, false>(P, mt, items, dev, stream, smem)
+                     : launch_t<__nv_bfloat16, false>(P, mt, items, dev, stream, smem);
 }
 
 } // namespace res
@@ -223,21 +234,5 @@ extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   P.q_sk = p->q.sk;
   set_outputs(P, *p);
   P.normalize = p->call.normalize;
-  P.dpad = (int)((p->codec.dim + 15) / 16 * 16);
-  /* query rows per block (16, 32 or 64) and tile tokens (64, else 32) that fit */
-  int mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4, bn = 64;
-  int64_t smem = layout(P, 16 * mt, bn);
-  while (smem > dev.info->smem_max && (bn > 32 || mt > 1)) {
-    if (bn > 32) bn = 32;
-    else mt /= 2;
-    smem = layout(P, 16 * mt, bn);
-  }
-  if (smem > dev.info->smem_max)
-    return lik_fail(LIK_ERR_UNSUPPORTED,
-                    "centroids: d=%lld is too large for the CUDA residual kernel (%lld bytes of "
-                    "shared memory, the device allows %lld)",
-                    (long long)p->codec.dim, (long long)smem, (long long)dev.info->smem_max);
-  cudaStream_t stream = (cudaStream_t)p->call.stream;
-  return P.normalize ? launch_t<__half>(P, mt, dev, stream, smem)
-                     : launch_t<__nv_bfloat16>(P, mt, dev, stream, smem);
+  return launch_residual(P, P.nq * P.t.count, dev, (cudaStream_t)p->call.stream);
 }

@@ -35,6 +35,8 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "device.cuh"
+#include "host.cuh"
 #include "ptx.cuh"
 
 extern "C" {
@@ -248,6 +250,10 @@ struct KRes {
   int dpad, bn;             /* d rounded up to 16; tokens per tile (32 or 64) */
   int64_t ldr;              /* shared row stride in elements: dpad + 8 */
   int64_t off_wt, off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
+  /* LIST kernels (the PLAID search's exact stage): item (i, j) scores
+   * document list[i * list_sn + j] of the index when j < list_n[i] */
+  const int32_t *list, *list_n;
+  int64_t list_sn;
 };
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
@@ -444,7 +450,7 @@ __device__ void decode_tile(const KRes &P, const T *wt, const int64_t *tcode,
   __syncthreads();
 }
 
-template <typename T, int MT, int NPW>
+template <typename T, int MT, int NPW, bool LIST>
 __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   constexpr int QB = 16 * MT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -463,7 +469,9 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   const uint32_t xs_a = (uint32_t)__cvta_generic_to_shared(xs);
   int64_t loaded = -1; /* query block in qs: i * nqb + qb */
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const int64_t i = item / P.t.count, j = item % P.t.count, len = doc_len(P.t, j);
+    const int64_t i = item / P.t.count, jo = item % P.t.count;
+    if (LIST && jo >= P.list_n[i]) continue; /* uniform over the CTA */
+    const int64_t j = LIST ? (int64_t)P.list[i * P.list_sn + jo] : jo, len = doc_len(P.t, j);
     float score = 0.f;
     for (int64_t qb = 0; qb < nqb; qb++) {
       const int64_t r0 = qb * QB;
@@ -561,15 +569,35 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
             ix = red_i[w * QB + r];
           }
         rowv[r] = ix >= 0 ? v : 0.f;
-        if (P.argmax && r0 + r < P.lq) P.argmax[i * P.asi + j * P.asj + (r0 + r) * P.ass] = ix;
+        if (P.argmax && r0 + r < P.lq) P.argmax[i * P.asi + jo * P.asj + (r0 + r) * P.ass] = ix;
       }
       __syncthreads();
       if (threadIdx.x == 0)
         for (int r = 0; r < QB && r0 + r < P.lq; r++) score += rowv[r];
     }
-    if (threadIdx.x == 0) P.scores[i * P.ssi + j * P.ssj] = score;
+    if (threadIdx.x == 0) P.scores[i * P.ssi + jo * P.ssj] = score;
   }
 }
+
+/* Entering a call: its device made current by scope (the caller's), its
+ * properties (cached in the call's context) in *dev, and no earlier,
+ * unrelated error left to report. */
+static inline lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
+  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
+  lik_problem p;
+  memset(&p, 0, sizeof p);
+  p.context = call.context;
+  p.device_id = call.device_id;
+  const lik_status st = device_of(&p, dev);
+  if (st) return st;
+  (void)cudaGetLastError();
+  return LIK_OK;
+}
+
+/* residual_maxsim_kernel's launch (src/cuda/residual.cu): P's codec, tokens,
+ * query and outputs set; picks the query block and tile, lays out shared
+ * memory, launches on stream (LIST: P.list set). */
+lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream);
 
 } // namespace res
 } // namespace lik_cuda

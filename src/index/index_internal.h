@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../core/residual.h"
+#include "../core/plaid.h"
 #include "commit.h"
 #include "lik_experimental.h"
 
@@ -101,6 +101,11 @@ struct lik_plaid_index {
   /* mapped files */
   lik_region *regions;
   int64_t nregions, cap_regions;
+
+  /* its copy on a CUDA device (device.c): the backend's state, or NULL */
+  void *cuda;
+  int cuda_device;
+  int64_t cuda_bytes;
 
   /* the folder the index is the state of (txn.c): has_home, the identity of
    * its metadata.json when the index was loaded from it or saved to it, and
@@ -367,24 +372,18 @@ lik_status lik_plaid_set_meta_impl(lik_plaid_index *ix, const void *data, int64_
 lik_status lik_plaid_save_impl(lik_plaid_index *ix, const char *path, const int64_t *doc_ids,
                                int64_t doc_ids_stride);
 
-/* ---- search (search.c) ---- */
+/* ---- the device copy (device.c) ---- */
 
-/* A validated search call. */
-typedef struct {
-  lik_seqs q;             /* count Nq, len Lq */
-  lik_index q_lengths;    /* data NULL: every query Lq tokens */
-  lik_index subset;       /* with has_subset */
-  int has_subset;         /* 0: no subset (all documents) */
-  lik_index subset_cu;    /* data NULL: one subset for all */
-  int64_t subset_n;       /* entries of subset (no cu) */
-  int64_t top_k, n_probe, n_full;
-  int prune;
-  float threshold;
-  float *scores;
-  int64_t *ids;
-  int64_t s_i, s_k, i_i, i_k; /* strides of scores / ids */
-  lik_call call;
-} lik_plaid_query;
+/* Copies the index to CUDA device device_id (replacing a copy), or frees the
+ * copy (device_id -1).  LIK_ERR_UNSUPPORTED in a build without CUDA. */
+lik_status lik_plaid_to_device_impl(lik_plaid_index *ix, int device_id);
+/* After a change (add, update, delete, compact) that succeeded: the copy made
+ * again on its device; on failure it is freed and the message says so. */
+lik_status lik_plaid_refresh_device(lik_plaid_index *ix);
+/* The search on the device copy (q's tensors on ix->cuda_device). */
+lik_status lik_plaid_search_device(const lik_plaid_index *ix, const lik_plaid_query *q);
+
+/* ---- search (search.c) ---- */
 
 lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q);
 

@@ -794,8 +794,166 @@ static void group_errors(void) {
   EXPECT_FAIL(lik_plaid_index_search(ix, &Q, NULL, NULL, NULL, &p, &S, &Ib), LIK_ERR_DTYPE);
   lik_tensor Qc = Q, Sc = S, Ic = I;
   Qc.device = Sc.device = Ic.device = LIK_CUDA;
-  EXPECT_FAIL(lik_plaid_index_search(ix, &Qc, NULL, NULL, NULL, &p, &Sc, &Ic), LIK_ERR_UNSUPPORTED);
+  /* no copy on that device; a subset on CUDA */
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Qc, NULL, NULL, NULL, &p, &Sc, &Ic), LIK_ERR_DEVICE);
+  sbt.device = LIK_CUDA;
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Qc, NULL, &sbt, NULL, &p, &Sc, &Ic), LIK_ERR_UNSUPPORTED);
+  EXPECT_FAIL(lik_plaid_index_search(ix, &Qc, NULL, NULL, NULL, &p, &S, &I), LIK_ERR_DEVICE);
+  EXPECT_FAIL(lik_plaid_index_to_device(NULL, 0), LIK_ERR_NULL);
+  EXPECT_FAIL(lik_plaid_index_to_device(ix, -2), LIK_ERR_VALUE);
+  CHECK(lik_plaid_index_to_device(ix, -1) == LIK_OK, "to_device(-1) without a copy: %s",
+        lik_last_error());
+  lik_plaid_index_get_info(ix, &after);
+  CHECK(after.device == -1 && after.device_bytes == 0, "info.device %d / %lld without a copy",
+        after.device, (long long)after.device_bytes);
   queries_free(&q);
+  lik_plaid_index_free(ix);
+  corpus_free(&c);
+  group_end();
+}
+
+/* ---- the copy on a CUDA device ---------------------------------------------------------------- */
+
+#ifdef LIK_TEST_HAS_CUDA
+#include <cuda_runtime_api.h>
+
+static void *to_gpu(const void *h, size_t bytes) {
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+  if (bytes) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+  return d;
+}
+
+/* The GPU's results (gs, gi) against the host's (hs, hi), [nq][k]: every
+ * rank's score within tol (fp16 tensor cores against fp32), and where the ids
+ * differ, the host's scores there are tied within 2 tol with a neighbour (or
+ * it is the last rank: the next candidate may have swapped in). */
+static void check_same_ranking(const char *what, const float *gs, const int64_t *gi,
+                               const float *hs, const int64_t *hi, int64_t nq, int64_t k,
+                               double tol) {
+  for (int64_t i = 0; i < nq; i++)
+    for (int64_t r = 0; r < k; r++) {
+      const int64_t e = i * k + r;
+      if (hi[e] < 0 || gi[e] < 0) {
+        CHECK(hi[e] == gi[e] && isinf(gs[e]) && gs[e] < 0, "%s: query %lld rank %lld: id %lld "
+              "(GPU) vs %lld (host)", what, (long long)i, (long long)r, (long long)gi[e],
+              (long long)hi[e]);
+        continue;
+      }
+      CHECK(fabs((double)gs[e] - hs[e]) <= tol, "%s: query %lld rank %lld: score %.6f (GPU) vs "
+            "%.6f (host), tol %.2g", what, (long long)i, (long long)r, gs[e], hs[e], tol);
+      if (gi[e] == hi[e]) continue;
+      const int tied = (r > 0 && fabs((double)hs[e] - hs[e - 1]) <= 2 * tol) ||
+                       (r + 1 < k && hi[e + 1] >= 0 && fabs((double)hs[e] - hs[e + 1]) <= 2 * tol) ||
+                       r + 1 == k;
+      CHECK(tied, "%s: query %lld rank %lld: id %lld (GPU) vs %lld (host), no tie", what,
+            (long long)i, (long long)r, (long long)gi[e], (long long)hi[e]);
+    }
+}
+
+/* One search on the device (queries q's inputs copied) into q->s / q->i. */
+static lik_status search_gpu(const lik_plaid_index *ix, queries *q, int64_t d,
+                             const lik_plaid_search_params *p) {
+  const size_t qb = (size_t)(q->nq * q->lq * d) * sizeof(float), lb = (size_t)q->nq * sizeof(int64_t),
+               sb = (size_t)(q->nq * q->k) * sizeof(float), ib = (size_t)(q->nq * q->k) * sizeof(int64_t);
+  void *dq = to_gpu(q->q, qb), *dl = to_gpu(q->qlen, lb), *ds = NULL, *di = NULL;
+  cudaMalloc(&ds, sb);
+  cudaMalloc(&di, ib);
+  lik_tensor Q = t3(dq, LIK_F32, q->nq, q->lq, d), ql = t1(dl, LIK_I64, q->nq);
+  lik_tensor S = t2(ds, LIK_F32, q->nq, q->k), I = t2(di, LIK_I64, q->nq, q->k);
+  Q.device = ql.device = S.device = I.device = LIK_CUDA;
+  lik_plaid_search_params pk = *p;
+  pk.top_k = q->k;
+  const lik_status st = lik_plaid_index_search(ix, &Q, &ql, NULL, NULL, &pk, &S, &I);
+  cudaMemcpy(q->s, ds, sb, cudaMemcpyDeviceToHost);
+  cudaMemcpy(q->i, di, ib, cudaMemcpyDeviceToHost);
+  cudaFree(dq);
+  cudaFree(dl);
+  cudaFree(ds);
+  cudaFree(di);
+  return st;
+}
+#endif
+
+static void group_device(void) {
+  group_begin("device");
+  case_begin("copy and search");
+  corpus c = make_corpus(300, 32, 60, 12);
+  lik_plaid_index *ix = build(&c, 2, 2, 120);
+  if (!ix) {
+    corpus_free(&c);
+    group_end();
+    return;
+  }
+  int ndev = 0;
+#ifdef LIK_TEST_HAS_CUDA
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+#endif
+  lik_plaid_index_info info;
+  if (ndev == 0) { /* no backend or no device: a clear error, the index unchanged */
+    const lik_status st = lik_plaid_index_to_device(ix, 0);
+    CHECK(st == LIK_ERR_UNSUPPORTED || st == LIK_ERR_DEVICE, "to_device(0) without a GPU: %s",
+          lik_status_string(st));
+    lik_plaid_index_get_info(ix, &info);
+    CHECK(info.device == -1, "a failed copy left info.device %d", info.device);
+  }
+#ifdef LIK_TEST_HAS_CUDA
+  if (ndev > 0) {
+    CHECK(lik_plaid_index_to_device(ix, 0) == LIK_OK, "to_device(0): %s", lik_last_error());
+    lik_plaid_index_get_info(ix, &info);
+    CHECK(info.device == 0 && info.device_bytes > 0, "info.device %d / %lld bytes", info.device,
+          (long long)info.device_bytes);
+    static const struct {
+      int64_t nq, lq, k, probe, full;
+      int prune;
+    } cases[] = {{7, 9, 10, 4, 0, 0}, {5, 40, 25, 8, 64, 1}, {3, 5, 400, 2, 16, 0}, {9, 33, 1, 32, 0, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      queries h = make_queries(&c, cases[ci].nq, cases[ci].lq, cases[ci].k);
+      queries g = h;
+      g.s = malloc((size_t)(h.nq * h.k) * sizeof(float));
+      g.i = malloc((size_t)(h.nq * h.k) * sizeof(int64_t));
+      lik_plaid_search_params p = {0};
+      p.n_ivf_probe = cases[ci].probe;
+      p.n_full_scores = cases[ci].full;
+      p.prune = cases[ci].prune;
+      p.centroid_score_threshold = 0.4f;
+      CHECK(search(ix, &h, c.d, &p, NULL, NULL) == LIK_OK, "host search: %s", lik_last_error());
+      CHECK(search_gpu(ix, &g, c.d, &p) == LIK_OK, "GPU search: %s", lik_last_error());
+      char what[64];
+      snprintf(what, sizeof what, "case %zu", ci);
+      check_same_ranking(what, g.s, g.i, h.s, h.i, h.nq, h.k, 3e-3 * (double)h.lq);
+      free(g.s);
+      free(g.i);
+      queries_free(&h);
+    }
+    /* a delete refreshes the copy: the deleted documents are never returned */
+    int64_t del[40];
+    for (int i = 0; i < 40; i++) del[i] = 7 * i;
+    lik_tensor dt = t1(del, LIK_I64, 40);
+    CHECK(lik_plaid_index_delete(ix, &dt) == LIK_OK, "delete: %s", lik_last_error());
+    lik_plaid_index_get_info(ix, &info);
+    CHECK(info.device == 0, "the copy was not kept after a delete");
+    queries h = make_queries(&c, 6, 12, 30), g = h;
+    g.s = malloc((size_t)(h.nq * h.k) * sizeof(float));
+    g.i = malloc((size_t)(h.nq * h.k) * sizeof(int64_t));
+    lik_plaid_search_params p = {0};
+    CHECK(search(ix, &h, c.d, &p, NULL, NULL) == LIK_OK, "host search: %s", lik_last_error());
+    CHECK(search_gpu(ix, &g, c.d, &p) == LIK_OK, "GPU search: %s", lik_last_error());
+    check_same_ranking("after delete", g.s, g.i, h.s, h.i, h.nq, h.k, 3e-3 * (double)h.lq);
+    for (int64_t e = 0; e < h.nq * h.k; e++)
+      CHECK(g.i[e] < 0 || g.i[e] % 7 != 0 || g.i[e] >= 280, "deleted id %lld returned",
+            (long long)g.i[e]);
+    CHECK(lik_plaid_index_compact(ix) == LIK_OK, "compact: %s", lik_last_error());
+    CHECK(search_gpu(ix, &g, c.d, &p) == LIK_OK, "GPU search after compact: %s", lik_last_error());
+    check_same_ranking("after compact", g.s, g.i, h.s, h.i, h.nq, h.k, 3e-3 * (double)h.lq);
+    /* freed: CUDA queries are refused */
+    CHECK(lik_plaid_index_to_device(ix, -1) == LIK_OK, "to_device(-1): %s", lik_last_error());
+    EXPECT_FAIL(search_gpu(ix, &g, c.d, &p), LIK_ERR_DEVICE);
+    free(g.s);
+    free(g.i);
+    queries_free(&h);
+  }
+#endif
   lik_plaid_index_free(ix);
   corpus_free(&c);
   group_end();
@@ -1279,6 +1437,7 @@ int main(int argc, char **argv) {
   group_expand();
   group_errors();
   group_living();
+  group_device();
   group_files();
   static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "x0", "x1", "x2", "x3", "good", "bad", "resaved"};
   for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {

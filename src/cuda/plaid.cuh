@@ -1,0 +1,404 @@
+/*
+ * plaid.cuh — kernels of the PLAID search on the GPU (src/cuda/plaid.cu runs
+ * them; the stages and their rules are the CPU's, src/index/search.c):
+ *
+ *   prep      one thread per query token: the token in fp32, its squared norm
+ *             summed in ascending k (mul, then add: the host's chain), the
+ *             token normalised into qn [q][LQ][d]; zero[q][s] marks a token
+ *             that probes nothing (all zero, NaN, or past the query's length)
+ *   cs        centroid scores cs[q][c][s] (s padded to LQP, a multiple of 32)
+ *             = one fp32 FMA chain in ascending k, as the host's
+ *             lik_cpu_centroid_scores on an FMA machine; 64 centroids x 32
+ *             tokens per CTA, k in chunks through shared memory
+ *   cmax      (prune) the best score of each centroid over the query's tokens
+ *   probe     per query token, the n_probe best centroids (score descending,
+ *             then lower id; NaN last): each warp scans a strided share of
+ *             the centroids into per-lane sorted lists in shared memory, then
+ *             lane s of warp 0 merges the warps' lists of token s
+ *   mark      one warp per probed cell: its IVF list's bits set in the
+ *             query's candidate bitmap (atomicOr)
+ *   compact   one CTA per query: the bitmap (and the live documents) into an
+ *             ascending candidate list (block scan of the words' popcounts);
+ *             with tombstones and fewer than top_k candidates, every live
+ *             document with tokens; the bitmap cleared for the next chunk
+ *   approx    one warp per (query, candidate): lane s keeps the max over the
+ *             document's tokens of cs[q][code][s] (tokens whose centroid
+ *             scores below the threshold everywhere left out with prune),
+ *             lane 0 sums the maxima in ascending s (a token nothing won adds
+ *             nothing) — the host's sum, bitwise; written as a sort key
+ *   select    a stage's survivors: the first keep of the sorted keys
+ *   keys      the exact scores as sort keys; write: the top_k as scores / ids
+ *
+ * A sort key orders (score descending, then lower position; NaN last, -0 ==
+ * +0) as one unsigned integer, so a segmented radix sort (CUB) ranks every
+ * stage: key = ordered(score) << pb | (ndocs - 1 - position), pb the bits of
+ * a position.  Lists are int32 positions (the device copy has < 2^31
+ * documents).
+ */
+#ifndef LIK_CUDA_PLAID_CUH
+#define LIK_CUDA_PLAID_CUH
+
+#include <cub/block/block_scan.cuh>
+
+#include "common.cuh"
+
+namespace lik_cuda {
+namespace plaid {
+
+/* The device copy of an index (device pointers). */
+struct KIndexCopy {
+  const __half *cent;     /* [ncent][dim] */
+  const int32_t *codes;   /* [ntok] */
+  const int64_t *doc_off; /* [ndocs + 1] */
+  const int64_t *ivf_off; /* [ncent + 1] */
+  const int32_t *ivf;
+  const int64_t *ids;     /* [ndocs] or NULL */
+  const uint32_t *alive;  /* [words]: live documents */
+  const uint32_t *full;   /* [words]: live documents with tokens */
+  int64_t ncent, dim, ndocs, ndead, words;
+};
+
+/* A chunk of queries and its scratch. */
+struct KChunk {
+  KIndexCopy ix;
+  KSeq q;              /* the call's Q (count: the whole call) */
+  int q_dt;
+  KIndex q_lengths;    /* data NULL: every query LQ tokens */
+  int64_t q0, nq;      /* the chunk: queries q0 .. q0 + nq */
+  int64_t lq, lqp;     /* LQ, and LQ padded to 32 */
+  float *qn;           /* [nq][lq][dim] */
+  uint8_t *zero;       /* [nq][lq] */
+  int32_t *qlen;       /* [nq] */
+  float *cs;           /* [nq][ncent][lqp] */
+  float *cmax;         /* [nq][ncent] */
+  int32_t *probes;     /* [nq][lq][np] */
+  int64_t np;
+  uint32_t *bits;      /* [nq][words] */
+  int64_t cap;         /* slots per query of cand / keys: ndocs */
+  int pb;              /* bits of a position in a key */
+  int64_t top_k;
+};
+
+__device__ __forceinline__ float to_float(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case LIK_F16: return __half2float(((const __half *)p)[i]);
+    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case LIK_F64: return (float)((const double *)p)[i];
+    default: return ((const float *)p)[i];
+  }
+}
+
+/* (a, ia) ranks before (b, ib): score descending, then lower index; NaN
+ * after every number (src/core/topk.h's lik_topk_better). */
+__device__ __forceinline__ bool rank_before(float a, int64_t ia, float b, int64_t ib) {
+  const bool na = a != a, nb = b != b;
+  if (na || nb) return na == nb ? ia < ib : nb;
+  if (a != b) return a > b;
+  return ia < ib;
+}
+
+/* The score's place in the ranking as an unsigned integer (larger first). */
+__device__ __forceinline__ uint32_t ordered(float f) {
+  if (f != f) return 0u;
+  const uint32_t u = __float_as_uint(f == 0.f ? 0.f : f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float from_ordered(uint32_t k) {
+  if (k == 0u) return CUDART_NAN_F;
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+__device__ __forceinline__ uint64_t make_key(float s, int64_t pos, int64_t ndocs, int pb) {
+  return (uint64_t)ordered(s) << pb | (uint64_t)(ndocs - 1 - pos);
+}
+
+__device__ __forceinline__ int64_t key_pos(uint64_t k, int64_t ndocs, int pb) {
+  return ndocs - 1 - (int64_t)(k & (((uint64_t)1 << pb) - 1));
+}
+
+__device__ __forceinline__ int64_t query_len(const KChunk &P, int64_t q) {
+  if (!P.q_lengths.data) return P.lq;
+  const int64_t l = kidx(P.q_lengths, P.q0 + q);
+  return l < 0 ? 0 : l > P.lq ? P.lq : l;
+}
+
+/* ---- prep: one thread per token ---------------------------------------------------- */
+
+__global__ void prep_kernel(KChunk P) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * P.lq) return;
+  const int64_t q = t / P.lq, s = t % P.lq, len = query_len(P, q);
+  if (s == 0) P.qlen[q] = (int32_t)len;
+  float *dst = P.qn + t * P.ix.dim;
+  if (s >= len) {
+    for (int64_t k = 0; k < P.ix.dim; k++) dst[k] = 0.f;
+    P.zero[t] = 1;
+    return;
+  }
+  const int64_t off = (P.q0 + q) * P.q.sn + s * P.q.sl;
+  float ss = 0.f;
+  for (int64_t k = 0; k < P.ix.dim; k++) {
+    const float v = to_float(P.q.data, P.q_dt, off + k * P.q.sk);
+    dst[k] = v;
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  }
+  P.zero[t] = !(ss > 0.f);
+  const float inv = 1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
+  for (int64_t k = 0; k < P.ix.dim; k++) dst[k] = __fmul_rn(dst[k], inv);
+}
+
+/* ---- centroid scores: 64 centroids x 32 tokens per CTA of 256 threads ---------------- */
+
+constexpr int CS_C = 64, CS_K = 32;
+
+__global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
+  __shared__ float qs[32][CS_K + 1];
+  __shared__ __align__(16) float ct[CS_K][CS_C];
+  const int64_t q = blockIdx.z, c0 = (int64_t)blockIdx.x * CS_C, s0 = (int64_t)blockIdx.y * 32;
+  const int lane = threadIdx.x & 31, cg = threadIdx.x >> 5; /* centroids cg*8 .. cg*8+7 */
+  const int64_t dim = P.ix.dim;
+  float acc[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++) acc[j] = 0.f;
+  for (int64_t k0 = 0; k0 < dim; k0 += CS_K) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * CS_K; e += blockDim.x) {
+      const int r = e / CS_K, kk = e % CS_K;
+      const int64_t s = s0 + r, k = k0 + kk;
+      qs[r][kk] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
+    }
+    for (int e = threadIdx.x; e < CS_C * CS_K; e += blockDim.x) { /* stores along ct's rows */
+      const int r = e % CS_C, kk = e / CS_C;
+      const int64_t c = c0 + r, k = k0 + kk;
+      ct[kk][r] = c < P.ix.ncent && k < dim ? __half2float(P.ix.cent[c * dim + k]) : 0.f;
+    }
+    __syncthreads();
+    const int kn = dim - k0 < CS_K ? (int)(dim - k0) : CS_K;
+    for (int kk = 0; kk < kn; kk++) {
+      const float qv = qs[lane][kk];
+      const float4 a = *(const float4 *)&ct[kk][cg * 8], b = *(const float4 *)&ct[kk][cg * 8 + 4];
+      acc[0] = __fmaf_rn(qv, a.x, acc[0]);
+      acc[1] = __fmaf_rn(qv, a.y, acc[1]);
+      acc[2] = __fmaf_rn(qv, a.z, acc[2]);
+      acc[3] = __fmaf_rn(qv, a.w, acc[3]);
+      acc[4] = __fmaf_rn(qv, b.x, acc[4]);
+      acc[5] = __fmaf_rn(qv, b.y, acc[5]);
+      acc[6] = __fmaf_rn(qv, b.z, acc[6]);
+      acc[7] = __fmaf_rn(qv, b.w, acc[7]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    const int64_t c = c0 + cg * 8 + j;
+    if (c < P.ix.ncent) P.cs[(q * P.ix.ncent + c) * P.lqp + s0 + lane] = acc[j];
+  }
+}
+
+/* ---- cmax: one thread per (query, centroid) ---------------------------------------- */
+
+__global__ void cmax_kernel(KChunk P) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * P.ix.ncent) return;
+  const int64_t q = t / P.ix.ncent;
+  const float *row = P.cs + t * P.lqp;
+  float m = -INFINITY;
+  for (int s = 0; s < P.qlen[q]; s++) m = fmaxf(m, row[s]);
+  P.cmax[t] = m;
+}
+
+/* ---- probe: CTA (32 tokens of a query) of W warps ------------------------------------ */
+
+__global__ void probe_kernel(KChunk P) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t np = P.np;
+  float *ls = (float *)smem;                   /* [W][np][32] */
+  int32_t *li = (int32_t *)(ls + W * np * 32); /* [W][np][32] */
+  int32_t *cnt = li + W * np * 32;             /* [W][32] */
+  const int64_t q = blockIdx.y, s = (int64_t)blockIdx.x * 32 + lane;
+  const bool on = s < P.lq && !P.zero[q * P.lq + s];
+  float *ws = ls + (int64_t)warp * np * 32;
+  int32_t *wi = li + (int64_t)warp * np * 32;
+  int n = 0;
+  if (on)
+    for (int64_t c = warp; c < P.ix.ncent; c += W) {
+      const float v = P.cs[(q * P.ix.ncent + c) * P.lqp + s];
+      int pos;
+      if (n < np) pos = n++;
+      else if (rank_before(v, c, ws[(np - 1) * 32 + lane], wi[(np - 1) * 32 + lane])) pos = (int)np - 1;
+      else continue;
+      while (pos > 0 && rank_before(v, c, ws[(pos - 1) * 32 + lane], wi[(pos - 1) * 32 + lane])) {
+        ws[pos * 32 + lane] = ws[(pos - 1) * 32 + lane];
+        wi[pos * 32 + lane] = wi[(pos - 1) * 32 + lane];
+        pos--;
+      }
+      ws[pos * 32 + lane] = v;
+      wi[pos * 32 + lane] = (int32_t)c;
+    }
+  cnt[warp * 32 + lane] = n;
+  __syncthreads();
+  if (warp != 0 || s >= P.lq) return;
+  int32_t *out = P.probes + (q * P.lq + s) * np;
+  int head[32];
+  for (int w = 0; w < W; w++) head[w] = 0;
+  for (int64_t r = 0; r < np; r++) {
+    int bw = -1;
+    float bv = 0.f;
+    int32_t bc = 0;
+    for (int w = 0; w < W; w++) {
+      if (head[w] >= cnt[w * 32 + lane]) continue;
+      const int64_t e = ((int64_t)w * np + head[w]) * 32 + lane;
+      if (bw < 0 || rank_before(ls[e], li[e], bv, bc)) {
+        bw = w;
+        bv = ls[e];
+        bc = li[e];
+      }
+    }
+    out[r] = bw < 0 ? -1 : bc;
+    if (bw >= 0) head[bw]++;
+  }
+}
+
+/* ---- mark: one warp per (query, token, probe) --------------------------------------- */
+
+__global__ void mark_kernel(KChunk P) {
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (w >= P.nq * P.lq * P.np) return;
+  const int32_t c = P.probes[w];
+  if (c < 0) return;
+  const int64_t q = w / (P.lq * P.np);
+  uint32_t *bits = P.bits + q * P.ix.words;
+  for (int64_t e = P.ix.ivf_off[c] + lane; e < P.ix.ivf_off[c + 1]; e += 32) {
+    const int32_t j = P.ix.ivf[e];
+    atomicOr(bits + (j >> 5), 1u << (j & 31));
+  }
+}
+
+/* ---- compact: one CTA of CT threads per query ------------------------------------- */
+
+constexpr int CT = 1024;
+
+__global__ void __launch_bounds__(CT) compact_kernel(KChunk P, int32_t *cand, int32_t *ncand) {
+  typedef cub::BlockScan<int, CT> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int any, total;
+  const int64_t q = blockIdx.x;
+  uint32_t *bits = P.bits + q * P.ix.words;
+  int32_t *out = cand + q * P.cap;
+  if (threadIdx.x == 0) any = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s < P.lq; s += CT)
+    if (!P.zero[q * P.lq + s]) any = 1;
+  __syncthreads();
+  /* pass 0: the probed lists' live documents; pass 1 (tombstones, fewer than
+   * top_k, something probed): every live document with tokens */
+  for (int pass = 0; pass < 2; pass++) {
+    int base = 0;
+    for (int64_t w0 = 0; w0 < P.ix.words; w0 += CT) {
+      const int64_t w = w0 + threadIdx.x;
+      uint32_t word = 0;
+      if (w < P.ix.words) {
+        word = pass ? P.ix.full[w] : bits[w] & P.ix.alive[w];
+        if (!pass) bits[w] = 0;
+      }
+      int off, sum;
+      Scan(tmp).ExclusiveSum(__popc(word), off, sum);
+      for (int o = base + off; word; word &= word - 1) out[o++] = (int32_t)(w * 32 + __ffs(word) - 1);
+      base += sum;
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) total = base;
+    __syncthreads();
+    if (pass || !(any && P.ix.ndead > 0 && total < P.top_k)) break;
+  }
+  if (threadIdx.x == 0) ncand[q] = any ? total : 0;
+}
+
+/* ---- approx: one warp per (query, slot) ------------------------------------------- */
+
+__global__ void approx_kernel(KChunk P, const int32_t *list, const int32_t *nlist, int64_t lcap,
+                              int prune, float thr, uint64_t *keys) {
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (w >= P.nq * lcap) return;
+  const int64_t q = w / lcap, slot = w % lcap;
+  if (slot >= nlist[q]) return;
+  const int64_t j = list[q * lcap + slot], t0 = P.ix.doc_off[j], t1 = P.ix.doc_off[j + 1];
+  const int len = P.qlen[q];
+  const float *cs = P.cs + q * P.ix.ncent * P.lqp;
+  const float *cm = P.cmax + q * P.ix.ncent;
+  float score = 0.f;
+  for (int s0 = 0; s0 < len; s0 += 32) {
+    float m = -INFINITY;
+    for (int64_t tb = t0; tb < t1; tb += 32) {
+      const int32_t mine = tb + lane < t1 ? __ldg(P.ix.codes + tb + lane) : 0;
+      const int n = t1 - tb < 32 ? (int)(t1 - tb) : 32;
+      for (int u = 0; u < n; u++) {
+        const int32_t c = __shfl_sync(0xffffffffu, mine, u);
+        if (prune && !(cm[c] >= thr)) continue;
+        const float v = cs[(int64_t)c * P.lqp + s0 + lane];
+        if (v > m) m = v;
+      }
+    }
+    for (int r = 0; r < 32 && s0 + r < len; r++) {
+      const float v = __shfl_sync(0xffffffffu, m, r);
+      if (v != -INFINITY) score += v; /* every lane: the same sum */
+    }
+  }
+  if (lane == 0) keys[q * P.cap + slot] = make_key(score, j, P.ix.ndocs, P.pb);
+}
+
+/* ---- segments, select, keys, write ------------------------------------------------ */
+
+/* Sort segments of the chunk's queries: [q * cap, q * cap + n[q]). */
+__global__ void segments_kernel(KChunk P, const int32_t *n, int *begin, int *end) {
+  const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= P.nq) return;
+  begin[q] = (int)(q * P.cap);
+  end[q] = (int)(q * P.cap + n[q]);
+}
+
+/* The first keep(n) positions of each query's sorted keys into out [nq][ocap]:
+ * keep = min(n, m) when n > gate, else n. */
+__global__ void select_kernel(KChunk P, const uint64_t *keys, const int32_t *n, int64_t gate,
+                              int64_t m, int32_t *out, int32_t *nout, int64_t ocap) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * ocap) return;
+  const int64_t q = t / ocap, r = t % ocap, nq = n[q];
+  const int64_t keep = nq > gate && m < nq ? m : nq;
+  if (r == 0) nout[q] = (int32_t)keep;
+  if (r < keep) out[t] = (int32_t)key_pos(keys[q * P.cap + r], P.ix.ndocs, P.pb);
+}
+
+__global__ void keys_kernel(KChunk P, const float *sc, const int32_t *list, const int32_t *n,
+                            int64_t lcap, uint64_t *keys) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * lcap) return;
+  const int64_t q = t / lcap, r = t % lcap;
+  if (r < n[q]) keys[q * P.cap + r] = make_key(sc[t], list[t], P.ix.ndocs, P.pb);
+}
+
+/* Outputs of the chunk's queries (n NULL: no results). */
+__global__ void write_kernel(KChunk P, const uint64_t *keys, const int32_t *n, float *scores,
+                             int64_t s_i, int64_t s_k, int64_t *ids, int64_t i_i, int64_t i_k) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * P.top_k) return;
+  const int64_t q = t / P.top_k, r = t % P.top_k, g = P.q0 + q;
+  float s = -INFINITY;
+  int64_t id = -1;
+  if (n && r < n[q]) {
+    const uint64_t k = keys[q * P.cap + r];
+    const int64_t pos = key_pos(k, P.ix.ndocs, P.pb);
+    s = from_ordered((uint32_t)(k >> P.pb));
+    id = P.ix.ids ? P.ix.ids[pos] : pos;
+  }
+  scores[g * s_i + r * s_k] = s;
+  ids[g * i_i + r * i_k] = id;
+}
+
+} // namespace plaid
+} // namespace lik_cuda
+
+#endif
