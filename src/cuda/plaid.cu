@@ -22,7 +22,7 @@
 #include "device.cuh"
 #include "host.cuh"
 #include "plaid.cuh"
-#include "residual.cuh"
+#include "residual_call.cuh"
 
 extern "C" {
 #include "../core/plaid.h"

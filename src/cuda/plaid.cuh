@@ -221,20 +221,33 @@ __global__ void probe_kernel(KChunk P) {
   float *ws = ls + (int64_t)warp * np * 32;
   int32_t *wi = li + (int64_t)warp * np * 32;
   int n = 0;
+  constexpr int PF = 8; /* scores loaded ahead of their insertion */
+  const float *col = P.cs + q * P.ix.ncent * P.lqp + s;
   if (on)
-    for (int64_t c = warp; c < P.ix.ncent; c += W) {
-      const float v = P.cs[(q * P.ix.ncent + c) * P.lqp + s];
-      int pos;
-      if (n < np) pos = n++;
-      else if (rank_before(v, c, ws[(np - 1) * 32 + lane], wi[(np - 1) * 32 + lane])) pos = (int)np - 1;
-      else continue;
-      while (pos > 0 && rank_before(v, c, ws[(pos - 1) * 32 + lane], wi[(pos - 1) * 32 + lane])) {
-        ws[pos * 32 + lane] = ws[(pos - 1) * 32 + lane];
-        wi[pos * 32 + lane] = wi[(pos - 1) * 32 + lane];
-        pos--;
+    for (int64_t c0 = warp; c0 < P.ix.ncent; c0 += PF * W) {
+      float vs[PF];
+#pragma unroll
+      for (int u = 0; u < PF; u++) {
+        const int64_t c = c0 + (int64_t)u * W;
+        vs[u] = c < P.ix.ncent ? col[c * P.lqp] : 0.f;
       }
-      ws[pos * 32 + lane] = v;
-      wi[pos * 32 + lane] = (int32_t)c;
+#pragma unroll
+      for (int u = 0; u < PF; u++) {
+        const int64_t c = c0 + (int64_t)u * W;
+        if (c >= P.ix.ncent) break;
+        const float v = vs[u];
+        int pos;
+        if (n < np) pos = n++;
+        else if (rank_before(v, c, ws[(np - 1) * 32 + lane], wi[(np - 1) * 32 + lane])) pos = (int)np - 1;
+        else continue;
+        while (pos > 0 && rank_before(v, c, ws[(pos - 1) * 32 + lane], wi[(pos - 1) * 32 + lane])) {
+          ws[pos * 32 + lane] = ws[(pos - 1) * 32 + lane];
+          wi[pos * 32 + lane] = wi[(pos - 1) * 32 + lane];
+          pos--;
+        }
+        ws[pos * 32 + lane] = v;
+        wi[pos * 32 + lane] = (int32_t)c;
+      }
     }
   cnt[warp * 32 + lane] = n;
   __syncthreads();

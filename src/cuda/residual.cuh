@@ -34,40 +34,11 @@
 
 #include <type_traits>
 
-#include "common.cuh"
-#include "device.cuh"
-#include "host.cuh"
 #include "ptx.cuh"
-
-extern "C" {
-#include "../core/residual.h"
-}
+#include "residual_call.cuh"
 
 namespace lik_cuda {
 namespace res {
-
-struct KCodec {
-  const void *cent;
-  int cent_dt;
-  int cent_vec; /* F16 rows of 8 aligned halves: 16-byte loads */
-  int64_t ncent, dim, cent_sc, cent_sk;
-  const void *weights;
-  int w_dt;
-  int64_t ws;
-  int nbits, colbert;
-  int64_t width;
-};
-
-struct KTok {
-  const void *codes;
-  int codes64;
-  int res_vec; /* residual bytes contiguous, a token's 8-dimension groups aligned to nbits */
-  int64_t code_sn, code_s;
-  const uint8_t *res;
-  int64_t res_sn, res_st, res_sp;
-  int64_t count, len;
-  KIndex lengths, offsets; /* data NULL where absent */
-};
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
   switch (dt) {
@@ -235,26 +206,6 @@ __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
 }
 
 /* ---- residual MaxSim ------------------------------------------------------------ */
-
-struct KRes {
-  KCodec c;
-  KTok t;
-  const void *q;
-  int q_dt;
-  int64_t nq, lq, q_sn, q_sl, q_sk;
-  float *scores;
-  int64_t ssi, ssj;
-  int32_t *argmax;
-  int64_t asi, asj, ass;
-  int normalize;
-  int dpad, bn;             /* d rounded up to 16; tokens per tile (32 or 64) */
-  int64_t ldr;              /* shared row stride in elements: dpad + 8 */
-  int64_t off_wt, off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
-  /* LIST kernels (the PLAID search's exact stage): item (i, j) scores
-   * document list[i * list_sn + j] of the index when j < list_n[i] */
-  const int32_t *list, *list_n;
-  int64_t list_sn;
-};
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
 template <typename T, int QB>
@@ -578,26 +529,6 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
     if (threadIdx.x == 0) P.scores[i * P.ssi + jo * P.ssj] = score;
   }
 }
-
-/* Entering a call: its device made current by scope (the caller's), its
- * properties (cached in the call's context) in *dev, and no earlier,
- * unrelated error left to report. */
-static inline lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
-  lik_problem p;
-  memset(&p, 0, sizeof p);
-  p.context = call.context;
-  p.device_id = call.device_id;
-  const lik_status st = device_of(&p, dev);
-  if (st) return st;
-  (void)cudaGetLastError();
-  return LIK_OK;
-}
-
-/* residual_maxsim_kernel's launch (src/cuda/residual.cu): P's codec, tokens,
- * query and outputs set; picks the query block and tile, lays out shared
- * memory, launches on stream (LIST: P.list set). */
-lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream);
 
 } // namespace res
 } // namespace lik_cuda
