@@ -39,6 +39,32 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
               MaxSim (all queries / those drawn from added documents); the
               same on the unsplit corpus (an add of like documents).
 
+  synthetic --device cuda
+              the GPU mode (issue 29): the same distribution generated on the
+              GPU (torch, seeded) at --tokens tokens (documents of 100..300
+              tokens, so 4 M tokens = 20 k documents; 64 queries x 32
+              tokens), lik's index built once on the host (all threads; or
+              loaded from --index-dir when it holds this corpus's build) and
+              then, at fast-plaid's defaults (8/4096) and two faster settings
+              (4/1024, 2/256; --grid): lik's GPU search (Index.load(device=
+              "cuda")), lik's CPU search (all host threads), exact dense
+              lik.retrieve in bf16 on the GPU (the reference of recall@10:
+              padded [N, Lmax, d] + mask), and with --fast-plaid fast-plaid
+              1.7 on the GPU searching the same index files (in a child
+              process; --fast-plaid-build also times its own create() on the
+              GPU of the same documents: its rows' build_s).  Throughput: the
+              median of repeated 64-query calls, each waited for
+              (torch.cuda.synchronize); one-query latency: the median of 50
+              single-query calls, each waited for.  Rows (engine, device,
+              tokens, n_ivf_probe, n_full_scores, nq, qps, latency_ms,
+              recall10, build_s, index_mb: the index folder, for exact dense
+              the padded bf16 corpus) go to --out as JSON (rows of other
+              token counts already there are kept, so 4 M and 10 M runs
+              share one file) and are printed as a table.
+
+    python3 bench/plaid_index.py synthetic --device cuda --tokens 4000000 \
+        --fast-plaid --fast-plaid-build --index-dir /tmp/ix4m --out bench/plaid_gpu_h200.json
+
 fast-plaid needs its own environment (it pins torch): this session used
 ``python -m venv /work/venv-index`` with the main environment's site-packages
 on a .pth line and ``pip install fast-plaid==1.7.0.2110``, and ran this script
@@ -163,6 +189,8 @@ def folder_bytes(p):
 def child(spec: dict) -> dict:
     """Runs one measurement (build or search) and reports it with ru_maxrss."""
     engine, task = spec["engine"], spec["task"]
+    if task == "gpu":
+        return fast_plaid_gpu(spec)
     corpus = spec["corpus"]
     if corpus == "cranfield":
         X, cu, dids, Q, qlens, qids, qrels = cranfield()
@@ -249,6 +277,60 @@ def child(spec: dict) -> dict:
             out["ids"] = [[p for p, _ in x] + [-1] * (spec["k"] - len(x)) for x in r]
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def fast_plaid_gpu(spec: dict) -> dict:
+    """fast-plaid on the GPU (a child process): its own create() of the
+    documents when asked (build_s, index_mb), then searches of the index
+    folder spec["path"] over spec["grid"]: qps, one-query latency, ids."""
+    import torch
+    from fast_plaid import search
+
+    Q = torch.from_numpy(np.load(spec["Q"]))
+    out = {}
+    if spec.get("build_path"):
+        X = np.load(spec["X"], mmap_mode="r")
+        cu = np.load(spec["cu"])
+        docs = [torch.from_numpy(X[cu[j]:cu[j + 1]].astype(np.float32)) for j in range(len(cu) - 1)]
+        fb = search.FastPlaid(index=spec["build_path"], device="cuda")
+        t = time.perf_counter()
+        fb.create(documents_embeddings=docs, nbits=spec["nbits"])
+        torch.cuda.synchronize()
+        out["build_s"] = time.perf_counter() - t
+        out["index_mb"] = folder_bytes(spec["build_path"]) / 1e6
+        del fb, docs
+    fp = search.FastPlaid(index=spec["path"], device="cuda")
+    out["rows"] = []
+    for probe, full in spec["grid"]:
+        kw = dict(top_k=10, n_ivf_probe=probe, n_full_scores=full, show_progress=False)
+
+        def run(q):
+            r = fp.search(q, **kw)
+            torch.cuda.synchronize()
+            return r
+
+        run(Q[:2])  # warm-up
+        r = run(Q)
+        ids = [[p for p, _ in x] + [-1] * (10 - len(x)) for x in r]
+        out["rows"].append({"n_ivf_probe": probe, "n_full_scores": full, "ids": ids,
+                            "batch_s": median_time(lambda: run(Q)),
+                            "latency_ms": 1e3 * statistics.median(
+                                timed(lambda q=q: run(Q[q:q + 1])) for q in range(min(50, len(Q))))})
+    return out
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def median_time(fn, min_s: float = 1.0, max_reps: int = 50) -> float:
+    """The median wall time of fn() over at least 3 calls and ~min_s seconds."""
+    ts = [timed(fn)]
+    while len(ts) < 3 or (sum(ts) < min_s and len(ts) < max_reps):
+        ts.append(timed(fn))
+    return statistics.median(ts)
 
 
 def run_child(spec: dict) -> dict:
@@ -353,6 +435,156 @@ def part_synthetic(args, tmp):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def synthetic_cuda(tokens, clusters, seed, nq=64, lq=32, d=128, lens=(100, 300)):
+    """The synthetic corpus's distribution (4 topics per document, token
+    noise of norm ~0.75, normalised; queries: lq tokens of one document plus
+    noise of norm ~0.5, normalised) generated on the GPU for about ``tokens``
+    tokens in documents of lens[0]..lens[1] tokens.  Returns (X fp16 [T, d],
+    cu int64 [N + 1], lengths [N], Q fp32 [nq, lq, d]), all CUDA tensors."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dev = "cuda"
+    dirs = torch.randn(clusters, d, generator=g, device=dev)
+    dirs /= dirs.norm(dim=1, keepdim=True)
+    n = max(1, round(tokens / ((lens[0] + lens[1]) / 2)))
+    L = torch.randint(lens[0], lens[1] + 1, (n,), generator=g, device=dev)
+    cu = torch.zeros(n + 1, dtype=torch.int64, device=dev)
+    cu[1:] = L.cumsum(0)
+    T = int(cu[-1])
+    doc = torch.repeat_interleave(torch.arange(n, device=dev), L)
+    topics = torch.randint(0, clusters, (n, 4), generator=g, device=dev)
+    X = torch.empty(T, d, dtype=torch.float16, device=dev)
+    for t0 in range(0, T, 1 << 22):
+        t1 = min(T, t0 + (1 << 22))
+        which = topics[doc[t0:t1], torch.randint(0, 4, (t1 - t0,), generator=g, device=dev)]
+        x = dirs[which] + 0.75 * torch.randn(t1 - t0, d, generator=g, device=dev) / d**0.5
+        X[t0:t1] = (x / x.norm(dim=1, keepdim=True)).half()
+    qdoc = torch.randint(0, n, (nq,), generator=g, device=dev)
+    pos = (torch.rand(nq, lq, generator=g, device=dev) * L[qdoc, None]).long()
+    q = X[cu[qdoc, None] + pos].float() + 0.5 * torch.randn(nq, lq, d, generator=g, device=dev) / d**0.5
+    return X, cu, L, q / q.norm(dim=-1, keepdim=True)
+
+
+def part_gpu(args, tmp):
+    """synthetic --device cuda: lik on the GPU and the CPU, exact dense bf16
+    and fast-plaid on the GPU, on one corpus and one index folder."""
+    import torch
+
+    lik = _lik()
+    if args.threads:
+        lik.set_num_threads(args.threads)
+    t = time.perf_counter()
+    X, cu, L, Q = synthetic_cuda(args.tokens, args.clusters, args.seed)
+    N, T, d = len(L), len(X), X.shape[1]
+    gen_s = time.perf_counter() - t
+    nq = len(Q)
+    grid = [tuple(map(int, g.split("/"))) for g in (args.grid or "8/4096,4/1024,2/256").split(",")]
+    print(f"\nSynthetic clustered corpus on the GPU: {N} docs, {T} tokens, d={d}, {args.clusters} clusters, seed "
+          f"{args.seed} (generated in {gen_s:.1f} s); {nq} queries x {Q.shape[1]} tokens; nbits {args.nbits}; "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}; host: {machine()}\n", flush=True)
+    rows = []
+
+    def add(engine, device, probe, full, batch_s, latency_ms, ids, build_s, index_mb):
+        rows.append({"engine": engine, "device": device, "tokens": T, "n_ivf_probe": probe, "n_full_scores": full,
+                     "nq": nq, "qps": nq / batch_s, "latency_ms": latency_ms,
+                     "recall10": overlap_at(ids, exact), "build_s": build_s, "index_mb": index_mb})
+
+    # exact dense: padded bf16 [N, Lmax, d] + mask, the reference
+    Lmax = int(L.max())
+    doc = torch.repeat_interleave(torch.arange(N, device="cuda"), L)
+    D = torch.zeros(N, Lmax, d, dtype=torch.bfloat16, device="cuda")
+    D[doc, torch.arange(T, device="cuda") - cu[doc]] = X.to(torch.bfloat16)
+    M = torch.arange(Lmax, device="cuda")[None, :] < L[:, None]
+    del doc
+    Qb = Q.to(torch.bfloat16)
+
+    def dense(q):
+        r = lik.retrieve(q, D, 10, d_mask=M)
+        torch.cuda.synchronize()
+        return r
+
+    exact = dense(Qb)[1].tolist()
+    lat = 1e3 * statistics.median(timed(lambda q=q: dense(Qb[q:q + 1])) for q in range(min(50, nq)))
+    add("exact dense (lik.retrieve bf16)", "cuda", None, None, median_time(lambda: dense(Qb)), lat, exact, None,
+        D.numel() * D.element_size() / 1e6)
+    del D, M
+    torch.cuda.empty_cache()
+
+    # lik's index: built once on the host, or the cached folder of this corpus
+    path = Path(args.index_dir) if args.index_dir else tmp / "lik-index"
+    key = {"tokens": T, "docs": N, "clusters": args.clusters, "seed": args.seed, "nbits": args.nbits,
+           "num_centroids": args.num_centroids}
+    stamp = path.parent / (path.name + ".bench.json")
+    Xh, cuh = X.cpu().numpy(), cu.cpu().numpy()
+    if path.is_dir() and stamp.is_file() and json.loads(stamp.read_text())["key"] == key:
+        build_s = json.loads(stamp.read_text())["build_s"]
+        print(f"lik index: {path} (cached; built in {build_s:.1f} s)", flush=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        t = time.perf_counter()
+        lik.plaid.Index.build(Xh, path, cu_seqlens=cuh, nbits=args.nbits,
+                              num_centroids=args.num_centroids or None).close()
+        build_s = time.perf_counter() - t
+        stamp.write_text(json.dumps({"key": key, "build_s": build_s}))
+        print(f"lik index: built in {build_s:.1f} s", flush=True)
+    index_mb = folder_bytes(path) / 1e6
+    t = time.perf_counter()
+    ix = lik.plaid.Index.load(path, device="cuda")
+    print(f"lik index: K {ix.num_centroids}, {index_mb:.0f} MB on disk, copied to {ix.device} in "
+          f"{time.perf_counter() - t:.2f} s ({ix.device_bytes / 1e6:.0f} MB there)\n", flush=True)
+    host = lik.plaid.Index.load(path)
+    Qn = Q.cpu().numpy()
+    for probe, full in grid:
+        kw = dict(top_k=10, n_ivf_probe=probe, n_full_scores=full)
+
+        def gpu(q):
+            r = ix.search(q, **kw)
+            torch.cuda.synchronize()
+            return r
+
+        gpu(Q)
+        lat = 1e3 * statistics.median(timed(lambda q=q: gpu(Q[q:q + 1])) for q in range(min(50, nq)))
+        add("lik", "cuda", probe, full, median_time(lambda: gpu(Q)), lat, gpu(Q)[1].tolist(), build_s, index_mb)
+        host.search(Qn[:2], **kw)
+        lat = 1e3 * statistics.median(timed(lambda q=q: host.search(Qn[q:q + 1], **kw)) for q in range(min(50, nq)))
+        add("lik", "cpu", probe, full, median_time(lambda: host.search(Qn, **kw)), lat,
+            host.search(Qn, **kw)[1].tolist(), build_s, index_mb)
+    ix.close()
+    host.close()
+    del X
+    torch.cuda.empty_cache()
+
+    if args.fast_plaid:
+        spec = {"engine": "fast-plaid", "task": "gpu", "corpus": "synthetic", "path": str(path), "grid": grid,
+                "Q": str(tmp / "Q.npy"), "nbits": args.nbits}
+        np.save(tmp / "Q.npy", Qn)
+        if args.fast_plaid_build:
+            np.save(tmp / "X.npy", Xh)
+            np.save(tmp / "cu.npy", cuh)
+            spec.update(X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"), build_path=str(tmp / "fast-plaid-index"))
+        f = run_child(spec)
+        if "build_s" in f:
+            print(f"fast-plaid create() on the GPU: {f['build_s']:.1f} s, {f['index_mb']:.0f} MB (its rows' build_s; "
+                  "they search lik's folder)\n", flush=True)
+        for r in f["rows"]:
+            add("fast-plaid", "cuda", r["n_ivf_probe"], r["n_full_scores"], r["batch_s"], r["latency_ms"],
+                r["ids"], f.get("build_s"), index_mb)
+
+    cols = ["engine", "device", "tokens", "n_ivf_probe", "n_full_scores", "nq", "qps", "latency_ms", "recall10",
+            "build_s", "index_mb"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join("" if r[c] is None else f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])
+                                for c in cols) + " |", flush=True)
+    if args.out:
+        out = Path(args.out)
+        old = json.loads(out.read_text()) if out.is_file() else []
+        out.write_text(json.dumps([r for r in old if r["tokens"] != T] + rows, indent=1) + "\n")
+        print(f"\n{len(rows)} rows -> {out}")
+
+
 def part_expand(args, tmp):
     """Adding documents unlike the indexed ones: build on the first half of
     the documents, add the second half with and without expand_centroids;
@@ -412,13 +644,25 @@ def main():
     ap.add_argument("--num-centroids", type=int, default=0,
                     help="synthetic, lik only: K (0: 2^floor(log2(16 sqrt(tokens))), fast-plaid's rule)")
     ap.add_argument("--grid", default="", help="n_ivf_probe/n_full_scores pairs, e.g. 8/4096,2/256")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="synthetic: cuda runs the GPU mode (lik GPU + CPU, exact dense and fast-plaid on the GPU)")
+    ap.add_argument("--tokens", type=int, default=4_000_000, help="--device cuda: corpus tokens")
+    ap.add_argument("--index-dir", default="", help="--device cuda: lik's index folder, reused when it holds "
+                    "this corpus's build (else built there)")
+    ap.add_argument("--fast-plaid-build", action="store_true",
+                    help="--device cuda --fast-plaid: also time fast-plaid's own create() on the GPU")
+    ap.add_argument("--out", default="", help="--device cuda: JSON rows written here (other token counts kept)")
     args = ap.parse_args()
+    if args.device == "cuda" and args.part != "synthetic":
+        ap.error("--device cuda: the synthetic part only")
     print(f"date {time.strftime('%Y-%m-%d %H:%M')}, command: python3 {' '.join(sys.argv)}")
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         if args.part in ("cranfield", "all"):
             part_cranfield(args, tmp)
-        if args.part in ("synthetic", "all"):
+        if args.part == "synthetic" and args.device == "cuda":
+            part_gpu(args, tmp)
+        elif args.part in ("synthetic", "all"):
             part_synthetic(args, tmp)
         if args.part in ("expand", "all"):
             part_expand(args, tmp)

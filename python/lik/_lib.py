@@ -752,6 +752,8 @@ class LikPlaidIndexInfo(ctypes.Structure):
         ("has_ivf", ctypes.c_int),
         ("num_deleted", ctypes.c_int64),
         ("next_id", ctypes.c_int64),
+        ("device", ctypes.c_int),
+        ("device_bytes", ctypes.c_int64),
     ]
 
 
@@ -787,6 +789,8 @@ lib.lik_plaid_index_set_metadata_db.argtypes = [ctypes.c_void_p, ctypes.c_char_p
 lib.lik_plaid_index_get_metadata_db.restype = ctypes.c_int
 lib.lik_plaid_index_get_metadata_db.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                                 ctypes.POINTER(ctypes.c_int64)]
+lib.lik_plaid_index_to_device.restype = ctypes.c_int
+lib.lik_plaid_index_to_device.argtypes = [ctypes.c_void_p, ctypes.c_int]
 
 
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
@@ -855,9 +859,12 @@ def call_plaid_load(path: str, verify: bool) -> int:
 
 def call_plaid_search(handle, Q, q_lengths, subset, subset_cu, params: LikPlaidSearchParams, scores,
                       ids) -> None:
+    """lik_plaid_index_search into caller-allocated ``scores`` / ``ids``;
+    ``params``' threads, context and stream are :func:`call_options`' for
+    ``Q`` (a CUDA ``Q``: torch's current stream of its device)."""
     keep = []
-    params.num_threads = _num_threads
-    params.context = getattr(_current, "handle", None)
+    o = call_options(Q)
+    params.num_threads, params.context, params.stream = o.num_threads, o.context, o.stream
     q, ql, s, scu = _views(keep, Q, q_lengths, subset, subset_cu)
     check(lib.lik_plaid_index_search(handle, q, ql, s, scu, ctypes.byref(params),
                                      *_views(keep, scores, ids)))
@@ -903,6 +910,12 @@ def plaid_info(handle) -> LikPlaidIndexInfo:
     info = LikPlaidIndexInfo()
     check(lib.lik_plaid_index_get_info(handle, ctypes.byref(info)))
     return info
+
+
+def call_plaid_to_device(handle, device_id: int) -> None:
+    """lik_plaid_index_to_device: the search state copied to CUDA device
+    ``device_id`` (>= 0), or the copy freed (-1)."""
+    check(lib.lik_plaid_index_to_device(handle, int_arg(device_id, "device", -1, INT32_MAX)))
 
 
 def plaid_free(handle) -> None:

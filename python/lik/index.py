@@ -6,8 +6,9 @@ The folder format is fast-plaid 1.7's (``metadata.json``, ``centroids.npy``,
 ``ivf.npy``, ``merged_codes.npy``, ...): an index built here loads in
 fast-plaid and the other way round.  Search runs PLAID's stages (centroid
 scores, IVF probing, approximate scores, exact residual MaxSim on the best
-candidates) on the CPU threads; CUDA is not supported yet (CUDA tensors raise
-:class:`lik.LikError`).
+candidates) on the CPU threads, or on a CUDA device once :meth:`Index.to`
+copied the index there (build, add, delete, save stay on the host; the
+library refreshes the device copy after each change).
 """
 
 from __future__ import annotations
@@ -38,12 +39,36 @@ def _to_np(x):
     raise TypeError(f"expected numpy arrays or torch tensors, got {type(x).__name__}")
 
 
+def _device_id(device) -> int:
+    """-1 (the host) or the CUDA device index of a ``device=`` argument:
+    "cpu", "cuda" (torch's current device), "cuda:N", a torch.device, or an
+    int N >= 0 (CUDA device N)."""
+    if isinstance(device, (bool, np.bool_)):
+        raise TypeError("device: expected 'cpu', 'cuda', 'cuda:N', a torch.device or an int, got bool")
+    if isinstance(device, (int, np.integer)):
+        return _lib.int_arg(device, "device", 0, _lib.INT32_MAX)
+    if _lib._torch is not None and isinstance(device, _lib._torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device: expected 'cpu', 'cuda', 'cuda:N', a torch.device or an int, got "
+                        f"{type(device).__name__}")
+    if device in ("cpu", "cpu:0"):
+        return -1
+    if device == "cuda":
+        torch = _lib._torch
+        return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
+    n = device.removeprefix("cuda:")
+    if device.startswith("cuda:") and n.isascii() and n.isdigit():
+        return _lib.int_arg(int(n), "device", 0, _lib.INT32_MAX)
+    raise ValueError(f"device: {device!r}, expected 'cpu', 'cuda', 'cuda:N', a torch.device or an int N >= 0")
+
+
 def _ints(x, name: str) -> np.ndarray:
-    """An integer argument (a list, numpy array or torch CPU tensor) as a
-    contiguous int64 array.  Floats, bools and strings are a TypeError (they
-    would be truncated or parsed); uint64 beyond int64 is clamped to its
-    maximum, so it stays out of range."""
-    a = np.asarray(_to_np(x) if _lib.is_torch(x) else x)
+    """An integer argument (a list, numpy array or torch tensor, a CUDA one
+    copied to the host) as a contiguous int64 array.  Floats, bools and
+    strings are a TypeError (they would be truncated or parsed); uint64
+    beyond int64 is clamped to its maximum, so it stays out of range."""
+    a = np.asarray(x.detach().cpu() if _lib.is_torch(x) else x)
     if a.size and a.dtype.kind not in "iu":
         raise TypeError(f"{name}: dtype {a.dtype} is not an integer dtype")
     if a.dtype == np.uint64:
@@ -125,6 +150,23 @@ def _packed(documents, cu_seqlens=None, doc_lengths=None):
                      f"{tuple(X.shape)}")
 
 
+def _padded_queries(qs):
+    """A list of ``[Lq_i, d]`` queries (numpy, or torch on any device) as
+    (float32 ``[Nq, max Lq_i, d]`` zero-padded, int64 lengths ``[Nq]``) on
+    the host."""
+    if not qs:
+        raise ValueError("Q: empty list")
+    qs = [np.asarray(x.detach().cpu().float() if _lib.is_torch(x) else x, dtype=np.float32) for x in qs]
+    L = max(x.shape[0] for x in qs)
+    d = qs[0].shape[-1]
+    Qa = np.zeros((len(qs), L, d), dtype=np.float32)
+    for i, x in enumerate(qs):
+        if x.ndim != 2 or x.shape[-1] != d:
+            raise ValueError(f"Q[{i}]: expected [Lq, {d}], got shape {x.shape}")
+        Qa[i, : x.shape[0]] = x
+    return Qa, np.array([x.shape[0] for x in qs], dtype=np.int64)
+
+
 class _Progress:
     """A one-line progress bar on stderr (only when it is a terminal)."""
 
@@ -158,10 +200,15 @@ class Index:
     document metadata (``metadata=`` of :meth:`build` / :meth:`add`) is an
     SQLite table queried by :meth:`where` and ``search(filter=...)``.
 
+    An index lives on the host; :meth:`to` (or ``device=`` of :meth:`build`,
+    :meth:`train`, :meth:`load`) also copies what search reads to a CUDA
+    device, and :meth:`search` then runs there (docs/plaid_index.md, "On the
+    GPU").
+
     Attributes (read-only): ``num_docs`` (live documents), ``num_deleted``,
     ``ids``, ``num_tokens``, ``dim``, ``nbits``, ``num_centroids``,
-    ``num_chunks``, ``path`` (the folder it was loaded from or last saved
-    to, else None).
+    ``num_chunks``, ``device``, ``device_bytes``, ``path`` (the folder it was
+    loaded from or last saved to, else None).
     """
 
     def __init__(self, handle: int, path: str | None = None):
@@ -177,8 +224,9 @@ class Index:
               kmeans_niters: int = 4, max_points_per_centroid: int = 256,
               sample_docs: int | None = None, seed: int = 42, chunk_docs: int = 25000,
               doc_ids=None, metadata: Sequence[dict] | None = None,
-              progress: bool = False) -> "Index":
-        """Build an index (k-means, codec, every document coded, IVF).
+              progress: bool = False, device=None) -> "Index":
+        """Build an index (k-means, codec, every document coded, IVF) on the
+        host, then copy it to ``device``.
 
         Args:
             documents: a list of ``[L_i, d]`` arrays (numpy or torch CPU,
@@ -202,15 +250,18 @@ class Index:
                 values int, float, str, bytes or None), stored in the
                 folder's ``metadata.sqlite`` (:meth:`where`).
             progress: show a progress bar on a terminal.
+            device: None or "cpu" (the host), or a CUDA device (as
+                :meth:`to`): the built index is copied there.
 
         Returns:
             the :class:`Index` (``path`` set when saved).
 
         Raises:
             ValueError: shapes, nbits, lengths, a NaN / infinite token, an
-                option outside its C field's range.
+                option outside its C field's range; ``device`` as :meth:`to`.
             TypeError: dtypes, an option that is not an int, lengths that
                 are not integers.
+            lik.LikError: ``device`` as :meth:`to`.
         """
         X, cu = _packed(documents, cu_seqlens, doc_lengths)
         o, keep = _lib.plaid_build_options(
@@ -219,24 +270,25 @@ class Index:
             chunk_docs=chunk_docs, progress=_Progress("lik index") if progress else None)
         if metadata is not None and len(metadata) != len(cu) - 1:
             raise ValueError(f"metadata: {len(metadata)} entries for {len(cu) - 1} documents")
+        dev = -1 if device is None else _device_id(device)  # (checked before the build)
         ix = cls(_lib.call_plaid_build(X, cu, o))
         del keep
         if metadata is not None:
             ids = range(len(cu) - 1) if doc_ids is None else _ints(doc_ids, "doc_ids")
             ix._meta = MetaDB()
             ix._meta.put(ids, metadata)
-        if path is None:
-            return ix
-        ix.save(path, doc_ids=doc_ids)
-        if doc_ids is None:
-            return ix
-        ix.close()
-        return cls.load(path)
+        if path is not None:
+            ix.save(path, doc_ids=doc_ids)
+            if doc_ids is not None:
+                ix.close()
+                ix = cls.load(path)
+        return ix._placed(dev)
 
     @classmethod
     def train(cls, sample, *, nbits: int = 2, total_tokens: int | None = None,
               num_centroids: int | None = None, kmeans_niters: int = 4,
-              max_points_per_centroid: int = 256, seed: int = 42, chunk_docs: int = 25000) -> "Index":
+              max_points_per_centroid: int = 256, seed: int = 42, chunk_docs: int = 25000,
+              device=None) -> "Index":
         """An empty index trained on sample tokens; add documents with :meth:`add`.
 
         Args:
@@ -246,40 +298,97 @@ class Index:
                 seed, chunk_docs: as :meth:`build`.
             total_tokens: the corpus's (estimated) token count, for K's rule
                 (None: the sample's).
+            device: as :meth:`build`: the empty index is copied there, and
+                every :meth:`add` refreshes the copy.
 
         Returns:
             an :class:`Index` with the codec and no documents.
 
         Raises:
             ValueError: shapes, nbits, an empty sample, a NaN / infinite
-                token, an option outside its C field's range.
+                token, an option outside its C field's range; ``device`` as
+                :meth:`to`.
             TypeError: dtypes, an option that is not an int.
+            lik.LikError: ``device`` as :meth:`to`.
         """
         S = _to_np(sample)
         o, keep = _lib.plaid_build_options(
             nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
             total_tokens=total_tokens or 0, max_points_per_centroid=max_points_per_centroid, seed=seed,
             chunk_docs=chunk_docs)
-        return cls(_lib.call_plaid_train(S, o))
+        dev = -1 if device is None else _device_id(device)
+        return cls(_lib.call_plaid_train(S, o))._placed(dev)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, verify: bool = False) -> "Index":
+    def load(cls, path: str | os.PathLike, *, verify: bool = False, device=None) -> "Index":
         """Map an index folder (lik's or fast-plaid's).
 
         Args:
             path: the folder.
             verify: read every code now (else a corrupt code is reported by
-                the search reading it).
+                the search reading it; a copy to a device checks every code
+                anyway).
+            device: None or "cpu" (the host), or a CUDA device (as
+                :meth:`to`): the index is copied there.
 
         Returns:
             the :class:`Index` (``path`` set).
 
         Raises:
             ValueError: a missing or inconsistent file (the message names the
-                file and the sizes).
+                file and the sizes); ``device`` as :meth:`to`.
+            lik.LikError: ``device`` as :meth:`to`.
         """
         p = os.fspath(path)
-        return cls(_lib.call_plaid_load(p, verify), p)
+        dev = -1 if device is None else _device_id(device)
+        return cls(_lib.call_plaid_load(p, verify), p)._placed(dev)
+
+    def _placed(self, dev: int) -> "Index":
+        """self copied to CUDA device ``dev`` (-1: stays on the host); freed
+        when the copy fails."""
+        if dev < 0:
+            return self
+        try:
+            return self.to(dev)
+        except BaseException:
+            self.close()
+            raise
+
+    def to(self, device) -> "Index":
+        """Put the index's search state on ``device``, torch style.
+
+        A CUDA device gets a copy of what search reads (centroids fp16,
+        codec, codes int32, residuals, IVF, document table, ids, tombstones:
+        about ``num_tokens * (4 + dim * nbits / 8)`` bytes, reported by
+        :attr:`device_bytes`); the host copy stays (CPU searches, add,
+        delete, update, compact and save use it, and the library refreshes
+        the device copy after each change).  "cpu" frees the device copy.
+        Moving to the device the index is on already does nothing.
+
+        Args:
+            device: "cpu", "cuda" (torch's current device), "cuda:N", a
+                ``torch.device``, or an int N >= 0 (CUDA device N).
+
+        Returns:
+            self.
+
+        Raises:
+            TypeError: ``device`` not one of these forms.
+            ValueError: a malformed device string, or no such CUDA device
+                (the library's LIK_ERR_DEVICE); a corrupt code (the message
+                names the document and the token).
+            ImportError: a CUDA device without torch (the GPU search
+                allocates its results with torch).
+            lik.LikError: a library built without CUDA, an index without an
+                IVF (LIK_ERR_UNSUPPORTED), device memory (LIK_ERR_ALLOC).
+        """
+        dev = _device_id(device)
+        if dev == self._info().device:
+            return self
+        if dev >= 0 and _lib._torch is None:
+            raise ImportError("lik.plaid.Index.to: the GPU search allocates its results with torch; install torch")
+        _lib.call_plaid_to_device(self._handle(), dev)
+        return self
 
     def add(self, documents, *, cu_seqlens=None, doc_lengths=None, expand_centroids: bool = False,
             metadata: Sequence[dict] | None = None, progress: bool = False) -> range:
@@ -482,16 +591,42 @@ class Index:
                filter: tuple[str, Sequence[Any]] | None = None):
         """Top-``top_k`` documents of each query by PLAID search.
 
+        Where it runs: an index without a device copy searches on the CPU
+        threads (a CUDA ``Q`` is then a :class:`lik.LikError`).  An index on
+        a CUDA device (:meth:`to`) searches there, whatever ``Q`` is: ``Q``
+        and ``q_lengths`` are moved to the index's device (a copy unless
+        they are there already), every stage runs on torch's current stream
+        of that device, and the results are moved back to ``Q``'s device.
+        With ``Q`` and ``q_lengths`` (or None) on the index's device the
+        call does not synchronise with the host, so it can be captured in a
+        CUDA graph (``torch.cuda.graph``; add, update, delete, compact and
+        :meth:`to` replace the device copy such a graph reads: capture it
+        again after one of them).  Exceptions: ``subset`` or
+        ``filter`` on a CUDA index runs the CPU search (``Q`` copied to the
+        host; the library's GPU search takes no subset in this version), its
+        results moved to ``Q``'s device.
+
+        The GPU's exact stage scores on fp16 tensor cores and sums centroid
+        scores in another order than the CPU: its scores agree with the
+        CPU's to about 2e-3 relative (2e-3 per query token absolute), and
+        documents whose scores are that close may swap ranks.
+
         Args:
             Q: ``[Nq, Lq, d]`` or ``[Lq, d]`` (one query), or a list of
-                ``[Lq_i, d]`` queries; float (numpy or torch CPU).
+                ``[Lq_i, d]`` queries (padded here, on the host); float32 /
+                float16 / float64 (numpy or torch) or bfloat16 (torch), any
+                strides, on the CPU or a CUDA device.
             top_k: results per query.
-            n_ivf_probe: IVF cells probed per query token (fast-plaid's 8).
+            n_ivf_probe: IVF cells probed per query token (fast-plaid's 8;
+                the GPU search takes at most 1024).
             n_full_scores: candidates kept by the approximate score; a quarter
                 of them (at least top_k) are scored exactly (fast-plaid's rule).
             centroid_score_threshold: None, or ColBERTv2's centroid pruning
                 threshold (e.g. 0.5).
-            q_lengths: ``[Nq]`` valid tokens per padded query (None: all).
+            q_lengths: ``[Nq]`` valid tokens per padded query (None: all),
+                integers, in ``[0, Lq]``: host values outside are a
+                ValueError; values in a CUDA tensor are not read on the host
+                (the GPU search clamps them to ``[0, Lq]``).
             subset: None (all documents); integer document ids searched for
                 every query (a list / tuple, 1-D numpy array or torch tensor);
                 or one such list per query (a list of them, or a 2-D array
@@ -508,36 +643,25 @@ class Index:
             ``(scores [Nq, top_k] float32, ids [Nq, top_k] int64)`` (2-D Q:
             ``[top_k]``); ids -1 / scores -inf fill the slots of a query with
             fewer results.  Scores are exact residual MaxSim scores (both
-            sides L2-normalised).  torch in -> torch out.
+            sides L2-normalised).  numpy ``Q`` (or a list of numpy queries):
+            numpy arrays; torch ``Q``: torch tensors on ``Q``'s device (a
+            list: its first query's).
 
         Raises:
             ValueError: shapes; ``top_k`` outside ``[1, 2**40]``,
                 ``n_ivf_probe`` / ``n_full_scores`` outside ``[1, 2**63 - 1]``
                 (the message names the argument and the range; checked before
-                anything is allocated); ``subset`` ids out of range or nested
-                deeper than one list per query.
+                anything is allocated); host ``q_lengths`` outside
+                ``[0, Lq]``; ``subset`` ids out of range or nested deeper
+                than one list per query.
             TypeError: dtypes; ``top_k`` / ``n_ivf_probe`` / ``n_full_scores``
                 not ints (a bool included); ``subset`` or ``q_lengths`` not
                 integers.
+            lik.LikError: a CUDA ``Q`` and an index without a device copy
+                (LIK_ERR_UNSUPPORTED); on the GPU, ``n_ivf_probe`` above
+                1024 (LIK_ERR_UNSUPPORTED), device memory (LIK_ERR_ALLOC), a
+                CUDA error.
         """
-        torch_out = _lib.is_torch(Q) or (_is_seq(Q) and Q and _lib.is_torch(Q[0]))
-        if _is_seq(Q):
-            qs = [np.asarray(_to_np(x).float() if _lib.is_torch(x) else x, dtype=np.float32) for x in Q]
-            if not qs:
-                raise ValueError("Q: empty list")
-            L = max(x.shape[0] for x in qs)
-            d = qs[0].shape[-1]
-            Qa = np.zeros((len(qs), L, d), dtype=np.float32)
-            for i, x in enumerate(qs):
-                if x.ndim != 2 or x.shape[-1] != d:
-                    raise ValueError(f"Q[{i}]: expected [Lq, {d}], got shape {x.shape}")
-                Qa[i, : x.shape[0]] = x
-            q_lengths = np.array([x.shape[0] for x in qs], dtype=np.int64)
-            Q = Qa
-        else:
-            Q = _to_np(Q)
-        if not (1 <= Q.ndim <= 4):
-            raise ValueError(f"Q: expected [Nq, Lq, d] or [Lq, d], got shape {tuple(Q.shape)}")
         p = _lib.LikPlaidSearchParams()
         p.top_k = top_k = _lib.int_arg(top_k, "top_k", 1, _lib.PLAID_MAX_TOP_K)
         p.n_ivf_probe = _lib.int_arg(n_ivf_probe, "n_ivf_probe", 1)
@@ -545,13 +669,29 @@ class Index:
         if centroid_score_threshold is not None:
             p.prune = 1
             p.centroid_score_threshold = float(centroid_score_threshold)
-        ql = None if q_lengths is None else _ints(q_lengths, "q_lengths")
         if filter is not None:
             if subset is not None:
                 raise ValueError("filter: give subset or filter, not both")
             if not isinstance(filter, tuple) or len(filter) != 2:
                 raise TypeError("filter: expected (condition, parameters)")
             subset = self.where(*filter)
+        first = Q[0] if _is_seq(Q) and Q else Q
+        home = first.device if _lib.is_torch(first) else None  # where the results go (None: numpy)
+        dev = self._info().device
+        if home is not None and home.type == "cuda" and dev < 0:
+            raise _lib.LikError(f"Q: on {home}, but the index has no CUDA copy: call index.to(\"{home}\") first, "
+                                "or pass Q on the CPU", _lib.LIK_ERR_UNSUPPORTED)
+        if _is_seq(Q):
+            Q, q_lengths = _padded_queries(Q)
+        if dev >= 0 and subset is None:
+            return self._search_cuda(Q, q_lengths, p, dev, home)
+        if _lib.is_torch(Q):
+            Q = Q.detach().cpu()  # a CUDA Q here: the CPU search of a subset on a CUDA index
+        else:
+            Q = _to_np(Q)
+        if not (1 <= Q.ndim <= 4):
+            raise ValueError(f"Q: expected [Nq, Lq, d] or [Lq, d], got shape {tuple(Q.shape)}")
+        ql = None if q_lengths is None else _ints(q_lengths, "q_lengths")
         sub, scu = (None, None) if subset is None else _subset(subset)
         nq = Q.shape[0] if Q.ndim == 3 else 1
         if scu is not None and Q.ndim in (2, 3) and len(scu) - 1 != nq:  # (another ndim: the library's error)
@@ -560,11 +700,44 @@ class Index:
         scores = np.empty(shape, dtype=np.float32)
         ids = np.empty(shape, dtype=np.int64)
         _lib.call_plaid_search(self._handle(), Q, ql, sub, scu, p, scores, ids)
-        if torch_out:
-            import torch
+        if home is None:
+            return scores, ids
+        return _lib.to_torch(scores).to(home), _lib.to_torch(ids).to(home)
 
-            return torch.from_numpy(scores), torch.from_numpy(ids)
-        return scores, ids
+    def _search_cuda(self, Q, q_lengths, p, dev: int, home):
+        """The GPU search of :meth:`search` on CUDA device ``dev``: Q and
+        q_lengths moved there, the results allocated there (no host
+        synchronisation when both are there already), then moved to ``home``
+        (None: numpy)."""
+        torch = _lib._torch
+        target = torch.device("cuda", dev)
+        _lib.check_array(Q, "Q")
+        Q = _lib.to_torch(Q).detach().to(target)
+        if not (1 <= Q.ndim <= 4):
+            raise ValueError(f"Q: expected [Nq, Lq, d] or [Lq, d], got shape {tuple(Q.shape)}")
+        ql = None
+        if _lib.is_torch(q_lengths) and q_lengths.is_cuda:  # read on the device only
+            ql = q_lengths.detach()
+            if ql.dtype.is_floating_point or ql.dtype.is_complex or ql.dtype == torch.bool:
+                raise TypeError(f"q_lengths: dtype {_lib.dtype_name(ql)} is not an integer dtype")
+            if ql.dtype not in (torch.int32, torch.int64):
+                ql = ql.to(torch.int64)
+            ql = ql.to(target)
+        elif q_lengths is not None:  # host values: checked here as the CPU search checks them
+            v = _ints(q_lengths, "q_lengths")
+            lq, flat = (Q.shape[-2] if Q.ndim >= 2 else 0), v.reshape(-1)
+            bad = np.flatnonzero((flat < 0) | (flat > lq))
+            if bad.size:
+                raise ValueError(f"q_lengths: q_lengths[{bad[0]}]={flat[bad[0]]} is outside [0, {lq}]")
+            ql = torch.from_numpy(v).to(target)
+        shape = ((Q.shape[0],) if Q.ndim == 3 else ()) + (int(p.top_k),)
+        with torch.cuda.device(dev):
+            scores = torch.empty(shape, dtype=torch.float32, device=target)
+            ids = torch.empty(shape, dtype=torch.int64, device=target)
+            _lib.call_plaid_search(self._handle(), Q, ql, None, None, p, scores, ids)
+        if home is None:
+            return scores.cpu().numpy(), ids.cpu().numpy()
+        return scores.to(home), ids.to(home)
 
     # ---- properties -------------------------------------------------------------------
 
@@ -614,6 +787,18 @@ class Index:
     def num_chunks(self) -> int:
         return int(self._info().num_chunks)
 
+    @property
+    def device(self) -> str:
+        """Where :meth:`search` runs: "cpu", or "cuda:N" when CUDA device N
+        holds a copy (:meth:`to`)."""
+        dev = self._info().device
+        return "cpu" if dev < 0 else f"cuda:{dev}"
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes of the device copy (0 without one)."""
+        return int(self._info().device_bytes)
+
     def __len__(self) -> int:
         return self.num_docs
 
@@ -621,11 +806,12 @@ class Index:
         if not self._h:
             return "lik.plaid.Index(closed)"
         i = self._info()
+        dev = "" if i.device < 0 else f", device='cuda:{i.device}'"
         return (f"lik.plaid.Index(num_docs={i.num_docs - i.num_deleted}, num_tokens={i.num_tokens}, dim={i.dim}, "
-                f"nbits={i.nbits}, num_centroids={i.num_centroids}, path={self.path!r})")
+                f"nbits={i.nbits}, num_centroids={i.num_centroids}{dev}, path={self.path!r})")
 
     def close(self) -> None:
-        """Free the index (unmap its files)."""
+        """Free the index (unmap its files, free its device copy)."""
         h, self._h = self._h, None
         if h:
             _lib.plaid_free(h)

@@ -285,8 +285,8 @@ def test_errors(tmp_path):
     with pytest.raises(ValueError, match="ivf_lengths.npy"):
         plaid.Index.load(tmp_path / "ok")
     torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        with pytest.raises(lik.LikError):
+    if torch.cuda.is_available():  # an index without a device copy
+        with pytest.raises(lik.LikError, match="no CUDA copy"):
             ix.search(torch.from_numpy(Q).cuda())
 
 
@@ -302,3 +302,50 @@ def test_misaligned_npy_data_is_refused(tmp_path):
     path.write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + codes.tobytes())
     with pytest.raises(ValueError, match=r"merged_codes.npy.*data starts at byte 131, not a multiple"):
         plaid.Index.load(tmp_path / "ix")
+
+
+def test_device_on_the_host(tmp_path):
+    # an index lives on the host until to(): device "cpu", no device bytes
+    # (lik_plaid_index_info's device / device_bytes, -1 / 0); to("cpu") does
+    # nothing; device= is checked before anything is built; without a CUDA
+    # device a move there is refused (a library built without CUDA:
+    # LIK_ERR_UNSUPPORTED as LikError; a CUDA build without a device:
+    # LIK_ERR_DEVICE as ValueError) and the index stays usable on the host
+    from lik import _lib
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(SEED + 9)
+    docs = corpus(rng, 30, 16)
+    ix = plaid.Index.build(docs, tmp_path / "ix")
+    info = _lib.plaid_info(ix._handle())
+    assert (info.device, info.device_bytes, info.next_id, info.num_docs) == (-1, 0, 30, 30)
+    assert ix.device == "cpu" and ix.device_bytes == 0 and "device=" not in repr(ix)
+    Q = queries(rng, docs, 3, 4, 16)
+    want = ix.search(Q, top_k=5)
+    for dev in ("cpu", "cpu:0", torch.device("cpu")):
+        assert ix.to(dev) is ix and ix.device == "cpu"
+    for dev, exc, msg in (("gpu", ValueError, "device: 'gpu', expected 'cpu', 'cuda', 'cuda:N'"),
+                          ("cuda:", ValueError, "device: 'cuda:', expected"), ("cuda:-1", ValueError, "expected"),
+                          (-1, ValueError, r"device: -1 is outside \[0, 2147483647\]"),
+                          (True, TypeError, "got bool"), (1.0, TypeError, "got float")):
+        with pytest.raises(exc, match=msg):
+            ix.to(dev)
+        with pytest.raises(exc, match=msg):  # before the build
+            plaid.Index.build(docs, tmp_path / "never", device=dev)
+        assert not (tmp_path / "never").exists()
+    with pytest.raises(TypeError, match="got NoneType"):
+        ix.to(None)
+    if torch.cuda.is_available():
+        return
+    for move in (lambda: ix.to("cuda"), lambda: ix.to(0), lambda: ix.to(torch.device("cuda", 0)),
+                 lambda: plaid.Index.load(tmp_path / "ix", device="cuda"),
+                 lambda: plaid.Index.build(docs, device="cuda:0"),
+                 lambda: plaid.Index.train(np.concatenate(docs), device=0)):
+        with pytest.raises((lik.LikError, ValueError)) as e:
+            move()
+        if isinstance(e.value, lik.LikError):
+            assert e.value.status == _lib.LIK_ERR_UNSUPPORTED and "cuda" in str(e.value).lower()
+        assert ix.device == "cpu" and ix.device_bytes == 0
+    s, i = ix.search(Q, top_k=5)
+    np.testing.assert_array_equal(i, want[1])
+    np.testing.assert_array_equal(s, want[0])
