@@ -659,7 +659,7 @@ class Index:
                 integers.
             lik.LikError: a CUDA ``Q`` and an index without a device copy
                 (LIK_ERR_UNSUPPORTED); on the GPU, ``n_ivf_probe`` above
-                1024 (LIK_ERR_UNSUPPORTED), device memory (LIK_ERR_ALLOC), a
+                512 (LIK_ERR_UNSUPPORTED), device memory (LIK_ERR_ALLOC), a
                 CUDA error.
         """
         p = _lib.LikPlaidSearchParams()
