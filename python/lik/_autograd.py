@@ -494,10 +494,11 @@ def maxsim_varlen(
     On CUDA the kernels read ``cu_seqlens`` on the device.  The host reads
     them only to check them (``validate``) and, where ``max_seqlen_q`` is not
     given, for the longest query: one copy, one sync, and never while a CUDA
-    graph is captured or torch.compile traces.  With ``max_seqlen_q`` given
-    the call is capturable in a CUDA graph (forward and backward) and traced
-    by ``torch.compile(fullgraph=True)``, and replays bitwise as it runs
-    eagerly (docs/training.md, "Packed calls in CUDA graphs").
+    graph is captured or torch.compile traces.  So the call (forward and
+    backward) is capturable in a CUDA graph and traced by
+    ``torch.compile(fullgraph=True)``; pass ``max_seqlen_q`` there, and the
+    captured call gives the bits of the eager call with the same
+    ``max_seqlen_q`` (docs/training.md, "Packed calls in CUDA graphs").
 
     Args:
         Q_packed: ``[total_q, d]`` float32 / float16 / bfloat16 / float64.
@@ -579,7 +580,7 @@ def score_pairs_packed(
 
     ``scores[p] = MaxSim(query pair_q_idx[p], document pair_d_idx[p])``.
     On CUDA as :func:`maxsim_varlen`: capturable in a CUDA graph and traced
-    by ``torch.compile(fullgraph=True)`` with ``max_seqlen_q`` given.
+    by ``torch.compile(fullgraph=True)`` (pass ``max_seqlen_q`` there).
 
     Args:
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d: as :func:`maxsim_varlen`.
