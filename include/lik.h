@@ -394,6 +394,13 @@ LIK_API lik_status lik_maxsim_pairs_backward(const lik_tensor *Q,
  *   cu_seqlens_q  [Nq + 1] I32 or I64, any stride: starts at 0,
  *                 non-decreasing, last == total_q (else LIK_ERR_VALUE).
  *   cu_seqlens_d  [Nd + 1] likewise for D.
+ *                 CUDA tensors: the kernels read the offsets (and
+ *                 lik_score_pairs_packed's pair indices) on the device; the
+ *                 host reads no value in device memory, so a call never
+ *                 synchronises and can be captured in a CUDA graph (the
+ *                 backwards too).  Those values are then not checked: the
+ *                 caller guarantees the rules (malformed offsets or pair
+ *                 indices are undefined behaviour), as in FlashAttention.
  *   q_mask        NULL or [total_q] BOOL/U8 (beyond the seed: masks and
  *   d_mask        NULL or [total_d]  normalize work on packed paths too).
  *   scores        F32 [Nq, Nd] (or F64 for F64 inputs).  An empty (or
@@ -407,8 +414,14 @@ LIK_API lik_status lik_maxsim_pairs_backward(const lik_tensor *Q,
  *                 longest query (LIK_ERR_VALUE if negative, or shorter than
  *                 the longest query where cu_seqlens_q is read on the host).
  *                 On CUDA, where the lengths stay on the device, it sizes the
- *                 kernel's query blocks for a call without argmax (else they
- *                 are sized by Q's rows: correct, slower for short queries).
+ *                 kernel's query blocks for a call without argmax (with one,
+ *                 Lmax sizes them; with neither, Q's rows: correct, slower
+ *                 for short queries).
+ * On the CPU an Lmax or max_seqlen_q shorter than the longest query is an
+ * error (LIK_ERR_SHAPE / LIK_ERR_VALUE).  On CUDA, where it is not checked,
+ * it is memory-safe (here and in the backward: no access outside the
+ * arguments, no argmax entry past Lmax); that query's scores and gradients
+ * are undefined (its tokens past the bound may be left out).
  */
 LIK_API lik_status lik_maxsim_varlen(const lik_tensor *Q, const lik_tensor *D,
                                      const lik_tensor *cu_seqlens_q,
@@ -434,7 +447,8 @@ LIK_API lik_status lik_maxsim_varlen_backward(
  *
  *   Q, D, cu_seqlens_q, cu_seqlens_d, q_mask, d_mask, opts  as lik_maxsim_varlen.
  *   pair_q, pair_d  [P] I32 or I64, any stride; 0 <= pair_q[p] < Nq and
- *                   0 <= pair_d[p] < Nd (else LIK_ERR_VALUE naming p).
+ *                   0 <= pair_d[p] < Nd (else LIK_ERR_VALUE naming p;
+ *                   CUDA tensors: unchecked, as cu_seqlens).
  *                   Pairs may repeat and come in any order.
  *   scores          F32 [P] (or F64 for F64 inputs).
  *   argmax          NULL or I32 [P, Lmax], Lmax >= the longest query, entries

@@ -114,7 +114,7 @@ def _warn_if_unnormalized(Q, torch_mode: bool) -> None:
     if Q.ndim < 2 or Q.shape[-1] == 0:
         return
     if torch_mode:
-        if _torch.compiler.is_compiling() or (Q.is_cuda and _torch.cuda.is_current_stream_capturing()):
+        if not _lib.can_read_back(Q):
             return
         sample = Q.detach().reshape(-1, Q.shape[-1])[:64]
         if sample.shape[0] == 0:

@@ -353,7 +353,8 @@ def _check_torch(name, x, *, optional=False):
 
 
 def _max_len(cu: torch.Tensor) -> int:
-    if cu.dim() != 1 or cu.shape[0] < 2:
+    """The longest sequence of cu_seqlens (0 where its shape or dtype is wrong: the C library's error)."""
+    if cu.dim() != 1 or cu.shape[0] < 2 or cu.dtype not in (torch.int32, torch.int64):
         return 0
     return max(int((cu[1:] - cu[:-1]).max()), 0)
 
@@ -377,10 +378,10 @@ def _packed_args(Q, D, cu_q, cu_d, q_mask, d_mask):
             _lib.check_array(x, name)
 
 
-def _cu_values(Q, D, cu_q, cu_d, max_seqlen_q=None):
-    """Values of cu_seqlens (lik.h's rules) and a given max_seqlen_q > 0, on a
-    host copy: (Nq, Nd, longest query), or None where a dtype or shape is
-    wrong (left to the C library's error)."""
+def _cu_values(Q, D, cu_q, cu_d, max_seqlen_q=None, max_seqlen_d=None):
+    """Values of cu_seqlens (lik.h's rules) and given bounds max_seqlen_q /
+    max_seqlen_d > 0, on a host copy: (Nq, Nd, longest query), or None where
+    a dtype or shape is wrong (left to the C library's error)."""
     if Q.dim() != 2 or D.dim() != 2:
         return None
     out = []
@@ -396,18 +397,19 @@ def _cu_values(Q, D, cu_q, cu_d, max_seqlen_q=None):
         if int(c[-1]) != rows:
             raise ValueError(f"{name}: last entry {int(c[-1])} does not equal {what}={rows}")
         out.append(c)
-    longest = _max_len(out[0])
-    if max_seqlen_q and max_seqlen_q < longest:
-        raise ValueError(f"max_seqlen_q: {max_seqlen_q} is shorter than the longest query "
-                         f"({longest} tokens in cu_seqlens_q)")
-    return out[0].numel() - 1, out[1].numel() - 1, longest
+    lq, ld = _max_len(out[0]), _max_len(out[1])
+    for name, bound, longest, what in (("max_seqlen_q", max_seqlen_q, lq, "query (%d tokens in cu_seqlens_q)"),
+                                       ("max_seqlen_d", max_seqlen_d, ld, "document (%d tokens in cu_seqlens_d)")):
+        if bound and bound < longest:
+            raise ValueError(f"{name}: {bound} is shorter than the longest " + what % longest)
+    return out[0].numel() - 1, out[1].numel() - 1, lq
 
 
-def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None) -> int:
+def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q=None, max_seqlen_d=None) -> int:
     """The host check of a packed call on CUDA tensors, where the C library
     cannot read cu_seqlens and pair indices without a sync: _cu_values, then
     the pair indices.  Returns the longest query (0 where left to C)."""
-    r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q)
+    r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q, max_seqlen_d)
     if r is None:
         return 0
     nq, nd, longest = r
@@ -421,21 +423,38 @@ def _check_index_values(Q, D, cu_q, cu_d, pair_q=None, pair_d=None, max_seqlen_q
     return longest
 
 
-def _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q) -> int:
-    """Lq bound of a packed call: sizes the saved argmax and the CUDA kernel's
-    query tiles.  The exact longest query, from checked values (CPU: the C
-    library checks the pairs; CUDA: one host copy, one sync); under
-    torch.compile, where nothing is read, max_seqlen_q as given."""
-    if torch.compiler.is_compiling():
-        return max_seqlen_q if max_seqlen_q is not None else _max_len(cu_q)
-    if Q.device.type == "cuda":
-        return _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q)
-    r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q)
-    return r[2] if r else 0
+def _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d, validate: bool) -> int:
+    """The Lq bound of a packed call: the saved argmax's last dimension and,
+    on CUDA, the kernel's query blocks (lik_options.max_seqlen_q).
+
+    A given max_seqlen_q (> 0) is the bound as given, capped at Q's rows (no
+    query is longer), on every device and every way of running the call
+    (eager, captured in a CUDA graph, compiled): they all run the same
+    kernels and give the same bits.  Without it: the longest query read
+    from cu_seqlens_q (on CUDA one host copy, one sync), or Q's rows where
+    nothing can be read (:func:`lik._lib.can_read_back`: CUDA graph capture,
+    torch.compile).
+
+    The values read are checked (cu_seqlens, given bounds; pair indices on
+    CUDA, the C library checks them on the CPU): always for CPU tensors,
+    for CUDA tensors with ``validate`` (one copy, one sync), never where
+    nothing can be read."""
+    rows = Q.shape[0] if Q.dim() == 2 else 0
+    bound = min(max_seqlen_q, rows) if max_seqlen_q else None
+    if not _lib.can_read_back(Q):
+        return rows if bound is None else bound
+    if Q.device.type != "cuda":
+        r = _cu_values(Q, D, cu_q, cu_d, max_seqlen_q, max_seqlen_d)
+        longest = r[2] if r else 0
+    elif validate:
+        longest = _check_index_values(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d)
+    else:  # unchecked: the longest query is read only where no bound is given
+        longest = min(_max_len(cu_q), rows) if bound is None else 0
+    return longest if bound is None else bound
 
 
 def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d, q_mask, d_mask,
-                   normalize, backward):
+                   normalize, backward, validate):
     """Checks and runs the packed forward op: maxsim_varlen (no pairs) or
     score_pairs_packed."""
     backward = _lib.check_backward(backward)
@@ -444,8 +463,8 @@ def _packed_scores(Q, D, cu_q, cu_d, pair_q, pair_d, max_seqlen_q, max_seqlen_d,
         for name, x in (("pair_q_idx", pair_q), ("pair_d_idx", pair_d)):
             _check_torch(name, x)
             _lib.check_array(x, name)
-    _check_max_seqlen(max_seqlen_d, "max_seqlen_d")
-    width = _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, _check_max_seqlen(max_seqlen_q))
+    width = _packed_width(Q, D, cu_q, cu_d, pair_q, pair_d, _check_max_seqlen(max_seqlen_q),
+                          _check_max_seqlen(max_seqlen_d, "max_seqlen_d"), _lib.flag(validate, "validate"))
     scores, _ = torch.ops.lik.packed_fwd(
         Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask,
         int(width), _lib.flag(normalize, "normalize"), backward, _needs_grad(Q, D),
@@ -465,32 +484,59 @@ def maxsim_varlen(
     d_mask=None,
     normalize: bool = False,
     backward: str = "auto",
+    validate: bool = True,
 ):
     """MaxSim of every (query, document) pair of two packed batches -> ``[Nq, Nd]``.
 
     FlashAttention's convention (the seed's ``maxsim_varlen``): query ``i`` is
     ``Q_packed[cu_seqlens_q[i]:cu_seqlens_q[i+1]]``, document ``j`` likewise.
 
+    On CUDA the kernels read ``cu_seqlens`` on the device.  The host reads
+    them only to check them (``validate``) and, where ``max_seqlen_q`` is not
+    given, for the longest query: one copy, one sync, and never while a CUDA
+    graph is captured or torch.compile traces.  So the call (forward and
+    backward) is capturable in a CUDA graph and traced by
+    ``torch.compile(fullgraph=True)``; pass ``max_seqlen_q`` there, and the
+    captured call gives the bits of the eager call with the same
+    ``max_seqlen_q`` (docs/training.md, "Packed calls in CUDA graphs").
+
     Args:
         Q_packed: ``[total_q, d]`` float32 / float16 / bfloat16 / float64.
-        D_packed: ``[total_d, d]``, same dtype and ``d``.
-        cu_seqlens_q: ``[Nq + 1]`` int32 or int64: starts at 0,
-            non-decreasing, last entry ``total_q`` (checked: ValueError).
-        cu_seqlens_d: ``[Nd + 1]`` likewise.
-        max_seqlen_q: None or a bound >= the longest query (FlashAttention's
-            ``max_seqlen_q``).  Outside ``torch.compile`` lik reads
-            ``cu_seqlens_q`` (on CUDA: one host copy, one sync) and uses the
-            exact longest query; a given value shorter than it raises
-            ValueError.  Under ``torch.compile(fullgraph=True)`` pass it: it
-            then sizes the saved argmax and the CUDA kernel's query tiles
-            unchecked (the caller guarantees it).
-        max_seqlen_d: None or an int >= 0; accepted for seed compatibility,
-            not needed.
+        D_packed: ``[total_d, d]``, same dtype, ``d`` and device.
+        cu_seqlens_q: ``[Nq + 1]`` int32 or int64 on ``Q_packed``'s device:
+            starts at 0, non-decreasing, last entry ``total_q`` (checked:
+            ValueError; see ``validate``).
+        cu_seqlens_d: ``[Nd + 1]`` likewise for ``D_packed``.
+        max_seqlen_q: None (or 0: not given), or an int >= the longest query
+            (FlashAttention's ``max_seqlen_q``).  It sizes the argmax saved
+            for the backward (``[Nq, Nd, min(max_seqlen_q, total_q)]`` int32)
+            and the CUDA kernel's query blocks: pass the longest query (a
+            looser bound is correct and costs time and memory).  Not given:
+            the longest query is read from ``cu_seqlens_q``, or, where
+            nothing can be read (CUDA graph capture, torch.compile),
+            ``total_q`` bounds it (correct; slower, and an argmax of
+            ``[Nq, Nd, total_q]`` when a gradient is needed).  Shorter than
+            the longest query: ValueError wherever ``cu_seqlens_q`` is
+            checked (always on the CPU).  Unchecked on CUDA (``validate=False``,
+            capture, compile) a bound shorter than a query is memory-safe
+            and its results are undefined (the query's tokens past the bound
+            may be left out of its scores and gradients).
+        max_seqlen_d: None (or 0), or an int >= the longest document,
+            checked as ``max_seqlen_q`` (ValueError); the kernels walk each
+            document's own length and do not need it (the seed's argument).
         q_mask, d_mask: optional ``[total_q]`` / ``[total_d]`` bool/uint8
             token masks (beyond the seed); None: every packed token is valid
             (the sequences are their ``cu_seqlens`` ranges).
         normalize: per-token L2 normalisation in the kernel (beyond the seed).
         backward: ``"auto" | "unified" | "lowmem"``.
+        validate: CUDA tensors: check ``cu_seqlens`` (the rules above), the
+            bounds given and, for :func:`score_pairs_packed`, the pair
+            indices on a host copy (one sync) before the call; False skips
+            it, as does CUDA graph capture and torch.compile: the caller then
+            guarantees those values, and malformed ``cu_seqlens`` or pair
+            indices are undefined behaviour (the kernels would read out of
+            bounds), as in FlashAttention.  CPU tensors are always checked
+            (no copy needed).
 
     fp32 CUDA inputs follow ``torch.get_float32_matmul_precision()`` as
     :func:`lik.maxsim` does (``"high"`` / ``"medium"``: TF32 forward).
@@ -502,14 +548,15 @@ def maxsim_varlen(
 
     Raises:
         TypeError: an argument is not a torch tensor, unsupported or
-            mismatched dtypes, ``max_seqlen_*`` not an int.
+            mismatched dtypes, ``max_seqlen_*`` not an int, ``validate`` not
+            a bool.
         ValueError: shapes, ``d`` mismatch, malformed ``cu_seqlens``, a
-            ``max_seqlen_q`` shorter than the longest query, an unknown
-            ``backward``.
+            ``max_seqlen_q`` / ``max_seqlen_d`` shorter than the longest
+            query / document (where checked), an unknown ``backward``.
         lik.LikError (RuntimeError): allocation / CUDA failures.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, None, None, max_seqlen_q,
-                          max_seqlen_d, q_mask, d_mask, normalize, backward)
+                          max_seqlen_d, q_mask, d_mask, normalize, backward, validate)
 
 
 def score_pairs_packed(
@@ -526,19 +573,24 @@ def score_pairs_packed(
     d_mask=None,
     normalize: bool = False,
     backward: str = "auto",
+    validate: bool = True,
 ):
     """MaxSim of a list of (query, document) pairs of two packed batches ->
     ``[num_pairs]`` (the seed's ``score_pairs_packed``).
 
     ``scores[p] = MaxSim(query pair_q_idx[p], document pair_d_idx[p])``.
+    On CUDA as :func:`maxsim_varlen`: capturable in a CUDA graph and traced
+    by ``torch.compile(fullgraph=True)`` (pass ``max_seqlen_q`` there).
 
     Args:
         Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d: as :func:`maxsim_varlen`.
-        pair_q_idx: ``[P]`` int32 or int64, entries in ``[0, Nq)`` (checked:
-            ValueError naming the entry); pairs may repeat.
+        pair_q_idx: ``[P]`` int32 or int64 on the inputs' device, entries in
+            ``[0, Nq)`` (checked: ValueError naming the entry; on CUDA as
+            ``cu_seqlens``, see ``validate``); pairs may repeat.
         pair_d_idx: ``[P]`` int32 or int64, entries in ``[0, Nd)``.
-        max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward: as
-            :func:`maxsim_varlen`.
+        max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward,
+            validate: as :func:`maxsim_varlen` (the saved argmax is
+            ``[P, min(max_seqlen_q, total_q)]``).
 
     Returns:
         ``[P]`` float32 (float64 for float64 inputs), differentiable in
@@ -550,4 +602,4 @@ def score_pairs_packed(
             different lengths.
     """
     return _packed_scores(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
-                          max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward)
+                          max_seqlen_q, max_seqlen_d, q_mask, d_mask, normalize, backward, validate)

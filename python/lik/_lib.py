@@ -564,6 +564,16 @@ def cuda_stream_of(x: Any) -> int | None:
     return None
 
 
+def can_read_back(x: Any) -> bool:
+    """Whether a call may read the values of torch tensor ``x`` on the host
+    now: not while torch.compile traces (fake tensors have no values), and
+    for a CUDA tensor not while a CUDA graph is captured on the current
+    stream (a device -> host copy would break the capture).  The host-side
+    checks and reads of the package ask here, and are skipped (or replaced
+    by an argument the caller passed) where it says no."""
+    return not (_torch.compiler.is_compiling() or (x.is_cuda and _torch.cuda.is_current_stream_capturing()))
+
+
 # ---- calls ---------------------------------------------------------------------
 
 

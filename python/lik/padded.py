@@ -8,7 +8,10 @@ candidates with per-sequence lengths (the seed's ``padded`` module; torch).
 
 Lengths are checked on the host with ``validate=True`` (lik's default: one
 device -> host copy on CUDA); with ``validate=False`` nothing is read back
-and a length outside ``[0, L]`` is clamped to it.
+and a length outside ``[0, L]`` is clamped to it.  :func:`maxsim_padded`
+skips the check under torch.compile and CUDA graph capture, where nothing
+can be read back (:func:`pack_padded` returns host ints: it cannot be
+captured).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _api
+from . import _api, _lib
 
 __all__ = ["PackedBatch", "pack_padded", "maxsim_padded"]
 
@@ -169,8 +172,9 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
         query_lengths: ``[B]`` integer tensor, entries in ``[0, Lq]``.
         doc_lengths: ``[B, C]`` integer tensor, entries in ``[0, Ld]``.
         validate: check the lengths' range on the host (lik's default; one
-            device -> host copy on CUDA).  False: no check, no sync; lengths
-            outside ``[0, L]`` are clamped to it.
+            device -> host copy on CUDA; skipped under torch.compile and
+            while a CUDA graph is captured).  False: no check, no sync;
+            lengths outside ``[0, L]`` are clamped to it.
         normalize: per-token L2 normalisation in the kernel.
         backward: ``"auto" | "unified" | "lowmem"`` or None (see :func:`lik.maxsim`).
 
@@ -184,7 +188,7 @@ def maxsim_padded(queries, documents, query_lengths, doc_lengths, *, validate: b
             ``validate``).
     """
     _, _, Lq, Ld = _check_padded(queries, documents, query_lengths, doc_lengths)
-    if validate and not torch.compiler.is_compiling():
+    if validate and _lib.can_read_back(queries):
         _check_range(_length_range(query_lengths, doc_lengths), Lq, Ld)
     dev = queries.device
     return _api.maxsim(queries, documents, normalize=normalize, backward=backward,

@@ -6,7 +6,8 @@ Covers the CUDA backward (src/cuda/backward.cu) on every layout: padded cross
 product (bf16 / f16 / f32 / f64, masks, normalize, d tails: 48, 100 scalar,
 1000 in 8 column chunks, d = 1), 2-D Q / D, KD, pairs, long query (Lq 600 in
 several tiles), strided views, packed varlen and packed pair lists (the CUB
-grouping of the pairs), an empty document and an empty packed sequence."""
+grouping of the pairs), an empty document and an empty packed sequence, and
+packed calls whose max_seqlen_q is shorter than a query (unchecked)."""
 import sys
 from pathlib import Path
 
@@ -52,5 +53,9 @@ lik.maxsim_varlen(Qp, Dp, cq, cd, q_mask=m((38,)), d_mask=m((95,)), normalize=Tr
 pq = torch.tensor([0, 2, 2, 3, 1, 0], device="cuda")
 pd = torch.tensor([1, 0, 0, 3, 3, 2], device="cuda", dtype=torch.int32)
 lik.score_pairs_packed(Qp, Dp, cq, cd, pq, pd, normalize=True).sum().backward()
+# a max_seqlen_q shorter than the longest query (32), unchecked: memory-safe (lik.h)
+lik.maxsim_varlen(Qp, Dp, cq, cd, max_seqlen_q=8, q_mask=m((38,)), normalize=True,
+                  validate=False).sum().backward()
+lik.score_pairs_packed(Qp, Dp, cq, cd, pq, pd, max_seqlen_q=8, validate=False).sum().backward()
 torch.cuda.synchronize()
 print("sanitize_train: ok")

@@ -391,6 +391,55 @@ def test_retrieve_nan_last(Nq, n_num, k, gen):
         np.testing.assert_array_equal(sc[i].cpu().numpy(), f[order])  # NaN where NaN
 
 
+@pytest.mark.parametrize("Nq,Nd,k,p_nan", [(1, 20000, 60, 0), (1, 20000, 2000, 0.95), (1, 20000, 20000, 0),
+                                           (3, 3000, 3000, 0), (300, 2000, 2000, 0), (5, 40, 100, 0)])
+def test_retrieve_nan_inf_matches_cpu(Nq, Nd, k, p_nan, gen):
+    """CUDA retrieve and CPU retrieve on the same inputs: the same ids in the
+    same order, the same scores (NaN where NaN): score descending, ties by
+    the lower index, NaN after every number, -inf included (lik.h).  bf16
+    inputs whose finite scores are exact integers on both devices (many
+    ties), and documents of five kinds: NaN (rows of -big e0 - big e1 meet
+    query tokens +big e0 and -big e1: -inf + inf), +inf (a +big e0 row), -inf
+    (rows of -big e0), a NaN token (its similarities never win: the other
+    rows score), all tokens NaN (every similarity NaN: each query token adds
+    0); p_nan more NaN documents, so that a top-k of the sliced path (one
+    query, k <= Nd / 8) reaches them.  One query: the sliced path (k = Nd:
+    one pass); 300 queries: one pass."""
+    import lik
+
+    cpu = torch.Generator()
+    cpu.manual_seed(gen.initial_seed())
+    d, big = 16, 1e20
+    Q = torch.zeros((Nq, 3, d))
+    Q[:, 0, 0], Q[:, 1, 1] = big, -big
+    Q[:, 2, 2:] = torch.randint(-3, 4, (Nq, d - 2), generator=cpu).float()
+    D = torch.zeros((Nd, 3, d))
+    D[:, :, 2:] = torch.randint(-3, 4, (Nd, 3, d - 2), generator=cpu).float()
+    kind = torch.randint(0, 10, (Nd,), generator=cpu)
+    kind[torch.rand(Nd, generator=cpu) < p_nan] = 0
+    D[kind == 0, :, :2] = -big  # NaN
+    D[kind == 1, 0, 0] = big  # +inf
+    D[kind == 2, :, 0] = -big  # -inf
+    D[kind == 3, 1, 5] = float("nan")  # one NaN token
+    D[kind == 4, :, 5] = float("nan")  # every token NaN: score 0
+    Q, D = Q.to(torch.bfloat16), D.to(torch.bfloat16)
+    full = lik.maxsim(Q, D).float()
+    assert torch.isnan(full[:, kind == 0]).all() and not torch.isnan(full[:, kind != 0]).any()
+    assert (full[:, kind == 1] == float("inf")).all() and (full[:, kind == 2] == -float("inf")).all()
+    assert (full[:, kind == 4] == 0).all()
+    sc_cpu, ix_cpu = lik.retrieve(Q, D, k, normalize=False)
+    sc, ix = lik.retrieve(Q.cuda(), D.cuda(), k, normalize=False)
+    assert ix.shape == ix_cpu.shape == (Nq, min(k, Nd))
+    for i in range(Nq):
+        assert ix[i].tolist() == ix_cpu[i].tolist(), f"query {i}"
+    torch.testing.assert_close(sc.cpu(), sc_cpu, rtol=0, atol=0, equal_nan=True)
+    # and the CPU's order is lik.h's (full[i] sorted: NaN last, ties by index)
+    for i in range(Nq):
+        f = full[i].tolist()
+        order = sorted(range(Nd), key=lambda j: (f[j] != f[j], -f[j] if f[j] == f[j] else 0.0, j))[:k]
+        assert ix_cpu[i].tolist() == order, f"query {i}"
+
+
 @pytest.mark.skipif(not os.environ.get("LIK_GPU_BIG"), reason="set LIK_GPU_BIG=1 (needs ~16 GB)")
 def test_big_corpus_over_2_31(gen):
     """1 x 100 000 x 32 x 300 x 128: 3.84e9 elements > 2^31, last docs checked."""

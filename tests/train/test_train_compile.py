@@ -60,6 +60,27 @@ def test_compile_fullgraph_packed_and_kd():
     assert all(torch.equal(a, b) for a, b in zip(eager, comp))
 
 
+def test_compile_fullgraph_packed_without_max_seqlen_q():
+    """Without max_seqlen_q a traced packed call cannot read cu_seqlens_q:
+    Q's rows bound it (the argmax saved is [.., total_q]); scores and
+    gradients are the eager call's."""
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    cu_q = torch.tensor([0, 3, 7], dtype=torch.int32)
+    cu_d = torch.tensor([0, 5, 5, 11])
+    Q = torch.randn(7, 8, requires_grad=True)
+    D = torch.randn(11, 8, requires_grad=True)
+    pq, pd = torch.tensor([1, 0]), torch.tensor([2, 2])
+
+    def f(Q, D):
+        a = lik.maxsim_varlen(Q, D, cu_q, cu_d, normalize=True)
+        return a.sum() + lik.score_pairs_packed(Q, D, cu_q, cu_d, pq, pd).square().sum()
+
+    eager = torch.autograd.grad(f(Q, D), (Q, D))
+    comp = torch.autograd.grad(torch.compile(f, fullgraph=True, backend="aot_eager")(Q, D), (Q, D))
+    assert all(torch.equal(a, b) for a, b in zip(eager, comp))
+
+
 def _padded_samples():
     torch.manual_seed(2)
     out = []

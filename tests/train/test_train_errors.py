@@ -53,11 +53,83 @@ def test_bad_max_seqlen_q(bad, exc):
         lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_d=bad)
 
 
+def test_max_seqlen_d_checked():
+    # the longest document has 4 tokens: a shorter bound is a ValueError wherever cu_seqlens_d is read
+    msg = r"max_seqlen_d: 3 is shorter than the longest document \(4 tokens in cu_seqlens_d\)"
+    with pytest.raises(ValueError, match=msg):
+        lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_d=3)
+    with pytest.raises(ValueError, match=msg):
+        lik.score_pairs_packed(Q2, D2, CUQ, CUD, torch.tensor([0]), torch.tensor([1]), max_seqlen_d=3)
+    with pytest.raises(ValueError, match=msg):  # the host check of CUDA tensors
+        _autograd._check_index_values(Q2, D2, CUQ, CUD, max_seqlen_d=3)
+    ref = lik.maxsim_varlen(Q2, D2, CUQ, CUD)
+    for md in (0, 4, 2**40):
+        assert torch.equal(lik.maxsim_varlen(Q2, D2, CUQ, CUD, max_seqlen_d=md), ref)
+
+
+def test_validate_argument():
+    with pytest.raises(TypeError, match="validate: expected a bool"):
+        lik.maxsim_varlen(Q2, D2, CUQ, CUD, validate="no")
+    # CPU tensors are checked whatever validate says (no copy needed)
+    for validate in (True, False):
+        with pytest.raises(ValueError, match="cu_seqlens_q"):
+            lik.maxsim_varlen(Q2, D2, torch.tensor([0, 4, 3, 5]), CUD, validate=validate)
+        with pytest.raises(ValueError, match="max_seqlen_q: 2 is shorter"):
+            lik.score_pairs_packed(Q2, D2, CUQ, CUD, torch.tensor([0]), torch.tensor([0]), max_seqlen_q=2,
+                                   validate=validate)
+
+
+def test_packed_width():
+    """The Lq bound of a packed call (saved argmax, CUDA query blocks): a
+    given max_seqlen_q capped at Q's rows (5); else the longest query (3),
+    or Q's rows where nothing can be read back (CUDA graph capture,
+    torch.compile)."""
+    w = _autograd._packed_width
+    for mq, want in ((None, 3), (0, 3), (3, 3), (4, 4), (2**40, 5)):
+        assert w(Q2, D2, CUQ, CUD, None, None, mq, None, True) == want
+    with pytest.raises(ValueError, match="max_seqlen_q: 2 is shorter"):
+        w(Q2, D2, CUQ, CUD, None, None, 2, None, False)
+
+
+def test_nothing_read_back_where_it_cannot_be(monkeypatch):
+    """Where lik._lib.can_read_back says no (a CUDA graph being captured,
+    torch.compile tracing), a packed call reads no value of cu_seqlens, the
+    pairs or the masks on the host: simulated here on CPU tensors, whose C
+    calls still check them.  Forward and backward match the eager calls
+    bitwise (on the CPU the bound only sizes the argmax)."""
+    Q = torch.randn(9, 8, dtype=torch.float64)
+    D = torch.randn(11, 8, dtype=torch.float64)
+    cu_q, cu_d = torch.tensor([0, 4, 4, 9]), torch.tensor([0, 5, 6, 11], dtype=torch.int32)
+    pq, pd = torch.tensor([2, 0, 2]), torch.tensor([1, 2, 0])
+    qm = torch.rand(9) > 0.2
+
+    def run(mq):
+        Qg = Q.clone().requires_grad_(True)
+        a = lik.maxsim_varlen(Qg, D, cu_q, cu_d, max_seqlen_q=mq, q_mask=qm, normalize=True)
+        b = lik.score_pairs_packed(Qg, D, cu_q, cu_d, pq, pd, max_seqlen_q=mq)
+        (g,) = torch.autograd.grad(a.sum() + 2 * b.sum(), Qg)
+        return a, b, g
+
+    eager = run(None)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("a host read of device values")
+
+    monkeypatch.setattr(_lib, "can_read_back", lambda x: False)
+    for name in ("_cu_values", "_check_index_values", "_max_len"):
+        monkeypatch.setattr(_autograd, name, no_read)
+    assert _autograd._packed_width(Q, D, cu_q, cu_d, pq, pd, None, None, True) == 9  # Q's rows
+    assert _autograd._packed_width(Q, D, cu_q, cu_d, pq, pd, 7, 1, True) == 7  # as given, unchecked
+    for mq in (None, 5, 7, 2**40):
+        got = run(mq)
+        assert all(torch.equal(x, y) for x, y in zip(got, eager)), mq
+
+
 @pytest.mark.parametrize("mq", [None, 0, 3, 2**40, 2**62])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_max_seqlen_q_bounds_only(mq, dtype):
-    """Outside torch.compile the saved argmax is sized by the longest query
-    (3 tokens), whatever bound >= it (or 0: unknown) is given: no huge
+    """The saved argmax is sized by the bound given, capped at Q's rows, or
+    by the longest query (3 tokens) without one (0: unknown): no huge
     allocation, the same scores and gradients."""
     Q, D = Q2.to(dtype).requires_grad_(True), D2.to(dtype)
     s = lik.maxsim_varlen(Q, D, CUQ, CUD, max_seqlen_q=mq)

@@ -314,6 +314,9 @@ __global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
     n = seq_of_row(TS, row);
     valid = n >= 0 && n < TS.count && row < kidx(TS.off, n + 1);
     s = valid ? row - kidx(TS.off, n) : 0;
+    /* the argmax holds TS.len (its extent) tokens per query: a longer
+     * query (an extent the caller sized too short, lik.h) reads none past it */
+    valid = valid && s < TS.len;
   }
   valid = valid && mask_ok(P.qm, TS, n, s);
   const int CW = 32 * CPL;
