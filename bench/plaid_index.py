@@ -485,9 +485,9 @@ def part_gpu(args, tmp):
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}; host: {machine()}\n", flush=True)
     rows = []
 
-    def add(engine, device, probe, full, batch_s, latency_ms, ids, build_s, index_mb):
+    def add(engine, device, probe, full, batch_s, latency_ms, ids, build_s, index_mb, graph_ms=None):
         rows.append({"engine": engine, "device": device, "tokens": T, "n_ivf_probe": probe, "n_full_scores": full,
-                     "nq": nq, "qps": nq / batch_s, "latency_ms": latency_ms,
+                     "nq": nq, "qps": nq / batch_s, "latency_ms": latency_ms, "graph_latency_ms": graph_ms,
                      "recall10": overlap_at(ids, exact), "build_s": build_s, "index_mb": index_mb})
 
     # exact dense: padded bf16 [N, Lmax, d] + mask, the reference
@@ -545,7 +545,32 @@ def part_gpu(args, tmp):
 
         gpu(Q)
         lat = 1e3 * statistics.median(timed(lambda q=q: gpu(Q[q:q + 1])) for q in range(min(50, nq)))
-        add("lik", "cuda", probe, full, median_time(lambda: gpu(Q)), lat, gpu(Q)[1].tolist(), build_s, index_mb)
+        q1 = Q[:1].clone()  # one query's search captured in a CUDA graph, replayed on fresh contents
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            ix.search(q1, **kw)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ix.search(q1, **kw)
+
+        def replay(q):
+            q1.copy_(Q[q:q + 1])
+            graph.replay()
+            torch.cuda.synchronize()
+
+        glat = 1e3 * statistics.median(timed(lambda q=q: replay(q)) for q in range(min(50, nq)))
+        add("lik", "cuda", probe, full, median_time(lambda: gpu(Q)), lat, gpu(Q)[1].tolist(), build_s, index_mb,
+            graph_ms=glat)
+        if args.profile:  # where one query's and the batch's GPU time goes
+            from torch.profiler import ProfilerActivity, profile
+            for label, q in (("one query", Q[:1]), (f"{nq} queries", Q)):
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(10):
+                        gpu(q)
+                print(f"\nprofile, {label}, n_ivf_probe {probe} / n_full_scores {full} (10 calls):")
+                print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=14), flush=True)
         host.search(Qn[:2], **kw)
         lat = 1e3 * statistics.median(timed(lambda q=q: host.search(Qn[q:q + 1], **kw)) for q in range(min(50, nq)))
         add("lik", "cpu", probe, full, median_time(lambda: host.search(Qn, **kw)), lat,
@@ -571,8 +596,8 @@ def part_gpu(args, tmp):
             add("fast-plaid", "cuda", r["n_ivf_probe"], r["n_full_scores"], r["batch_s"], r["latency_ms"],
                 r["ids"], f.get("build_s"), index_mb)
 
-    cols = ["engine", "device", "tokens", "n_ivf_probe", "n_full_scores", "nq", "qps", "latency_ms", "recall10",
-            "build_s", "index_mb"]
+    cols = ["engine", "device", "tokens", "n_ivf_probe", "n_full_scores", "nq", "qps", "latency_ms",
+            "graph_latency_ms", "recall10", "build_s", "index_mb"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
@@ -651,6 +676,7 @@ def main():
                     "this corpus's build (else built there)")
     ap.add_argument("--fast-plaid-build", action="store_true",
                     help="--device cuda --fast-plaid: also time fast-plaid's own create() on the GPU")
+    ap.add_argument("--profile", action="store_true", help="--device cuda: lik's GPU kernels per search (torch.profiler)")
     ap.add_argument("--out", default="", help="--device cuda: JSON rows written here (other token counts kept)")
     args = ap.parse_args()
     if args.device == "cuda" and args.part != "synthetic":

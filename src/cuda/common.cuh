@@ -160,6 +160,26 @@ __device__ __forceinline__ bool better(double v, int i, double bv, int bi) {
   return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
 }
 
+/* The order of lik.h's top-k (src/core/topk.h's lik_topk_better): score
+ * descending, NaN after every number, ties (NaN among NaN too) by the lower
+ * index.  fkey, the one definition of the score order in device code
+ * (retrieve.cuh's radix select and merges, plaid.cuh's sort keys): an order-preserving key of a
+ * score; -0 and +0 share a key (they compare equal, so the index decides
+ * between them), every NaN gets 0, below every number's (-inf's is
+ * 0x007fffff). */
+__device__ __forceinline__ uint32_t fkey(float f) {
+  if (f != f) return 0;
+  uint32_t u = __float_as_uint(f);
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* (a, ia) comes before (b, ib): the larger key, then the lower index. */
+__device__ __forceinline__ bool rbetter(float a, int64_t ia, float b, int64_t ib) {
+  const uint32_t ka = fkey(a), kb = fkey(b);
+  return ka > kb || (ka == kb && ia < ib);
+}
+
 } // namespace lik_cuda
 
 #endif

@@ -30,10 +30,10 @@
  *   keys      the exact scores as sort keys; write: the top_k as scores / ids
  *
  * A sort key orders (score descending, then lower position; NaN last, -0 ==
- * +0) as one unsigned integer, so a segmented radix sort (CUB) ranks every
- * stage: key = ordered(score) << pb | (ndocs - 1 - position), pb the bits of
- * a position.  Lists are int32 positions (the device copy has < 2^31
- * documents).
+ * +0: common.cuh's fkey) as one unsigned integer, so a segmented radix sort
+ * (CUB) ranks every stage: key = fkey(score) << pb | (ndocs - 1 -
+ * position), pb the bits of a position.  Lists are int32 positions (the
+ * device copy has < 2^31 documents).
  */
 #ifndef LIK_CUDA_PLAID_CUH
 #define LIK_CUDA_PLAID_CUH
@@ -88,29 +88,14 @@ __device__ __forceinline__ float to_float(const void *p, int dt, int64_t i) {
   }
 }
 
-/* (a, ia) ranks before (b, ib): score descending, then lower index; NaN
- * after every number (src/core/topk.h's lik_topk_better). */
-__device__ __forceinline__ bool rank_before(float a, int64_t ia, float b, int64_t ib) {
-  const bool na = a != a, nb = b != b;
-  if (na || nb) return na == nb ? ia < ib : nb;
-  if (a != b) return a > b;
-  return ia < ib;
-}
-
-/* The score's place in the ranking as an unsigned integer (larger first). */
-__device__ __forceinline__ uint32_t ordered(float f) {
-  if (f != f) return 0u;
-  const uint32_t u = __float_as_uint(f == 0.f ? 0.f : f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ float from_ordered(uint32_t k) {
+/* The score of a key's top 32 bits (fkey's inverse; NaN for 0). */
+__device__ __forceinline__ float from_fkey(uint32_t k) {
   if (k == 0u) return CUDART_NAN_F;
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
 __device__ __forceinline__ uint64_t make_key(float s, int64_t pos, int64_t ndocs, int pb) {
-  return (uint64_t)ordered(s) << pb | (uint64_t)(ndocs - 1 - pos);
+  return (uint64_t)fkey(s) << pb | (uint64_t)(ndocs - 1 - pos);
 }
 
 __device__ __forceinline__ int64_t key_pos(uint64_t k, int64_t ndocs, int pb) {
@@ -238,9 +223,9 @@ __global__ void probe_kernel(KChunk P) {
         const float v = vs[u];
         int pos;
         if (n < np) pos = n++;
-        else if (rank_before(v, c, ws[(np - 1) * 32 + lane], wi[(np - 1) * 32 + lane])) pos = (int)np - 1;
+        else if (rbetter(v, c, ws[(np - 1) * 32 + lane], wi[(np - 1) * 32 + lane])) pos = (int)np - 1;
         else continue;
-        while (pos > 0 && rank_before(v, c, ws[(pos - 1) * 32 + lane], wi[(pos - 1) * 32 + lane])) {
+        while (pos > 0 && rbetter(v, c, ws[(pos - 1) * 32 + lane], wi[(pos - 1) * 32 + lane])) {
           ws[pos * 32 + lane] = ws[(pos - 1) * 32 + lane];
           wi[pos * 32 + lane] = wi[(pos - 1) * 32 + lane];
           pos--;
@@ -262,7 +247,7 @@ __global__ void probe_kernel(KChunk P) {
     for (int w = 0; w < W; w++) {
       if (head[w] >= cnt[w * 32 + lane]) continue;
       const int64_t e = ((int64_t)w * np + head[w]) * 32 + lane;
-      if (bw < 0 || rank_before(ls[e], li[e], bv, bc)) {
+      if (bw < 0 || rbetter(ls[e], li[e], bv, bc)) {
         bw = w;
         bv = ls[e];
         bc = li[e];
@@ -404,7 +389,7 @@ __global__ void write_kernel(KChunk P, const uint64_t *keys, const int32_t *n, f
   if (n && r < n[q]) {
     const uint64_t k = keys[q * P.cap + r];
     const int64_t pos = key_pos(k, P.ix.ndocs, P.pb);
-    s = from_ordered((uint32_t)(k >> P.pb));
+    s = from_fkey((uint32_t)(k >> P.pb));
     id = P.ix.ids ? P.ix.ids[pos] : pos;
   }
   scores[g * s_i + r * s_k] = s;

@@ -23,25 +23,7 @@
 
 namespace lik_cuda {
 
-/* The order of lik.h's top-k (src/core/topk.h's lik_topk_better): score
- * descending, NaN after every number, ties (NaN among NaN too) by the lower
- * index.  fkey, the one definition of the score order here (the radix
- * select's digits and rbetter's comparison): an order-preserving key of a
- * score; -0 and +0 share a key (they compare equal, so the index decides
- * between them), every NaN gets 0, below every number's (-inf's is
- * 0x007fffff). */
-__device__ __forceinline__ uint32_t fkey(float f) {
-  if (f != f) return 0;
-  uint32_t u = __float_as_uint(f);
-  if (u == 0x80000000u) u = 0;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-/* (a, ia) comes before (b, ib): the larger key, then the lower index. */
-__device__ __forceinline__ bool rbetter(float a, int64_t ia, float b, int64_t ib) {
-  const uint32_t ka = fkey(a), kb = fkey(b);
-  return ka > kb || (ka == kb && ia < ib);
-}
+/* The top-k order: fkey / rbetter (common.cuh). */
 
 /* An empty slot of a top-k list: (NaN, INT64_MAX), after every candidate
  * under rbetter (a NaN score included), skipped as a candidate itself. */
