@@ -176,12 +176,14 @@ struct Scratch {
   int32_t *lb, *nb;   /* [nq][NE] stage B's survivors */
   float *ex;          /* [nq][NE] their exact scores */
   int *begin, *end;   /* [nq] sort segments */
+  float *part_s;      /* [nq][LQ][splits][np] the probe ranges' lists */
+  int32_t *part_i;
   void *tmp;          /* the sort's scratch */
 };
 
 /* Lays out (c.base NULL: measures) the scratch of n queries. */
 static void carve(Carve &c, int64_t n, KChunk &k, Scratch &x, int prune, int64_t capA,
-                  int64_t NE, size_t tmp_bytes) {
+                  int64_t NE, int splits, size_t tmp_bytes) {
   const int64_t nd = k.cap;
   k.qn = c.take<float>(n * k.lq * k.ix.dim);
   k.zero = c.take<uint8_t>(n * k.lq);
@@ -201,6 +203,8 @@ static void carve(Carve &c, int64_t n, KChunk &k, Scratch &x, int prune, int64_t
   x.ex = c.take<float>(n * NE);
   x.begin = c.take<int>(n);
   x.end = c.take<int>(n);
+  x.part_s = c.take<float>(n * k.lq * splits * k.np);
+  x.part_i = c.take<int32_t>(n * k.lq * splits * k.np);
   x.tmp = c.take<char>((int64_t)tmp_bytes);
 }
 
@@ -256,9 +260,16 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   }
   /* the chunk: as many queries as fit CHUNK_BYTES of scratch (at least one;
    * grid y / z and the sort's int counts bound it too) */
+  /* the probe's centroid ranges: enough CTAs to fill the GPU twice for few
+   * queries, ranges of at least 256 centroids */
+  const int64_t tiles = (lq + 31) / 32, kmax = K / 256 < 1 ? 1 : K / 256;
+  int64_t splits_ = (2 * (int64_t)dev.info->sms + tiles * nq - 1) / (tiles * nq);
+  if (splits_ > 64) splits_ = 64;
+  if (splits_ > kmax) splits_ = kmax;
+  const int splits = (int)(splits_ < 1 ? 1 : splits_);
   Scratch x;
   Carve c = {nullptr, 0};
-  carve(c, 1, P, x, q->prune, capA, NE, 0);
+  carve(c, 1, P, x, q->prune, capA, NE, splits, 0);
   int64_t qc = CHUNK_BYTES / c.off;
   if (qc > nq) qc = nq;
   if (qc > 65535) qc = 65535;
@@ -273,7 +284,7 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
       (int)qc, (int *)nullptr, (int *)nullptr, 0, 32 + P.pb, stream);
   if (e != cudaSuccess) return cuda_fail(e, "sizing the PLAID search's sort");
   c.off = 0;
-  carve(c, qc, P, x, q->prune, capA, NE, sort.tmp_bytes);
+  carve(c, qc, P, x, q->prune, capA, NE, splits, sort.tmp_bytes);
   void *base = nullptr;
   e = cudaMallocAsync(&base, (size_t)c.off, stream);
   if (e != cudaSuccess) {
@@ -284,7 +295,7 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   }
   c.base = (char *)base;
   c.off = 0;
-  carve(c, qc, P, x, q->prune, capA, NE, sort.tmp_bytes);
+  carve(c, qc, P, x, q->prune, capA, NE, splits, sort.tmp_bytes);
   sort.tmp = x.tmp;
   sort.begin = x.begin;
   sort.end = x.end;
@@ -330,7 +341,7 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   for (int64_t q0 = 0; q0 < nq && !st; q0 += qc) {
     P.q0 = q0;
     P.nq = nq - q0 < qc ? nq - q0 : qc;
-    prep_kernel<<<grid_of(P.nq * lq, 128), 128, 0, stream>>>(P);
+    prep_kernel<<<grid_of(P.nq * lq * 32, 128), 128, 0, stream>>>(P);
     cs_kernel<<<dim3((unsigned)((K + CS_C - 1) / CS_C), (unsigned)(P.lqp / 32), (unsigned)P.nq), 256,
                 0, stream>>>(P);
     if (q->prune) cmax_kernel<<<grid_of(P.nq * K, 256), 256, 0, stream>>>(P);
@@ -347,8 +358,9 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
           break;
         }
       }
-      probe_kernel<<<dim3((unsigned)((lq + 31) / 32), (unsigned)P.nq), 32 * W, (size_t)smem,
-                     stream>>>(P);
+      probe_kernel<<<dim3((unsigned)tiles, (unsigned)splits, (unsigned)P.nq), 32 * W, (size_t)smem,
+                     stream>>>(P, splits, x.part_s, x.part_i);
+      probe_merge_kernel<<<grid_of(P.nq * lq, 128), 128, 0, stream>>>(P, splits, x.part_s, x.part_i);
     }
     mark_kernel<<<grid_of(P.nq * lq * np * 32, 256), 256, 0, stream>>>(P);
     compact_kernel<<<(unsigned)P.nq, CT, 0, stream>>>(P, x.cand, x.n0);

@@ -2,19 +2,23 @@
  * plaid.cuh — kernels of the PLAID search on the GPU (src/cuda/plaid.cu runs
  * them; the stages and their rules are the CPU's, src/index/search.c):
  *
- *   prep      one thread per query token: the token in fp32, its squared norm
- *             summed in ascending k (mul, then add: the host's chain), the
- *             token normalised into qn [q][LQ][d]; zero[q][s] marks a token
- *             that probes nothing (all zero, NaN, or past the query's length)
+ *   prep      one warp per query token: the token in fp32, its squared norm
+ *             summed in ascending k (mul, then add: the host's chain, run
+ *             by every lane on shuffled values), the token normalised into
+ *             qn [q][LQ][d]; zero[q][s] marks a token that probes nothing
+ *             (all zero, NaN, or past the query's length)
  *   cs        centroid scores cs[q][c][s] (s padded to LQP, a multiple of 32)
  *             = one fp32 FMA chain in ascending k, as the host's
- *             lik_cpu_centroid_scores on an FMA machine; 64 centroids x 32
- *             tokens per CTA, k in chunks through shared memory
+ *             lik_cpu_centroid_scores on an FMA machine; 256 centroids x 32
+ *             tokens per CTA, a thread 8 x 4 of them, k in chunks through
+ *             shared memory
  *   cmax      (prune) the best score of each centroid over the query's tokens
  *   probe     per query token, the n_probe best centroids (score descending,
- *             then lower id; NaN last): each warp scans a strided share of
- *             the centroids into per-lane sorted lists in shared memory, then
- *             lane s of warp 0 merges the warps' lists of token s
+ *             then lower id; NaN last): the centroids split in ranges over
+ *             CTAs (one query must fill the GPU too); in a CTA each warp scans
+ *             a strided share of its range into per-lane sorted lists in
+ *             shared memory and lane s of warp 0 merges the warps' lists of
+ *             token s; probe_merge merges the ranges' lists
  *   mark      one warp per probed cell: its IVF list's bits set in the
  *             query's candidate bitmap (atomicOr)
  *   compact   one CTA per query: the bitmap (and the live documents) into an
@@ -108,52 +112,62 @@ __device__ __forceinline__ int64_t query_len(const KChunk &P, int64_t q) {
   return l < 0 ? 0 : l > P.lq ? P.lq : l;
 }
 
-/* ---- prep: one thread per token ---------------------------------------------------- */
+/* ---- prep: one warp per token --------------------------------------------------- */
 
 __global__ void prep_kernel(KChunk P) {
-  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
   if (t >= P.nq * P.lq) return;
-  const int64_t q = t / P.lq, s = t % P.lq, len = query_len(P, q);
-  if (s == 0) P.qlen[q] = (int32_t)len;
-  float *dst = P.qn + t * P.ix.dim;
+  const int64_t q = t / P.lq, s = t % P.lq, len = query_len(P, q), dim = P.ix.dim;
+  if (s == 0 && lane == 0) P.qlen[q] = (int32_t)len;
+  float *dst = P.qn + t * dim;
   if (s >= len) {
-    for (int64_t k = 0; k < P.ix.dim; k++) dst[k] = 0.f;
-    P.zero[t] = 1;
+    for (int64_t k = lane; k < dim; k += 32) dst[k] = 0.f;
+    if (lane == 0) P.zero[t] = 1;
     return;
   }
   const int64_t off = (P.q0 + q) * P.q.sn + s * P.q.sl;
-  float ss = 0.f;
-  for (int64_t k = 0; k < P.ix.dim; k++) {
-    const float v = to_float(P.q.data, P.q_dt, off + k * P.q.sk);
-    dst[k] = v;
-    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  float ss = 0.f; /* every lane: the one chain over k ascending (mul, then add) */
+  for (int64_t k0 = 0; k0 < dim; k0 += 32) {
+    const int64_t k = k0 + lane;
+    const float v = k < dim ? to_float(P.q.data, P.q_dt, off + k * P.q.sk) : 0.f;
+    if (k < dim) dst[k] = v;
+    const int n = dim - k0 < 32 ? (int)(dim - k0) : 32;
+    for (int r = 0; r < n; r++) {
+      const float u = __shfl_sync(0xffffffffu, v, r);
+      ss = __fadd_rn(ss, __fmul_rn(u, u));
+    }
   }
-  P.zero[t] = !(ss > 0.f);
+  if (lane == 0) P.zero[t] = !(ss > 0.f);
   const float inv = 1.0f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
-  for (int64_t k = 0; k < P.ix.dim; k++) dst[k] = __fmul_rn(dst[k], inv);
+  __syncwarp();
+  for (int64_t k = lane; k < dim; k += 32) dst[k] = __fmul_rn(dst[k], inv);
 }
 
-/* ---- centroid scores: 64 centroids x 32 tokens per CTA of 256 threads ---------------- */
+/* ---- centroid scores: CS_C centroids x 32 tokens per CTA of 256 threads, a
+ * thread 8 centroids x 4 tokens (float4 loads of both from shared memory) ---- */
 
-constexpr int CS_C = 64, CS_K = 32;
+constexpr int CS_C = 256, CS_K = 16;
 
 __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
-  __shared__ float qs[32][CS_K + 1];
-  __shared__ __align__(16) float ct[CS_K][CS_C];
+  __shared__ __align__(16) float qs[CS_K][32];   /* [k][token] */
+  __shared__ __align__(16) float ct[CS_K][CS_C]; /* [k][centroid] */
   const int64_t q = blockIdx.z, c0 = (int64_t)blockIdx.x * CS_C, s0 = (int64_t)blockIdx.y * 32;
-  const int lane = threadIdx.x & 31, cg = threadIdx.x >> 5; /* centroids cg*8 .. cg*8+7 */
+  const int tg = threadIdx.x & 7, cg = threadIdx.x >> 3; /* tokens 4tg .. 4tg+3, centroids 8cg .. 8cg+7 */
   const int64_t dim = P.ix.dim;
-  float acc[8];
+  float acc[8][4];
 #pragma unroll
-  for (int j = 0; j < 8; j++) acc[j] = 0.f;
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
   for (int64_t k0 = 0; k0 < dim; k0 += CS_K) {
     __syncthreads();
     for (int e = threadIdx.x; e < 32 * CS_K; e += blockDim.x) {
       const int r = e / CS_K, kk = e % CS_K;
       const int64_t s = s0 + r, k = k0 + kk;
-      qs[r][kk] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
+      qs[kk][r] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
     }
-    for (int e = threadIdx.x; e < CS_C * CS_K; e += blockDim.x) { /* stores along ct's rows */
+    for (int e = threadIdx.x; e < CS_C * CS_K; e += blockDim.x) {
       const int r = e % CS_C, kk = e / CS_C;
       const int64_t c = c0 + r, k = k0 + kk;
       ct[kk][r] = c < P.ix.ncent && k < dim ? __half2float(P.ix.cent[c * dim + k]) : 0.f;
@@ -161,22 +175,24 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
     __syncthreads();
     const int kn = dim - k0 < CS_K ? (int)(dim - k0) : CS_K;
     for (int kk = 0; kk < kn; kk++) {
-      const float qv = qs[lane][kk];
-      const float4 a = *(const float4 *)&ct[kk][cg * 8], b = *(const float4 *)&ct[kk][cg * 8 + 4];
-      acc[0] = __fmaf_rn(qv, a.x, acc[0]);
-      acc[1] = __fmaf_rn(qv, a.y, acc[1]);
-      acc[2] = __fmaf_rn(qv, a.z, acc[2]);
-      acc[3] = __fmaf_rn(qv, a.w, acc[3]);
-      acc[4] = __fmaf_rn(qv, b.x, acc[4]);
-      acc[5] = __fmaf_rn(qv, b.y, acc[5]);
-      acc[6] = __fmaf_rn(qv, b.z, acc[6]);
-      acc[7] = __fmaf_rn(qv, b.w, acc[7]);
+      const float4 qv = *(const float4 *)&qs[kk][4 * tg];
+      const float4 a = *(const float4 *)&ct[kk][8 * cg], b = *(const float4 *)&ct[kk][8 * cg + 4];
+      const float cv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        acc[j][0] = __fmaf_rn(qv.x, cv[j], acc[j][0]);
+        acc[j][1] = __fmaf_rn(qv.y, cv[j], acc[j][1]);
+        acc[j][2] = __fmaf_rn(qv.z, cv[j], acc[j][2]);
+        acc[j][3] = __fmaf_rn(qv.w, cv[j], acc[j][3]);
+      }
     }
   }
 #pragma unroll
   for (int j = 0; j < 8; j++) {
-    const int64_t c = c0 + cg * 8 + j;
-    if (c < P.ix.ncent) P.cs[(q * P.ix.ncent + c) * P.lqp + s0 + lane] = acc[j];
+    const int64_t c = c0 + 8 * cg + j;
+    if (c < P.ix.ncent)
+      *(float4 *)&P.cs[(q * P.ix.ncent + c) * P.lqp + s0 + 4 * tg] =
+          make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
   }
 }
 
@@ -192,16 +208,20 @@ __global__ void cmax_kernel(KChunk P) {
   P.cmax[t] = m;
 }
 
-/* ---- probe: CTA (32 tokens of a query) of W warps ------------------------------------ */
+/* ---- probe: CTA (32 tokens of a query, one of `splits` ranges of the
+ * centroids) of W warps; its best np per token into part; probe_merge then
+ * merges the ranges' lists ---------------------------------------------------- */
 
-__global__ void probe_kernel(KChunk P) {
+__global__ void probe_kernel(KChunk P, int splits, float *part_s, int32_t *part_i) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t np = P.np;
   float *ls = (float *)smem;                   /* [W][np][32] */
   int32_t *li = (int32_t *)(ls + W * np * 32); /* [W][np][32] */
   int32_t *cnt = li + W * np * 32;             /* [W][32] */
-  const int64_t q = blockIdx.y, s = (int64_t)blockIdx.x * 32 + lane;
+  const int64_t q = blockIdx.z, s = (int64_t)blockIdx.x * 32 + lane, sp = blockIdx.y;
+  const int64_t per = (P.ix.ncent + splits - 1) / splits, c_lo = sp * per;
+  const int64_t c_hi = c_lo + per < P.ix.ncent ? c_lo + per : P.ix.ncent;
   const bool on = s < P.lq && !P.zero[q * P.lq + s];
   float *ws = ls + (int64_t)warp * np * 32;
   int32_t *wi = li + (int64_t)warp * np * 32;
@@ -209,17 +229,17 @@ __global__ void probe_kernel(KChunk P) {
   constexpr int PF = 8; /* scores loaded ahead of their insertion */
   const float *col = P.cs + q * P.ix.ncent * P.lqp + s;
   if (on)
-    for (int64_t c0 = warp; c0 < P.ix.ncent; c0 += PF * W) {
+    for (int64_t c0 = c_lo + warp; c0 < c_hi; c0 += PF * W) {
       float vs[PF];
 #pragma unroll
       for (int u = 0; u < PF; u++) {
         const int64_t c = c0 + (int64_t)u * W;
-        vs[u] = c < P.ix.ncent ? col[c * P.lqp] : 0.f;
+        vs[u] = c < c_hi ? col[c * P.lqp] : 0.f;
       }
 #pragma unroll
       for (int u = 0; u < PF; u++) {
         const int64_t c = c0 + (int64_t)u * W;
-        if (c >= P.ix.ncent) break;
+        if (c >= c_hi) break;
         const float v = vs[u];
         int pos;
         if (n < np) pos = n++;
@@ -237,13 +257,13 @@ __global__ void probe_kernel(KChunk P) {
   cnt[warp * 32 + lane] = n;
   __syncthreads();
   if (warp != 0 || s >= P.lq) return;
-  int32_t *out = P.probes + (q * P.lq + s) * np;
+  const int64_t o = ((q * P.lq + s) * splits + sp) * np;
   int head[32];
   for (int w = 0; w < W; w++) head[w] = 0;
   for (int64_t r = 0; r < np; r++) {
     int bw = -1;
     float bv = 0.f;
-    int32_t bc = 0;
+    int32_t bc = -1;
     for (int w = 0; w < W; w++) {
       if (head[w] >= cnt[w * 32 + lane]) continue;
       const int64_t e = ((int64_t)w * np + head[w]) * 32 + lane;
@@ -253,8 +273,37 @@ __global__ void probe_kernel(KChunk P) {
         bc = li[e];
       }
     }
-    out[r] = bw < 0 ? -1 : bc;
+    part_s[o + r] = bv;
+    part_i[o + r] = bc; /* -1: no more centroids in this range */
     if (bw >= 0) head[bw]++;
+  }
+}
+
+/* One thread per (query, token): the np best of the splits' sorted lists. */
+__global__ void probe_merge_kernel(KChunk P, int splits, const float *part_s,
+                                   const int32_t *part_i) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= P.nq * P.lq) return;
+  const int64_t np = P.np, base = t * splits * np;
+  int32_t *out = P.probes + t * np;
+  int head[64];
+  for (int sp = 0; sp < splits; sp++) head[sp] = 0;
+  for (int64_t r = 0; r < np; r++) {
+    int bs = -1;
+    float bv = 0.f;
+    int32_t bc = -1;
+    for (int sp = 0; sp < splits; sp++) {
+      if (head[sp] >= np) continue;
+      const int64_t e = base + sp * np + head[sp];
+      if (part_i[e] < 0) continue;
+      if (bs < 0 || rbetter(part_s[e], part_i[e], bv, bc)) {
+        bs = sp;
+        bv = part_s[e];
+        bc = part_i[e];
+      }
+    }
+    out[r] = bc;
+    if (bs >= 0) head[bs]++;
   }
 }
 
