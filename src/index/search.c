@@ -7,9 +7,14 @@
  * host top-k order (lik_topk_better).
  *
  * Threads: a batch of at least as many queries as threads runs one query per
- * task (the backend calls single-threaded inside); fewer queries run one
- * after the other with the threads inside each stage.  Every query's result
- * is computed the same way either way: results do not depend on threads.
+ * task (every stage on that task's thread); fewer queries run one after the
+ * other, each with the threads inside its stages: centroid scores, probing
+ * (centroid ranges, a heap per token in each, merged), the candidate union
+ * (one IVF list per task into per-thread bitmaps, OR-ed), the gathers (blocks
+ * of candidates at offsets from prefix sums), and the backend's approximate
+ * and exact scores.  Every stage's output is a function of the query alone (a
+ * set under a total order, or values each written by one task), so results do
+ * not depend on the thread count.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,12 +27,14 @@
 #include "index_internal.h"
 
 #define LB 32
+#define GBLOCK 64 /* candidates per gather task */
 
 typedef struct {
   float *qt, *cs, *cmax;
   uint8_t *cellmark, *allowed, *zero;
   int64_t *cells;
   uint64_t *seen, *inset;
+  uint64_t *tseen; /* [inner][words]: each thread's marks of the union, or NULL (one thread: seen) */
   int64_t *cand, cap_cand;
   int64_t *sub, cap_sub;
   lik_hit *hits;
@@ -40,8 +47,9 @@ typedef struct {
   int64_t *gcu, cap_gcu;
   float *sc;
   int64_t cap_sc;
-  lik_hit *heap;   /* [lq][n_probe]: a heap per query token */
-  int64_t *nheap; /* [lq] */
+  lik_hit *heap;   /* [parts + 1][lq + 1][n_probe]: a heap per query token per centroid range */
+  int64_t *nheap; /* [parts + 1][lq + 1] */
+  int64_t parts;  /* probing's centroid ranges (1: the heaps are final) */
   /* error of this worker: the lowest query that failed */
   int64_t err_q;
   lik_status err_st;
@@ -55,6 +63,8 @@ typedef struct {
   int inner; /* threads inside a query */
   int64_t lqmax;
 } sctx;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- scratch ------------------------------------------------------------------------ */
 
@@ -81,6 +91,7 @@ static void worker_free(worker *w) {
   free(w->cells);
   free(w->seen);
   free(w->inset);
+  free(w->tseen);
   free(w->cand);
   free(w->sub);
   free(w->hits);
@@ -93,10 +104,15 @@ static void worker_free(worker *w) {
   free(w->nheap);
 }
 
-static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int64_t nprobe) {
+/* nprobe <= K (the API's clamp); inner: the threads inside a query. */
+static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int64_t nprobe, int inner) {
   memset(w, 0, sizeof *w);
   w->err_q = INT64_MAX;
   const int64_t K = ix->ncent, lqp = (lqmax + LB - 1) / LB * LB, words = ix->ndocs / 64 + 1;
+  /* probing's centroid ranges: at least 4 n_probe centroids each, so their
+   * heaps (16-byte hits) take at most about what the centroid scores take */
+  const int64_t parts = inner > 1 && nprobe > 0 ? min64(2 * (int64_t)inner, K / (4 * nprobe)) : 1;
+  w->parts = parts > 1 ? parts : 1;
   w->qt = (float *)malloc((size_t)((lqp ? lqp : LB) * ix->dim) * sizeof(float));
   w->cs = (float *)malloc((size_t)(K * (lqp ? lqp : LB)) * sizeof(float));
   w->cmax = (float *)malloc((size_t)K * sizeof(float));
@@ -106,10 +122,11 @@ static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int6
   w->cells = (int64_t *)malloc((size_t)K * sizeof(int64_t));
   w->seen = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
   w->inset = (uint64_t *)calloc((size_t)words, sizeof(uint64_t));
-  w->heap = (lik_hit *)malloc((size_t)((lqmax + 1) * nprobe) * sizeof(lik_hit));
-  w->nheap = (int64_t *)malloc((size_t)(lqmax + 1) * sizeof(int64_t));
+  if (inner > 1) w->tseen = (uint64_t *)calloc((size_t)(inner * words), sizeof(uint64_t));
+  w->heap = (lik_hit *)malloc((size_t)((w->parts + 1) * (lqmax + 1) * nprobe) * sizeof(lik_hit));
+  w->nheap = (int64_t *)malloc((size_t)((w->parts + 1) * (lqmax + 1)) * sizeof(int64_t));
   return w->qt && w->cs && w->cmax && w->cellmark && w->allowed && w->zero && w->cells &&
-         w->seen && w->inset && w->heap && w->nheap;
+         w->seen && w->inset && (inner == 1 || w->tseen) && w->heap && w->nheap;
 }
 
 static lik_status nomem(const char *what) {
@@ -185,36 +202,222 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* ---- probing: a heap per token over a range of centroids ------------------------------ */
+
+typedef struct {
+  const sctx *g;
+  worker *w;
+  int64_t lq, lqp, np;
+} probe_ctx;
+
+/* Range p of the centroids: its heaps (part p of w->heap), and with prune
+ * its centroids' best scores over the query tokens (cmax). */
+static void probe_task(void *ctx, int tid, int64_t p) {
+  (void)tid;
+  const probe_ctx *a = (const probe_ctx *)ctx;
+  worker *w = a->w;
+  const int64_t K = a->g->ix->ncent, lq = a->lq, lqp = a->lqp, np = a->np;
+  const int has_sub = a->g->q->has_subset, prune = a->g->q->prune;
+  lik_hit *heap = w->heap + p * (lq + 1) * np;
+  int64_t *nheap = w->nheap + p * (lq + 1);
+  memset(nheap, 0, (size_t)lq * sizeof(int64_t));
+  for (int64_t c = p * K / w->parts; c < (p + 1) * K / w->parts; c++) {
+    const float *row = w->cs + c * lqp;
+    if (prune) {
+      float m = -INFINITY;
+      for (int64_t s = 0; s < lq; s++) m = fmaxf(m, row[s]);
+      w->cmax[c] = m;
+    }
+    if (has_sub && !w->allowed[c]) continue;
+    for (int64_t s = 0; s < lq; s++) {
+      lik_hit *h = heap + s * np;
+      if (w->zero[s] || (nheap[s] == np && !lik_topk_better(row[s], c, h[0].s, h[0].i))) continue;
+      heap_push(h, &nheap[s], np, (lik_hit){row[s], c});
+    }
+  }
+}
+
+/* The probed cells (the n_probe best allowed centroids of every non-zero
+ * token, a set) into w->cells; returns how many. */
+static int64_t probe(const sctx *g, worker *w, int64_t lq, int64_t lqp) {
+  probe_ctx a = {g, w, lq, lqp, g->q->n_probe};
+  const int64_t np = a.np, P = w->parts;
+  lik_parallel_run(g->inner, P, probe_task, &a);
+  const lik_hit *heap = w->heap;
+  const int64_t *nheap = w->nheap;
+  if (P > 1) { /* the best of the ranges' best: part P */
+    lik_hit *fh = w->heap + P * (lq + 1) * np;
+    int64_t *fn = w->nheap + P * (lq + 1);
+    for (int64_t s = 0; s < lq; s++) {
+      fn[s] = 0;
+      for (int64_t p = 0; p < P; p++)
+        for (int64_t k = 0; k < w->nheap[p * (lq + 1) + s]; k++)
+          heap_push(fh + s * np, &fn[s], np, w->heap[(p * (lq + 1) + s) * np + k]);
+    }
+    heap = fh;
+    nheap = fn;
+  }
+  int64_t ncells = 0;
+  for (int64_t s = 0; s < lq; s++)
+    for (int64_t k = 0; k < nheap[s]; k++) {
+      const int64_t c = heap[s * np + k].i;
+      if (!w->cellmark[c]) {
+        w->cellmark[c] = 1;
+        w->cells[ncells++] = c;
+      }
+    }
+  for (int64_t i = 0; i < ncells; i++) w->cellmark[w->cells[i]] = 0;
+  return ncells;
+}
+
+/* ---- the candidate union: the probed lists' documents as bits ------------------------- */
+
+typedef struct {
+  const sctx *g;
+  worker *w;
+  int64_t words;
+} union_ctx;
+
+/* The documents of list cells[i] (live, in the subset) as bits of this
+ * thread's bitmap. */
+static void union_task(void *ctx, int tid, int64_t i) {
+  const union_ctx *a = (const union_ctx *)ctx;
+  const lik_plaid_index *ix = a->g->ix;
+  const worker *w = a->w;
+  const int has_sub = a->g->q->has_subset;
+  uint64_t *bm = w->tseen ? w->tseen + tid * a->words : w->seen;
+  const int64_t c = w->cells[i];
+  const int64_t *l = ix->ivf + ix->ivf_off[c];
+  const int64_t n = ix->ivf_off[c + 1] - ix->ivf_off[c];
+  for (int64_t k = 0; k < n; k++) {
+    const int64_t j = l[k];
+    const uint64_t bit = (uint64_t)1 << (j & 63);
+    if (has_sub ? !(w->inset[j >> 6] & bit) : lik_plaid_is_dead(ix, j)) continue;
+    bm[j >> 6] |= bit;
+  }
+}
+
+/* The union of the probed cells' lists into w->seen; returns its size. */
+static int64_t candidate_bits(const sctx *g, worker *w, int64_t ncells) {
+  union_ctx a = {g, w, g->ix->ndocs / 64 + 1};
+  lik_parallel_run(g->inner, ncells, union_task, &a);
+  int64_t n = 0;
+  if (w->tseen) { /* the threads' bitmaps OR-ed (and cleared) */
+    const int nt = g->inner;
+    for (int64_t k = 0; k < a.words; k++) {
+      uint64_t v = 0;
+      for (int t = 0; t < nt; t++) {
+        v |= w->tseen[t * a.words + k];
+        w->tseen[t * a.words + k] = 0;
+      }
+      w->seen[k] = v;
+      n += __builtin_popcountll(v);
+    }
+  } else {
+    for (int64_t k = 0; k < a.words; k++) n += __builtin_popcountll(w->seen[k]);
+  }
+  return n;
+}
+
+/* ---- gathers ---------------------------------------------------------------------------- */
+
+/* A code outside [0, K): token t of document ids[i]. */
+typedef struct {
+  int64_t i, t, c;
+} badcode;
+
+typedef struct {
+  const lik_plaid_index *ix;
+  worker *w;
+  const int64_t *ids;
+  int64_t n;
+  const float *cmax; /* NULL: every token */
+  float thr;
+  int res;           /* copy the residual bytes too */
+  int count;         /* the counting pass: tokens kept into gcu[i + 1] */
+  badcode bad[256];  /* per thread: the first it met (i = INT64_MAX: none) */
+} gather_ctx;
+
+/* Block task of the candidates: the counting pass, or the copy to the
+ * offsets gcu.  A thread stops at the first bad code it meets: threads take
+ * blocks in increasing order, so the first bad code of all is the lowest of
+ * the threads' first ones. */
+static void gather_task(void *ctx, int tid, int64_t task) {
+  gather_ctx *a = (gather_ctx *)ctx;
+  const lik_plaid_index *ix = a->ix;
+  worker *w = a->w;
+  if (a->bad[tid].i != INT64_MAX) return;
+  for (int64_t i = task * GBLOCK; i < min64((task + 1) * GBLOCK, a->n); i++) {
+    const int64_t j = a->ids[i];
+    const lik_pseg *s = &ix->segs[ix->doc_seg[j]];
+    const int64_t t0 = ix->doc_off[j] - s->tok0, len = ix->doc_off[j + 1] - ix->doc_off[j];
+    int64_t m = a->count ? 0 : w->gcu[i];
+    for (int64_t t = 0; t < len; t++) {
+      const int64_t c = lik_pseg_code(s, t0 + t);
+      if (c < 0 || c >= ix->ncent) {
+        a->bad[tid] = (badcode){i, t, c};
+        return;
+      }
+      if (a->cmax && !(a->cmax[c] >= a->thr)) continue;
+      if (!a->count) w->gcodes[m] = (int32_t)c;
+      m++;
+    }
+    if (a->count) w->gcu[i + 1] = m;
+    else if (a->res && len)
+      memcpy(w->gres + w->gcu[i] * ix->width, s->res + t0 * ix->width, (size_t)(len * ix->width));
+  }
+}
+
+/* The first bad code the tasks met, as an error (LIK_OK: none). */
+static lik_status bad_code(const gather_ctx *a, int nth) {
+  const badcode *b = NULL;
+  for (int t = 0; t < nth; t++)
+    if (a->bad[t].i != INT64_MAX && (!b || a->bad[t].i < b->i)) b = &a->bad[t];
+  if (!b) return LIK_OK;
+  return lik_fail(LIK_ERR_VALUE, "PLAID index: document %lld, token %lld: code %lld is outside "
+                  "[0, K=%lld) (a corrupt codes file)", (long long)a->ids[b->i], (long long)b->t,
+                  (long long)b->c, (long long)a->ix->ncent);
+}
+
 /* Codes (int32, checked) of documents ids[0..n) into w->gcodes, offsets into
  * w->gcu; with cmax, tokens whose centroid scores below thr are left out.
  * Residual bytes too when res. */
-static lik_status gather(const lik_plaid_index *ix, worker *w, const int64_t *ids, int64_t n,
+static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n,
                          const float *cmax, float thr, int res, int64_t *maxlen) {
-  int64_t tot = 0;
-  for (int64_t i = 0; i < n; i++) tot += ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
-  if (!GROW(w, gcodes, cap_gcodes, tot + 1) || !GROW(w, gcu, cap_gcu, n + 1) ||
-      (res && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
-    return nomem("the candidates' tokens");
-  int64_t m = 0, longest = 0;
+  const lik_plaid_index *ix = g->ix;
+  const int nth = g->inner;
+  if (!GROW(w, gcu, cap_gcu, n + 1)) return nomem("the candidates' tokens");
+  gather_ctx a;
+  a.ix = ix;
+  a.w = w;
+  a.ids = ids;
+  a.n = n;
+  a.cmax = cmax;
+  a.thr = thr;
+  a.res = res;
+  for (int t = 0; t < nth; t++) a.bad[t].i = INT64_MAX;
+  const int64_t ntasks = (n + GBLOCK - 1) / GBLOCK;
+  lik_status st;
+  if (cmax) {
+    a.count = 1;
+    lik_parallel_run(nth, ntasks, gather_task, &a);
+    if ((st = bad_code(&a, nth))) return st;
+  } else {
+    for (int64_t i = 0; i < n; i++) w->gcu[i + 1] = ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
+  }
+  int64_t longest = 0;
   w->gcu[0] = 0;
   for (int64_t i = 0; i < n; i++) {
-    const int64_t j = ids[i];
-    const lik_pseg *s = &ix->segs[ix->doc_seg[j]];
-    const int64_t t0 = ix->doc_off[j] - s->tok0, len = ix->doc_off[j + 1] - ix->doc_off[j];
-    const int64_t m0 = m;
-    for (int64_t t = 0; t < len; t++) {
-      const int64_t c = lik_pseg_code(s, t0 + t);
-      if (c < 0 || c >= ix->ncent)
-        return lik_fail(LIK_ERR_VALUE, "PLAID index: document %lld, token %lld: code %lld is "
-                        "outside [0, K=%lld) (a corrupt codes file)", (long long)j,
-                        (long long)t, (long long)c, (long long)ix->ncent);
-      if (cmax && !(cmax[c] >= thr)) continue;
-      w->gcodes[m++] = (int32_t)c;
-    }
-    if (res && len) memcpy(w->gres + m0 * ix->width, s->res + t0 * ix->width, (size_t)(len * ix->width));
-    w->gcu[i + 1] = m;
-    if (m - m0 > longest) longest = m - m0;
+    if (w->gcu[i + 1] > longest) longest = w->gcu[i + 1];
+    w->gcu[i + 1] += w->gcu[i];
   }
+  const int64_t tot = w->gcu[n];
+  if (!GROW(w, gcodes, cap_gcodes, tot + 1) ||
+      (res && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
+    return nomem("the candidates' tokens");
+  a.count = 0;
+  lik_parallel_run(nth, ntasks, gather_task, &a);
+  if ((st = bad_code(&a, nth))) return st;
   *maxlen = longest;
   return LIK_OK;
 }
@@ -241,7 +444,7 @@ static lik_status approx(const sctx *g, worker *w, const int64_t *ids, int64_t n
                          int64_t lqp, int prune) {
   const lik_plaid_index *ix = g->ix;
   int64_t maxlen;
-  lik_status st = gather(ix, w, ids, n, prune ? w->cmax : NULL, g->q->threshold, 0, &maxlen);
+  lik_status st = gather(g, w, ids, n, prune ? w->cmax : NULL, g->q->threshold, 0, &maxlen);
   if (st) return st;
   if (!GROW(w, sc, cap_sc, n)) return nomem("the approximate scores");
   lik_approx_problem p;
@@ -262,14 +465,50 @@ static lik_status approx(const sctx *g, worker *w, const int64_t *ids, int64_t n
   return lik_cpu_plaid_approx(&p);
 }
 
-/* The m best of ids[0..n) by w->sc into w->sel, ascending ids. */
+/* ---- rankings ----------------------------------------------------------------------------- */
+
+/* Rearranges h[0..n) so that h[k] is the hit of rank k (0: the best) under
+ * lik_topk_better, the better ones before it (quickselect, median-of-three
+ * pivots; the order is total, so the result is unique). */
+static void swap_hits(lik_hit *h, int64_t a, int64_t b) {
+  const lik_hit t = h[a];
+  h[a] = h[b];
+  h[b] = t;
+}
+
+static void select_rank(lik_hit *h, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  while (hi > lo) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (hit_worse(&h[lo], &h[mid])) swap_hits(h, lo, mid);
+    if (hit_worse(&h[lo], &h[hi])) swap_hits(h, lo, hi);
+    if (hit_worse(&h[mid], &h[hi])) swap_hits(h, mid, hi);
+    swap_hits(h, mid, hi); /* the median of the three as the pivot, at hi */
+    int64_t store = lo;
+    for (int64_t i = lo; i < hi; i++)
+      if (hit_worse(&h[hi], &h[i])) swap_hits(h, i, store++);
+    swap_hits(h, store, hi);
+    if (store == k) return;
+    if (k < store) hi = store - 1;
+    else lo = store + 1;
+  }
+}
+
+/* The m best of ids[0..n) (ascending) by w->sc into w->sel, ascending ids. */
 static lik_status select_best(worker *w, const int64_t *ids, int64_t n, int64_t m) {
   if (!GROW(w, hits, cap_hits, n) || !GROW(w, sel, cap_sel, n)) return nomem("the ranking");
+  if (m >= n) {
+    memcpy(w->sel, ids, (size_t)n * sizeof(int64_t));
+    return LIK_OK;
+  }
   for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
-  lik_hits_sort(w->hits, n);
-  if (m > n) m = n;
-  for (int64_t i = 0; i < m; i++) w->sel[i] = w->hits[i].i;
-  qsort(w->sel, (size_t)m, sizeof(int64_t), cmp_i64);
+  select_rank(w->hits, n, m - 1);
+  const lik_hit last = w->hits[m - 1]; /* the m-th best: those not worse are kept */
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const lik_hit h = {w->sc[i], ids[i]};
+    if (!hit_worse(&h, &last)) w->sel[k++] = ids[i];
+  }
   return LIK_OK;
 }
 
@@ -329,50 +568,10 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
     }
   }
 
-  /* probing: the n_probe best (allowed) cells of every non-zero token; one
-   * pass over the centroid-major scores, a heap per token (a centroid no
-   * better than a full heap's worst is rejected by one comparison) */
-  int64_t ncells = 0;
-  const int64_t np = q->n_probe;
-  memset(w->nheap, 0, (size_t)lq * sizeof(int64_t));
-  for (int64_t c = 0; c < K; c++) {
-    if (has_sub && !w->allowed[c]) continue;
-    const float *row = w->cs + c * lqp;
-    for (int64_t s = 0; s < lq; s++) {
-      lik_hit *h = w->heap + s * np;
-      if (w->zero[s] || (w->nheap[s] == np && !lik_topk_better(row[s], c, h[0].s, h[0].i))) continue;
-      heap_push(h, &w->nheap[s], np, (lik_hit){row[s], c});
-    }
-  }
-  for (int64_t s = 0; s < lq; s++)
-    for (int64_t k = 0; k < w->nheap[s]; k++) {
-      const int64_t c = w->heap[s * np + k].i;
-      if (!w->cellmark[c]) {
-        w->cellmark[c] = 1;
-        w->cells[ncells++] = c;
-      }
-    }
-  /* candidates: the union of the probed lists (in the subset) */
-  int64_t ncand = 0;
-  for (int64_t i = 0; i < ncells; i++) {
-    const int64_t c = w->cells[i];
-    w->cellmark[c] = 0;
-    const int64_t *l = ix->ivf + ix->ivf_off[c];
-    const int64_t n = ix->ivf_off[c + 1] - ix->ivf_off[c];
-    if (!GROW(w, cand, cap_cand, ncand + n + 1)) {
-      for (int64_t r = i + 1; r < ncells; r++) w->cellmark[w->cells[r]] = 0;
-      st = nomem("the candidates");
-      goto done;
-    }
-    for (int64_t k = 0; k < n; k++) {
-      const int64_t j = l[k];
-      const uint64_t bit = (uint64_t)1 << (j & 63);
-      if (w->seen[j >> 6] & bit) continue;
-      if (has_sub ? !(w->inset[j >> 6] & bit) : lik_plaid_is_dead(ix, j)) continue;
-      w->seen[j >> 6] |= bit;
-      w->cand[ncand++] = j;
-    }
-  }
+  /* probing (and, with prune, every centroid's best score: cmax), then the
+   * candidates: the union of the probed lists (in the subset) */
+  const int64_t ncells = probe(g, w, lq, lqp);
+  int64_t ncand = candidate_bits(g, w, ncells);
   /* every live document of the subset (or of the index) with tokens is a
    * candidate when a filter (subset, tombstones) left fewer than top_k, so a
    * query gets top_k results whenever that many exist (without a filter, few
@@ -388,31 +587,30 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
       if ((w->seen[j >> 6] & bit) || lik_plaid_is_dead(ix, j) ||
           ix->doc_off[j + 1] == ix->doc_off[j])
         continue;
-      if (!GROW(w, cand, cap_cand, ncand + 1)) {
-        st = nomem("the candidates");
-        break;
-      }
       w->seen[j >> 6] |= bit;
-      w->cand[ncand++] = j;
+      ncand++;
     }
   }
-  for (int64_t i = 0; i < ncand; i++) w->seen[w->cand[i] >> 6] = 0;
-  if (st) goto done;
+  /* the candidates, ascending, out of the bits (cleared) */
+  const int64_t words = ix->ndocs / 64 + 1;
+  if (!GROW(w, cand, cap_cand, ncand + 1)) {
+    memset(w->seen, 0, (size_t)words * sizeof(uint64_t));
+    st = nomem("the candidates");
+    goto done;
+  }
+  ncand = 0;
+  for (int64_t k = 0; k < words; k++)
+    for (uint64_t v = w->seen[k]; v; v &= v - 1) w->cand[ncand++] = k * 64 + __builtin_ctzll(v);
+  memset(w->seen, 0, (size_t)words * sizeof(uint64_t));
   if (ncand == 0) {
     write_row(ix, q, qi, NULL, 0);
     goto done;
   }
-  qsort(w->cand, (size_t)ncand, sizeof(int64_t), cmp_i64);
 
   /* approximate stages */
   const int64_t *ids = w->cand;
   int64_t n = ncand;
   if (q->prune && n > n_exact) {
-    for (int64_t c = 0; c < K; c++) {
-      float m = -INFINITY;
-      for (int64_t s = 0; s < lq; s++) m = fmaxf(m, w->cs[c * lqp + s]);
-      w->cmax[c] = m;
-    }
     if ((st = approx(g, w, ids, n, lq, lqp, 1)) || (st = select_best(w, ids, n, q->n_full)))
       goto done;
     n = n < q->n_full ? n : q->n_full;
@@ -428,7 +626,7 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
 
   /* exact residual MaxSim of the n survivors */
   int64_t maxlen;
-  if ((st = gather(ix, w, ids, n, NULL, 0, 1, &maxlen))) goto done;
+  if ((st = gather(g, w, ids, n, NULL, 0, 1, &maxlen))) goto done;
   if (!GROW(w, sc, cap_sc, n) || !GROW(w, hits, cap_hits, n)) {
     st = nomem("the exact scores");
     goto done;
@@ -451,8 +649,10 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   p.call.normalize = 1;
   if ((st = lik_cpu_maxsim_residual(&p))) goto done;
   for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
-  lik_hits_sort(w->hits, n);
-  write_row(ix, q, qi, w->hits, n);
+  const int64_t top = n < q->top_k ? n : q->top_k;
+  select_rank(w->hits, n, top - 1);
+  lik_hits_sort(w->hits, top);
+  write_row(ix, q, qi, w->hits, top);
 done:
   if (has_sub)
     for (int64_t i = 0; i < nsub; i++) w->inset[w->sub[i] >> 6] = 0;
@@ -486,7 +686,7 @@ lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_quer
   if (!g.w) return nomem("its workers");
   lik_status st = LIK_OK;
   for (int i = 0; i < nw; i++)
-    if (!worker_init(&g.w[i], ix, g.lqmax, q->n_probe)) {
+    if (!worker_init(&g.w[i], ix, g.lqmax, q->n_probe, g.inner)) {
       st = nomem("per-thread tables (centroid scores, document bitmaps)");
       break;
     }

@@ -451,6 +451,74 @@ static void group_exact(void) {
   group_end();
 }
 
+/* One query runs its stages with the threads inside them (probing over
+ * centroid ranges, the union over lists, the gathers over candidate blocks):
+ * each query searched alone at 1..8 threads gives bitwise the rows of the
+ * batch searched at 1 thread (one query per task), with several chunks,
+ * tombstones, subsets, pruning and n_ivf_probe up to K. */
+static void group_one_query_threads(void) {
+  group_begin("one query: threads inside the stages");
+  for (int rep = 0; rep < 4; rep++) {
+    const int64_t d = RNG_PICK(DIMS), n = rng_int(60, 400);
+    const int nbits = pick_nbits(d);
+    case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
+    corpus c = make_corpus(n, d, 30, (int)rng_int(3, 12));
+    lik_plaid_index *ix = build(&c, nbits, 2, rng_int(10, 500));
+    if (!ix) {
+      corpus_free(&c);
+      continue;
+    }
+    int64_t del[8];
+    const int64_t ndel = rep % 2 ? rng_int(1, 8) : 0;
+    for (int64_t k = 0; k < ndel; k++) del[k] = (n / 8) * k + rng_int(0, n / 8 - 1); /* distinct */
+    lik_tensor dt = t1(del, LIK_I64, ndel);
+    CHECK(!ndel || lik_plaid_index_delete(ix, &dt) == LIK_OK, "delete: %s", lik_last_error());
+    lik_plaid_index_info info;
+    lik_plaid_index_get_info(ix, &info);
+    queries q = make_queries(&c, rng_int(2, 6), rng_int(1, 40), rng_int(1, 30));
+    int64_t sub[64];
+    const int64_t ns = rep == 2 ? rng_int(1, 64) : 0;
+    for (int64_t k = 0; k < ns; k++) sub[k] = rng_int(0, n - 1);
+    lik_tensor st = t1(sub, LIK_I64, ns);
+    lik_plaid_search_params p = {0};
+    p.n_ivf_probe = rng_chance(0.2) ? info.num_centroids : rng_int(1, 6);
+    p.n_full_scores = rng_int(4, 3 * n);
+    if (rng_chance(0.5)) {
+      p.prune = 1;
+      p.centroid_score_threshold = (float)rng_range(-0.2, 0.6);
+    }
+    p.num_threads = 1;
+    CHECK(search(ix, &q, d, &p, ns ? &st : NULL, NULL) == LIK_OK, "batch: %s", lik_last_error());
+    const int64_t nk = q.nq * q.k;
+    float *s0 = malloc((size_t)nk * sizeof(float));
+    int64_t *i0 = malloc((size_t)nk * sizeof(int64_t));
+    memcpy(s0, q.s, (size_t)nk * sizeof(float));
+    memcpy(i0, q.i, (size_t)nk * sizeof(int64_t));
+    for (int64_t i = 0; i < q.nq; i++) {
+      queries one = q; /* query i alone */
+      one.nq = 1;
+      one.q = q.q + i * q.lq * d;
+      one.qlen = q.qlen + i;
+      one.s = q.s + i * q.k;
+      one.i = q.i + i * q.k;
+      for (int th = 1; th <= 8; th++) {
+        p.num_threads = th;
+        CHECK(search(ix, &one, d, &p, ns ? &st : NULL, NULL) == LIK_OK, "query %lld, %d threads: %s",
+              (long long)i, th, lik_last_error());
+        CHECK(!memcmp(one.s, s0 + i * q.k, (size_t)q.k * sizeof(float)) &&
+                  !memcmp(one.i, i0 + i * q.k, (size_t)q.k * sizeof(int64_t)),
+              "query %lld alone at %d threads differs from the batch at 1 thread", (long long)i, th);
+      }
+    }
+    free(s0);
+    free(i0);
+    queries_free(&q);
+    lik_plaid_index_free(ix);
+    corpus_free(&c);
+  }
+  group_end();
+}
+
 static void group_add(void) {
   group_begin("add");
   for (int rep = 0; rep < 3; rep++) {
@@ -1433,6 +1501,7 @@ int main(int argc, char **argv) {
   }
   group_roundtrip();
   group_exact();
+  group_one_query_threads();
   group_add();
   group_expand();
   group_errors();
