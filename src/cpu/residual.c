@@ -6,8 +6,9 @@
  * One call:
  *   1. marks the centroids the documents use (parallel over documents) and
  *      numbers them (u = 0 .. nused-1);
- *   2. scoring: widens the used centroids to fp32 and, under normalize,
- *      computes every token's 1 / ||c + r|| once (parallel);
+ *   2. scoring: widens the used centroids to fp32 (fp32 centroids with unit
+ *      stride are read in place) and, under normalize, computes every
+ *      token's 1 / ||c + r|| once (parallel);
  *   3. per query: builds its tables (QC over the used centroids and the byte
  *      tables; approx: the query's centroid scores over the used centroids),
  *      then scores blocks of documents in parallel.
@@ -62,7 +63,9 @@ typedef struct {
   int32_t *umap;  /* [ncent]: row u of a used centroid */
   int32_t *ulist; /* [nused]: its centroid id */
   int64_t nused;
-  float *cent;    /* scoring: [nused][dim] fp32 */
+  float *cent;    /* scoring: [nused][dim] fp32, widened (NULL: cin) */
+  const float *cin; /* scoring: the codec's fp32 rows, read in place (centroid c at c * cin_s) */
+  int64_t cin_s;
   float *inv;     /* scoring: [tokens] 1/||x|| (or 1) */
   /* the current query */
   int64_t qi;
@@ -87,6 +90,11 @@ static void *xmalloc(int64_t a, int64_t b, int64_t c, size_t elem) {
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Scoring: the fp32 row of used centroid u (centroid c). */
+static const float *cent_row(const rctx *g, int64_t u, int64_t c) {
+  return g->cin ? g->cin + c * g->cin_s : g->cent + u * g->dim;
+}
 
 /* ---- 1. used centroids, 2. centroids and norms --------------------------------- */
 
@@ -115,13 +123,14 @@ static void norm_task(void *ctx, int tid, int64_t task) {
   for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
     const int64_t len = lik_ct_len(d, n);
     for (int64_t l = 0; l < len; l++) {
-      const int64_t u = g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l))];
+      const int64_t c = lik_ct_code(d, lik_ct_code_off(d, n, l));
       if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
-        const float *c = g->cent + g->umap[lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH))] * g->dim;
-        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(c + k);
+        const int64_t c2 = lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH));
+        const float *r = cent_row(g, g->umap[c2], c2);
+        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(r + k);
       }
       g->inv[lik_ct_tok(d, n, l)] =
-          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, g->cent + u * g->dim,
+          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, cent_row(g, g->umap[c], c),
                                              d->res + lik_ct_res_off(d, n, l), d->res_sp)
                            : 1.0f;
     }
@@ -158,7 +167,7 @@ static void table_task(void *ctx, int tid, int64_t task) {
   float *dst = g->qc + b * g->nused * LB;
   for (int64_t u = u0; u < min64(u0 + UROWS, g->nused); u++) {
     if (g->rp) {
-      g->rk->centroid_row(g->cent + u * g->dim, g->dim, g->qt + b * LB, g->lqp, dst + u * LB);
+      g->rk->centroid_row(cent_row(g, u, g->ulist[u]), g->dim, g->qt + b * LB, g->lqp, dst + u * LB);
       continue;
     }
     const lik_approx_problem *a = g->ap; /* approx: the query's centroid scores */
@@ -246,12 +255,18 @@ static int prepare(rctx *g, int nth) {
   for (int64_t c = 0; c < g->ncent; c++)
     if (g->umap[c] >= 0) g->ulist[g->umap[c]] = (int32_t)c;
   if (g->rp) {
-    g->cent = (float *)xmalloc(g->nused, g->dim, 1, sizeof(float));
+    const lik_codec_view *cv = &g->rp->codec;
+    if (cv->cent_dtype == LIK_F32 && cv->cent_sk == 1) {
+      g->cin = (const float *)cv->cent;
+      g->cin_s = cv->cent_sc;
+    } else if (!(g->cent = (float *)xmalloc(g->nused, g->dim, 1, sizeof(float)))) {
+      return 0;
+    }
     g->inv = (float *)xmalloc(lik_ct_ntok(d), 1, 1, sizeof(float));
     g->qt = (float *)xmalloc(g->lqp + 1, g->dim, 1, sizeof(float));
     g->tab = (float *)xmalloc(g->nlb, g->width, 256 * LB, sizeof(float));
-    if (!g->cent || !g->inv || !g->qt || !g->tab) return 0;
-    lik_parallel_run(nth, (g->nused + UROWS - 1) / UROWS, cent_task, g);
+    if (!g->inv || !g->qt || !g->tab) return 0;
+    if (g->cent) lik_parallel_run(nth, (g->nused + UROWS - 1) / UROWS, cent_task, g);
     lik_parallel_run(nth, g->ndblocks, norm_task, g);
     g->ntab_tasks = g->nlb * g->width;
   }
