@@ -34,7 +34,10 @@ typedef struct {
  *                                [count, len(, width)] with the strides
  *                                code_sn / res_sn for n (then code_s / res_st
  *                                stride l);
- * lengths.data NULL with offsets.data NULL: every document has len tokens. */
+ * lengths.data NULL with offsets.data NULL: every document has len tokens.
+ * Packed with res_rows.data set (the CPU backend's scoring; the PLAID search
+ * sets it to read a chunk's residuals in place): the residual bytes of token l
+ * of document n are row res_rows[n] + l of res instead. */
 typedef struct {
   const void *codes;
   lik_dtype codes_dtype; /* I32 or I64 */
@@ -44,6 +47,7 @@ typedef struct {
   int64_t count, len; /* documents; padded Ld, or the longest (-1: unknown, CUDA) */
   lik_index lengths;  /* padded: doc_lengths */
   lik_index offsets;  /* packed: cu_seqlens_d */
+  lik_index res_rows; /* packed, CPU scoring: each document's first residual row (or data NULL) */
 } lik_ctokens;
 
 static inline int64_t lik_ct_len(const lik_ctokens *c, int64_t n) {
@@ -66,8 +70,8 @@ static inline int64_t lik_ct_code_off(const lik_ctokens *c, int64_t n, int64_t l
                          : n * c->code_sn + l * c->code_s;
 }
 static inline int64_t lik_ct_res_off(const lik_ctokens *c, int64_t n, int64_t l) {
-  return c->offsets.data ? (lik_index_at(&c->offsets, n) + l) * c->res_st
-                         : n * c->res_sn + l * c->res_st;
+  if (!c->offsets.data) return n * c->res_sn + l * c->res_st;
+  return (lik_index_at(c->res_rows.data ? &c->res_rows : &c->offsets, n) + l) * c->res_st;
 }
 
 static inline int64_t lik_ct_code(const lik_ctokens *c, int64_t off) {

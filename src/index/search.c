@@ -44,6 +44,8 @@ typedef struct {
   int64_t cap_gcodes;
   uint8_t *gres;
   int64_t cap_gres;
+  const uint8_t *gres_in; /* the exact stage's residuals: a chunk's, read in place (rows grows), or NULL (gres) */
+  int64_t *grows, cap_grows;
   int64_t *gcu, cap_gcu;
   float *sc;
   int64_t cap_sc;
@@ -98,6 +100,7 @@ static void worker_free(worker *w) {
   free(w->sel);
   free(w->gcodes);
   free(w->gres);
+  free(w->grows);
   free(w->gcu);
   free(w->sc);
   free(w->heap);
@@ -363,7 +366,7 @@ static void gather_task(void *ctx, int tid, int64_t task) {
       m++;
     }
     if (a->count) w->gcu[i + 1] = m;
-    else if (a->res && len)
+    else if (a->res && !w->gres_in && len)
       memcpy(w->gres + w->gcu[i] * ix->width, s->res + t0 * ix->width, (size_t)(len * ix->width));
   }
 }
@@ -379,9 +382,11 @@ static lik_status bad_code(const gather_ctx *a, int nth) {
                   (long long)b->c, (long long)a->ix->ncent);
 }
 
-/* Codes (int32, checked) of documents ids[0..n) into w->gcodes, offsets into
- * w->gcu; with cmax, tokens whose centroid scores below thr are left out.
- * Residual bytes too when res. */
+/* Codes (int32, checked) of documents ids[0..n) (ascending) into w->gcodes,
+ * offsets into w->gcu; with cmax, tokens whose centroid scores below thr are
+ * left out.  res: the residual bytes too, read in place when the documents
+ * lie in one chunk (w->gres_in, their first rows in w->grows), else copied
+ * into w->gres. */
 static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n,
                          const float *cmax, float thr, int res, int64_t *maxlen) {
   const lik_plaid_index *ix = g->ix;
@@ -405,6 +410,14 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
   } else {
     for (int64_t i = 0; i < n; i++) w->gcu[i + 1] = ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
   }
+  /* chunks hold consecutive documents: ascending ids of one chunk start and end in it */
+  const lik_pseg *s0 = n ? &ix->segs[ix->doc_seg[ids[0]]] : NULL;
+  w->gres_in = NULL;
+  if (res && s0 && s0 == &ix->segs[ix->doc_seg[ids[n - 1]]]) {
+    if (!GROW(w, grows, cap_grows, n)) return nomem("the candidates' tokens");
+    for (int64_t i = 0; i < n; i++) w->grows[i] = ix->doc_off[ids[i]] - s0->tok0;
+    w->gres_in = s0->res;
+  }
   int64_t longest = 0;
   w->gcu[0] = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -413,7 +426,7 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
   }
   const int64_t tot = w->gcu[n];
   if (!GROW(w, gcodes, cap_gcodes, tot + 1) ||
-      (res && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
+      (res && !w->gres_in && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
     return nomem("the candidates' tokens");
   a.count = 0;
   lik_parallel_run(nth, ntasks, gather_task, &a);
@@ -429,9 +442,10 @@ static lik_ctokens packed(const worker *w, int64_t n, int64_t maxlen, int64_t wi
   d.codes_dtype = LIK_I32;
   d.code_s = 1;
   if (res) {
-    d.res = w->gres;
+    d.res = w->gres_in ? w->gres_in : w->gres;
     d.res_st = width;
     d.res_sp = 1;
+    if (w->gres_in) d.res_rows = (lik_index){w->grows, LIK_I64, 1};
   }
   d.count = n;
   d.len = maxlen;
