@@ -28,6 +28,12 @@
 
 #define LB 32
 #define GBLOCK 64 /* candidates per gather task */
+/* Work a thread of a stage gets at least (a thread costs its start: tens of
+ * microseconds), as (centroid, token) pairs probed, list entries of the
+ * union, tokens gathered. */
+#define PROBE_GRAIN 65536
+#define UNION_GRAIN 16384
+#define GATHER_GRAIN 32768
 
 typedef struct {
   float *qt, *cs, *cmax;
@@ -112,9 +118,12 @@ static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int6
   memset(w, 0, sizeof *w);
   w->err_q = INT64_MAX;
   const int64_t K = ix->ncent, lqp = (lqmax + LB - 1) / LB * LB, words = ix->ndocs / 64 + 1;
-  /* probing's centroid ranges: at least 4 n_probe centroids each, so their
-   * heaps (16-byte hits) take at most about what the centroid scores take */
-  const int64_t parts = inner > 1 && nprobe > 0 ? min64(2 * (int64_t)inner, K / (4 * nprobe)) : 1;
+  /* probing's centroid ranges: PROBE_GRAIN pairs and at least 4 n_probe
+   * centroids each, so their heaps (16-byte hits) take at most about what
+   * the centroid scores take */
+  const int64_t parts = inner > 1 && nprobe > 0
+                            ? min64(min64(2 * (int64_t)inner, K / (4 * nprobe)), K * lqmax / PROBE_GRAIN)
+                            : 1;
   w->parts = parts > 1 ? parts : 1;
   w->qt = (float *)malloc((size_t)((lqp ? lqp : LB) * ix->dim) * sizeof(float));
   w->cs = (float *)malloc((size_t)(K * (lqp ? lqp : LB)) * sizeof(float));
@@ -278,6 +287,7 @@ static int64_t probe(const sctx *g, worker *w, int64_t lq, int64_t lqp) {
 typedef struct {
   const sctx *g;
   worker *w;
+  uint64_t *bm; /* w->seen, or with several threads w->tseen: bitmap tid at bm + tid * words */
   int64_t words;
 } union_ctx;
 
@@ -288,7 +298,7 @@ static void union_task(void *ctx, int tid, int64_t i) {
   const lik_plaid_index *ix = a->g->ix;
   const worker *w = a->w;
   const int has_sub = a->g->q->has_subset;
-  uint64_t *bm = w->tseen ? w->tseen + tid * a->words : w->seen;
+  uint64_t *bm = a->bm + tid * a->words;
   const int64_t c = w->cells[i];
   const int64_t *l = ix->ivf + ix->ivf_off[c];
   const int64_t n = ix->ivf_off[c + 1] - ix->ivf_off[c];
@@ -302,11 +312,14 @@ static void union_task(void *ctx, int tid, int64_t i) {
 
 /* The union of the probed cells' lists into w->seen; returns its size. */
 static int64_t candidate_bits(const sctx *g, worker *w, int64_t ncells) {
-  union_ctx a = {g, w, g->ix->ndocs / 64 + 1};
-  lik_parallel_run(g->inner, ncells, union_task, &a);
+  const lik_plaid_index *ix = g->ix;
+  int64_t entries = 0;
+  for (int64_t i = 0; i < ncells; i++) entries += ix->ivf_off[w->cells[i] + 1] - ix->ivf_off[w->cells[i]];
+  const int nt = entries / UNION_GRAIN > 1 ? (int)min64(g->inner, entries / UNION_GRAIN) : 1;
+  union_ctx a = {g, w, nt > 1 ? w->tseen : w->seen, ix->ndocs / 64 + 1};
+  lik_parallel_run(nt, ncells, union_task, &a);
   int64_t n = 0;
-  if (w->tseen) { /* the threads' bitmaps OR-ed (and cleared) */
-    const int nt = g->inner;
+  if (nt > 1) { /* the threads' bitmaps OR-ed (and cleared) */
     for (int64_t k = 0; k < a.words; k++) {
       uint64_t v = 0;
       for (int t = 0; t < nt; t++) {
@@ -402,13 +415,17 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
   a.res = res;
   for (int t = 0; t < nth; t++) a.bad[t].i = INT64_MAX;
   const int64_t ntasks = (n + GBLOCK - 1) / GBLOCK;
+  int64_t all = 0; /* the candidates' tokens: the work of a pass */
+  for (int64_t i = 0; i < n; i++) {
+    w->gcu[i + 1] = ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
+    all += w->gcu[i + 1];
+  }
+  const int nt = all / GATHER_GRAIN > 1 ? (int)min64(nth, all / GATHER_GRAIN) : 1;
   lik_status st;
-  if (cmax) {
+  if (cmax) { /* the tokens kept */
     a.count = 1;
-    lik_parallel_run(nth, ntasks, gather_task, &a);
-    if ((st = bad_code(&a, nth))) return st;
-  } else {
-    for (int64_t i = 0; i < n; i++) w->gcu[i + 1] = ix->doc_off[ids[i] + 1] - ix->doc_off[ids[i]];
+    lik_parallel_run(nt, ntasks, gather_task, &a);
+    if ((st = bad_code(&a, nt))) return st;
   }
   /* chunks hold consecutive documents: ascending ids of one chunk start and end in it */
   const lik_pseg *s0 = n ? &ix->segs[ix->doc_seg[ids[0]]] : NULL;
@@ -429,8 +446,8 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
       (res && !w->gres_in && !grow((void **)&w->gres, &w->cap_gres, tot * ix->width + 1, 1)))
     return nomem("the candidates' tokens");
   a.count = 0;
-  lik_parallel_run(nth, ntasks, gather_task, &a);
-  if ((st = bad_code(&a, nth))) return st;
+  lik_parallel_run(nt, ntasks, gather_task, &a);
+  if ((st = bad_code(&a, nt))) return st;
   *maxlen = longest;
   return LIK_OK;
 }

@@ -452,37 +452,54 @@ static void group_exact(void) {
 }
 
 /* One query runs its stages with the threads inside them (probing over
- * centroid ranges, the union over lists, the gathers over candidate blocks):
- * each query searched alone at 1..8 threads gives bitwise the rows of the
- * batch searched at 1 thread (one query per task), with several chunks,
- * tombstones, subsets, pruning and n_ivf_probe up to K. */
+ * centroid ranges, the union over lists, the gathers over candidate blocks),
+ * each stage with as many threads as its work is worth: each query searched
+ * alone at 1..8 threads gives bitwise the rows of the batch searched at 1
+ * thread (one query per task), with several chunks, tombstones, subsets,
+ * pruning and n_ivf_probe up to K; the last case is large enough (K 4096,
+ * 40-token queries, many probes) that every stage splits. */
+static lik_plaid_index *build_k(const corpus *c, int nbits, int64_t chunk, int64_t K) {
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  o.nbits = nbits;
+  o.num_threads = 2;
+  o.seed = g_seed;
+  o.chunk_docs = chunk;
+  o.num_centroids = K;
+  lik_tensor X = t2(c->x, LIK_F32, c->T, c->d), cu = t1(c->cu, LIK_I64, c->n + 1);
+  lik_plaid_index *ix = NULL;
+  lik_status st = lik_plaid_index_build(&X, &cu, &o, &ix);
+  CHECK(st == LIK_OK && ix, "build: %s: %s", lik_status_string(st), lik_last_error());
+  return ix;
+}
+
 static void group_one_query_threads(void) {
   group_begin("one query: threads inside the stages");
-  for (int rep = 0; rep < 4; rep++) {
-    const int64_t d = RNG_PICK(DIMS), n = rng_int(60, 400);
+  for (int rep = 0; rep < 5; rep++) {
+    const int large = rep == 4;
+    const int64_t d = large ? 8 : RNG_PICK(DIMS), n = large ? 2500 : rng_int(60, 400);
     const int nbits = pick_nbits(d);
     case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
-    corpus c = make_corpus(n, d, 30, (int)rng_int(3, 12));
-    lik_plaid_index *ix = build(&c, nbits, 2, rng_int(10, 500));
+    corpus c = make_corpus(n, d, large ? 60 : 30, large ? 40 : (int)rng_int(3, 12));
+    lik_plaid_index *ix = build_k(&c, nbits, large ? rng_int(600, 3000) : rng_int(10, 500), large ? 4096 : 0);
     if (!ix) {
       corpus_free(&c);
       continue;
     }
     int64_t del[8];
-    const int64_t ndel = rep % 2 ? rng_int(1, 8) : 0;
+    const int64_t ndel = rep % 2 ? 0 : rng_int(1, 8);
     for (int64_t k = 0; k < ndel; k++) del[k] = (n / 8) * k + rng_int(0, n / 8 - 1); /* distinct */
     lik_tensor dt = t1(del, LIK_I64, ndel);
     CHECK(!ndel || lik_plaid_index_delete(ix, &dt) == LIK_OK, "delete: %s", lik_last_error());
     lik_plaid_index_info info;
     lik_plaid_index_get_info(ix, &info);
-    queries q = make_queries(&c, rng_int(2, 6), rng_int(1, 40), rng_int(1, 30));
+    queries q = make_queries(&c, rng_int(2, 6), large ? 40 : rng_int(1, 40), rng_int(1, 30));
     int64_t sub[64];
-    const int64_t ns = rep == 2 ? rng_int(1, 64) : 0;
+    const int64_t ns = rep == 1 ? rng_int(1, 64) : 0;
     for (int64_t k = 0; k < ns; k++) sub[k] = rng_int(0, n - 1);
     lik_tensor st = t1(sub, LIK_I64, ns);
     lik_plaid_search_params p = {0};
-    p.n_ivf_probe = rng_chance(0.2) ? info.num_centroids : rng_int(1, 6);
-    p.n_full_scores = rng_int(4, 3 * n);
+    p.n_ivf_probe = large ? rng_int(64, 512) : rng_chance(0.2) ? info.num_centroids : rng_int(1, 6);
+    p.n_full_scores = large ? 8000 : rng_int(4, 3 * n);
     if (rng_chance(0.5)) {
       p.prune = 1;
       p.centroid_score_threshold = (float)rng_range(-0.2, 0.6);
