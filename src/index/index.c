@@ -136,6 +136,7 @@ int64_t lik_plaid_add_region(lik_plaid_index *ix, lik_region r) {
 void lik_plaid_index_free(lik_plaid_index *ix) {
   if (!ix) return;
   lik_plaid_to_device_impl(ix, -1);
+  lik_plaid_search_scratch_free(ix);
   for (int64_t s = 0; s < ix->nseg; s++) {
     free(ix->segs[s].own_codes);
     free(ix->segs[s].own_res);

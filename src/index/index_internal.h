@@ -114,6 +114,10 @@ struct lik_plaid_index {
   int has_home;
   lik_file_id home;
   unsigned dirty;
+
+  /* search.c: the scratch of a search that ran each query over the threads,
+   * kept for the next one (taken and put back atomically), or NULL */
+  void *search_scratch;
 };
 
 /* The parts of an index folder, each a set of files a change rewrites whole
@@ -386,5 +390,8 @@ lik_status lik_plaid_search_device(const lik_plaid_index *ix, const lik_plaid_qu
 /* ---- search (search.c) ---- */
 
 lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q);
+
+/* Frees the scratch a search kept with the index (lik_plaid_index_free). */
+void lik_plaid_search_scratch_free(lik_plaid_index *ix);
 
 #endif /* LIK_INDEX_INTERNAL_H */

@@ -28,9 +28,9 @@
 
 #define LB 32
 #define GBLOCK 64 /* candidates per gather task */
-/* Work a thread of a stage gets at least (a thread costs its start: tens of
- * microseconds), as (centroid, token) pairs probed, list entries of the
- * union, tokens gathered. */
+/* Work a thread of a stage gets at least (waking a thread of the pool costs
+ * up to tens of microseconds), as (centroid, token) pairs probed, list
+ * entries of the union, tokens gathered. */
 #define PROBE_GRAIN 65536
 #define UNION_GRAIN 16384
 #define GATHER_GRAIN 32768
@@ -58,6 +58,9 @@ typedef struct {
   lik_hit *heap;   /* [parts + 1][lq + 1][n_probe]: a heap per query token per centroid range */
   int64_t *nheap; /* [parts + 1][lq + 1] */
   int64_t parts;  /* probing's centroid ranges (1: the heaps are final) */
+  /* what its tables were made for (a worker kept with the index fits a later search) */
+  int64_t K, words, lqmax, nprobe;
+  int inner;
   /* error of this worker: the lowest query that failed */
   int64_t err_q;
   lik_status err_st;
@@ -76,15 +79,16 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- scratch ------------------------------------------------------------------------ */
 
+/* Room for need elements (the contents are not kept: every buffer is filled
+ * after it grows). */
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
   if (need <= *cap) return 1;
   int64_t c = *cap ? *cap : 256;
   while (c < need) c *= 2;
-  void *q = realloc(*p, (size_t)c * elem);
-  if (!q) return 0;
-  *p = q;
-  *cap = c;
-  return 1;
+  free(*p);
+  *p = malloc((size_t)c * elem);
+  *cap = *p ? c : 0;
+  return *p != NULL;
 }
 
 #define GROW(w, f, cap, need) grow((void **)&(w)->f, &(w)->cap, (need), sizeof(*(w)->f))
@@ -118,6 +122,11 @@ static int worker_init(worker *w, const lik_plaid_index *ix, int64_t lqmax, int6
   memset(w, 0, sizeof *w);
   w->err_q = INT64_MAX;
   const int64_t K = ix->ncent, lqp = (lqmax + LB - 1) / LB * LB, words = ix->ndocs / 64 + 1;
+  w->K = K;
+  w->words = words;
+  w->lqmax = lqmax;
+  w->nprobe = nprobe;
+  w->inner = inner;
   /* probing's centroid ranges: PROBE_GRAIN pairs and at least 4 n_probe
    * centroids each, so their heaps (16-byte hits) take at most about what
    * the centroid scores take */
@@ -704,6 +713,41 @@ static void query_task(void *ctx, int tid, int64_t qi) {
   }
 }
 
+/* The scratch a search kept with the index: taken by a search of one worker
+ * that it fits (the same K and bitmap words, as many threads inside a query,
+ * no more query tokens and probes), so that one query after another does
+ * not allocate (and fault in) tables of K and N entries every time. */
+static void **kept(const lik_plaid_index *ix) { return (void **)&((lik_plaid_index *)ix)->search_scratch; }
+
+static worker *take_kept(const lik_plaid_index *ix, int64_t lqmax, int64_t nprobe, int inner) {
+  worker *w = (worker *)__atomic_exchange_n(kept(ix), NULL, __ATOMIC_ACQ_REL);
+  if (w && w->K == ix->ncent && w->words == ix->ndocs / 64 + 1 && w->inner == inner &&
+      lqmax <= w->lqmax && nprobe <= w->nprobe) {
+    w->err_q = INT64_MAX;
+    return w;
+  }
+  if (w) {
+    worker_free(w);
+    free(w);
+  }
+  return NULL;
+}
+
+/* Kept with the index unless another search kept its own first. */
+static void keep(const lik_plaid_index *ix, worker *w) {
+  void *none = NULL;
+  if (__atomic_compare_exchange_n(kept(ix), &none, w, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  worker_free(w);
+  free(w);
+}
+
+void lik_plaid_search_scratch_free(lik_plaid_index *ix) {
+  worker *w = (worker *)ix->search_scratch;
+  ix->search_scratch = NULL;
+  if (w) worker_free(w);
+  free(w);
+}
+
 lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q) {
   const int64_t nq = q->q.count;
   int nth = q->call.num_threads < 1 ? 1 : q->call.num_threads;
@@ -715,10 +759,11 @@ lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_quer
   g.q = q;
   g.inner = outer ? 1 : nth;
   g.lqmax = q->q.len;
-  g.w = (worker *)calloc((size_t)nw, sizeof(worker));
-  if (!g.w) return nomem("its workers");
+  g.w = outer ? NULL : take_kept(ix, g.lqmax, q->n_probe, g.inner);
+  const int fresh = g.w == NULL;
+  if (fresh && !(g.w = (worker *)calloc((size_t)nw, sizeof(worker)))) return nomem("its workers");
   lik_status st = LIK_OK;
-  for (int i = 0; i < nw; i++)
+  for (int i = 0; fresh && i < nw; i++)
     if (!worker_init(&g.w[i], ix, g.lqmax, q->n_probe, g.inner)) {
       st = nomem("per-thread tables (centroid scores, document bitmaps)");
       break;
@@ -735,6 +780,10 @@ lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_quer
         bw = i;
       }
     if (bw >= 0) st = lik_fail(g.w[bw].err_st, "query %lld: %s", (long long)bq, g.w[bw].err);
+  }
+  if (!outer && !st) {
+    keep(ix, g.w);
+    return st;
   }
   for (int i = 0; i < nw; i++) worker_free(&g.w[i]);
   free(g.w);

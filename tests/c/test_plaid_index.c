@@ -456,8 +456,9 @@ static void group_exact(void) {
  * each stage with as many threads as its work is worth: each query searched
  * alone at 1..8 threads gives bitwise the rows of the batch searched at 1
  * thread (one query per task), with several chunks, tombstones, subsets,
- * pruning and n_ivf_probe up to K; the last case is large enough (K 4096,
- * 40-token queries, many probes) that every stage splits. */
+ * pruning and n_ivf_probe up to K, the scratch a search keeps with the index
+ * reused by the next; the last case is large enough (K 4096, 40-token
+ * queries, many probes) that every stage splits. */
 static lik_plaid_index *build_k(const corpus *c, int nbits, int64_t chunk, int64_t K) {
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
   o.nbits = nbits;
@@ -511,14 +512,14 @@ static void group_one_query_threads(void) {
     int64_t *i0 = malloc((size_t)nk * sizeof(int64_t));
     memcpy(s0, q.s, (size_t)nk * sizeof(float));
     memcpy(i0, q.i, (size_t)nk * sizeof(int64_t));
-    for (int64_t i = 0; i < q.nq; i++) {
-      queries one = q; /* query i alone */
-      one.nq = 1;
-      one.q = q.q + i * q.lq * d;
-      one.qlen = q.qlen + i;
-      one.s = q.s + i * q.k;
-      one.i = q.i + i * q.k;
-      for (int th = 1; th <= 8; th++) {
+    for (int th = 1; th <= 8; th++) /* queries one after another: the kept scratch reused */
+      for (int64_t i = 0; i < q.nq; i++) {
+        queries one = q; /* query i alone */
+        one.nq = 1;
+        one.q = q.q + i * q.lq * d;
+        one.qlen = q.qlen + i;
+        one.s = q.s + i * q.k;
+        one.i = q.i + i * q.k;
         p.num_threads = th;
         CHECK(search(ix, &one, d, &p, ns ? &st : NULL, NULL) == LIK_OK, "query %lld, %d threads: %s",
               (long long)i, th, lik_last_error());
@@ -526,7 +527,6 @@ static void group_one_query_threads(void) {
                   !memcmp(one.i, i0 + i * q.k, (size_t)q.k * sizeof(int64_t)),
               "query %lld alone at %d threads differs from the batch at 1 thread", (long long)i, th);
       }
-    }
     free(s0);
     free(i0);
     queries_free(&q);
