@@ -406,8 +406,8 @@ static lik_status bad_code(const gather_ctx *a, int nth) {
 
 /* Codes (int32, checked) of documents ids[0..n) (ascending) into w->gcodes,
  * offsets into w->gcu; with cmax, tokens whose centroid scores below thr are
- * left out.  res: the residual bytes too, read in place when the documents
- * lie in one chunk (w->gres_in, their first rows in w->grows), else copied
+ * left out.  res: the residual bytes too, read in place when the documents'
+ * rows are one array (w->gres_in, their first rows in w->grows), else copied
  * into w->gres. */
 static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n,
                          const float *cmax, float thr, int res, int64_t *maxlen) {
@@ -436,10 +436,17 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
     lik_parallel_run(nt, ntasks, gather_task, &a);
     if ((st = bad_code(&a, nt))) return st;
   }
-  /* chunks hold consecutive documents: ascending ids of one chunk start and end in it */
-  const lik_pseg *s0 = n ? &ix->segs[ix->doc_seg[ids[0]]] : NULL;
+  /* in place: the ascending ids lie in chunks k0 .. k1 (chunks hold
+   * consecutive documents), their rows one array when k0 == k1 or when the
+   * chunks are consecutive parts of one mapped file (merged_residuals.npy) */
   w->gres_in = NULL;
-  if (res && s0 && s0 == &ix->segs[ix->doc_seg[ids[n - 1]]]) {
+  int inplace = res && n > 0;
+  const int64_t k0 = n ? ix->doc_seg[ids[0]] : 0, k1 = n ? ix->doc_seg[ids[n - 1]] : 0;
+  const lik_pseg *s0 = &ix->segs[k0];
+  for (int64_t k = k0 + 1; inplace && k <= k1; k++)
+    inplace = s0->region_res >= 0 && ix->segs[k].region_res == s0->region_res &&
+              ix->segs[k].res - s0->res == (ix->segs[k].tok0 - s0->tok0) * ix->width;
+  if (inplace) {
     if (!GROW(w, grows, cap_grows, n)) return nomem("the candidates' tokens");
     for (int64_t i = 0; i < n; i++) w->grows[i] = ix->doc_off[ids[i]] - s0->tok0;
     w->gres_in = s0->res;
