@@ -151,11 +151,15 @@ def test_roundtrip_threads_and_layouts(tmp_path):
     meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
     assert meta["num_documents"] == 150 and meta["nbits"] == 2 and meta["num_chunks"] == 4
     try:
-        for n in (1, 2, 3):
+        for n in (1, 2, 3, 8):
             lik.set_num_threads(n)
             got = lx.search(Q, top_k=7, n_ivf_probe=2, n_full_scores=40)
             np.testing.assert_array_equal(got[0], ref[0])
             np.testing.assert_array_equal(got[1], ref[1])
+            for q in range(len(Q)):  # one query alone: its stages over the threads
+                one = lx.search(Q[q:q + 1], top_k=7, n_ivf_probe=2, n_full_scores=40)
+                np.testing.assert_array_equal(one[0][0], ref[0][q])
+                np.testing.assert_array_equal(one[1][0], ref[1][q])
     finally:
         lik.set_num_threads(0)
     # one query 2-D, a list of ragged queries, torch in -> torch out
