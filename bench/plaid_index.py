@@ -31,6 +31,7 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
     python3 bench/plaid_index.py cranfield [--fast-plaid]
     python3 bench/plaid_index.py synthetic --docs 10000 [--fast-plaid]
     python3 bench/plaid_index.py expand --docs 10000
+    python3 bench/plaid_index.py latency --docs 20000 --doc-lens 100,300 --thread-counts 1,2,4,8,16
 
   expand      Index.add of documents unlike the indexed ones: the synthetic
               corpus with split topics, built on the first half of the
@@ -38,6 +39,13 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
               without expand_centroids: K, add time, recall@10 against exact
               MaxSim (all queries / those drawn from added documents); the
               same on the unsplit corpus (an add of like documents).
+  latency     lik only, the synthetic corpus: one-query latency (the median
+              over every query searched alone, --lat-rounds times) and
+              batched throughput at each of --thread-counts, on one index
+              (built with --threads, or reused from --index-dir when it holds
+              this corpus's build); no exact search.  --doc-lens 100,300 and
+              --docs 20000 give 4 M tokens in 20 k documents (issue 29's CPU
+              row).
 
   synthetic --device cuda
               the GPU mode (issue 29): the same distribution generated on the
@@ -128,14 +136,15 @@ def cranfield():
     return d["embeddings"], d["cu_seqlens"], d["ids"], Q, lens, q["ids"], qrels
 
 
-def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128, split=False):
-    """(X, cu, Q, qdoc): the clustered corpus, its queries and the document
-    each query was drawn from.  split: documents of the first half take their
-    topics from the first half of the clusters, the others from the second."""
+def synthetic(ndocs, clusters, seed, nq=100, lq=32, d=128, split=False, doc_lens=(60, 140)):
+    """(X, cu, Q, qdoc): the clustered corpus (documents of doc_lens[0] ..
+    doc_lens[1] tokens), its queries and the document each query was drawn
+    from.  split: documents of the first half take their topics from the
+    first half of the clusters, the others from the second."""
     rng = np.random.default_rng(seed)
     dirs = rng.standard_normal((clusters, d)).astype(np.float32)
     dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    lens = rng.integers(60, 141, ndocs)
+    lens = rng.integers(doc_lens[0], doc_lens[1] + 1, ndocs)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     X = np.empty((int(cu[-1]), d), np.float16)
     # each document draws its tokens from a few topics (clusters)
@@ -242,10 +251,11 @@ def child(spec: dict) -> dict:
             s, i = ix.search(Q, q_lengths=qlens, **kw)
             out["search_s"] = time.perf_counter() - t
             lat = []
-            for q in range(min(len(Q), spec.get("lat_queries", 30))):
-                t = time.perf_counter()
-                ix.search(Q[q:q + 1], q_lengths=qlens[q:q + 1], **kw)
-                lat.append(time.perf_counter() - t)
+            for _ in range(spec.get("lat_rounds", 1)):
+                for q in range(min(len(Q), spec.get("lat_queries", 30))):
+                    t = time.perf_counter()
+                    ix.search(Q[q:q + 1], q_lengths=qlens[q:q + 1], **kw)
+                    lat.append(time.perf_counter() - t)
             out["latency_ms"] = 1e3 * statistics.median(lat)
             out["ids"] = i.tolist()
     else:  # fast-plaid
@@ -333,6 +343,19 @@ def median_time(fn, min_s: float = 1.0, max_reps: int = 50) -> float:
     return statistics.median(ts)
 
 
+def cached_index(path: Path, key: dict, build) -> tuple:
+    """(build seconds, cached): build() (returning its seconds) makes the index
+    folder path unless path holds the build of key already (the stamp
+    path.bench.json beside it says so)."""
+    stamp = path.parent / (path.name + ".bench.json")
+    if path.is_dir() and stamp.is_file() and json.loads(stamp.read_text())["key"] == key:
+        return json.loads(stamp.read_text())["build_s"], True
+    shutil.rmtree(path, ignore_errors=True)
+    build_s = build()
+    stamp.write_text(json.dumps({"key": key, "build_s": build_s}))
+    return build_s, False
+
+
 def run_child(spec: dict) -> dict:
     p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True)
     if p.returncode:
@@ -401,12 +424,13 @@ def part_cranfield(args, tmp):
 
 
 def part_synthetic(args, tmp):
-    X, cu, Q, _ = synthetic(args.docs, args.clusters, args.seed)
+    X, cu, Q, _ = synthetic(args.docs, args.clusters, args.seed, doc_lens=args.doc_lens)
     for name, a in (("X", X), ("cu", cu), ("Q", Q)):
         np.save(tmp / f"{name}.npy", a)
     base = dict(corpus="synthetic", threads=args.threads, X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"),
                 Q=str(tmp / "Q.npy"))
-    print(f"\nSynthetic clustered corpus: {args.docs} docs, {len(X)} tokens, d={X.shape[1]}, {args.clusters} "
+    print(f"\nSynthetic clustered corpus: {args.docs} docs of {args.doc_lens[0]}..{args.doc_lens[1]} tokens, "
+          f"{len(X)} tokens, d={X.shape[1]}, {args.clusters} "
           f"clusters, seed {args.seed}, K {args.num_centroids or 'by the rule'}; {len(Q)} queries x {Q.shape[1]} tokens; "
           f"{machine()}\n")
     del X
@@ -515,19 +539,17 @@ def part_gpu(args, tmp):
     path = Path(args.index_dir) if args.index_dir else tmp / "lik-index"
     key = {"tokens": T, "docs": N, "clusters": args.clusters, "seed": args.seed, "nbits": args.nbits,
            "num_centroids": args.num_centroids}
-    stamp = path.parent / (path.name + ".bench.json")
     Xh, cuh = X.cpu().numpy(), cu.cpu().numpy()
-    if path.is_dir() and stamp.is_file() and json.loads(stamp.read_text())["key"] == key:
-        build_s = json.loads(stamp.read_text())["build_s"]
-        print(f"lik index: {path} (cached; built in {build_s:.1f} s)", flush=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+
+    def build():
         t = time.perf_counter()
         lik.plaid.Index.build(Xh, path, cu_seqlens=cuh, nbits=args.nbits,
                               num_centroids=args.num_centroids or None).close()
-        build_s = time.perf_counter() - t
-        stamp.write_text(json.dumps({"key": key, "build_s": build_s}))
-        print(f"lik index: built in {build_s:.1f} s", flush=True)
+        return time.perf_counter() - t
+
+    build_s, cached = cached_index(path, key, build)
+    print(f"lik index: {path} (cached; built in {build_s:.1f} s)" if cached else f"lik index: built in {build_s:.1f} s",
+          flush=True)
     index_mb = folder_bytes(path) / 1e6
     t = time.perf_counter()
     ix = lik.plaid.Index.load(path, device="cuda")
@@ -653,12 +675,42 @@ def part_expand(args, tmp):
             report(f"first half + add, expand_centroids={expand}", ix, f"{time.perf_counter() - t:.1f}")
 
 
+def part_latency(args, tmp):
+    """One-query latency of lik's search at each thread count, one index."""
+    X, cu, Q, _ = synthetic(args.docs, args.clusters, args.seed, doc_lens=args.doc_lens)
+    for name, a in (("X", X), ("cu", cu), ("Q", Q)):
+        np.save(tmp / f"{name}.npy", a)
+    ntok = len(X)
+    del X
+    base = dict(corpus="synthetic", engine="lik", X=str(tmp / "X.npy"), cu=str(tmp / "cu.npy"), Q=str(tmp / "Q.npy"))
+    path = Path(args.index_dir) if args.index_dir else tmp / "syn-lik"
+    key = {"docs": args.docs, "doc_lens": list(args.doc_lens), "clusters": args.clusters, "seed": args.seed,
+           "nbits": args.nbits, "num_centroids": args.num_centroids}
+    build_s, cached = cached_index(path, key, lambda: run_child(
+        {**base, "task": "build", "threads": args.threads, "path": str(path), "nbits": args.nbits,
+         "num_centroids": args.num_centroids})["build_s"])
+    K = json.loads((path / "metadata.json").read_text())["num_partitions"]
+    probe, full = map(int, (args.grid or "8/4096").split(",")[0].split("/"))
+    print(f"\nOne-query latency: synthetic corpus, {args.docs} docs of {args.doc_lens[0]}..{args.doc_lens[1]} tokens, "
+          f"{ntok} tokens, d={Q.shape[2]}, {args.clusters} clusters, seed {args.seed}, nbits {args.nbits}, K {K} "
+          f"(built in {build_s:.1f} s{', cached in ' + str(path) if cached else ''}); {len(Q)} queries x "
+          f"{Q.shape[1]} tokens, each searched alone "
+          f"{args.lat_rounds} times; top_k 10, n_ivf_probe {probe}, n_full_scores {full}; {machine()}; "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    print("| threads | tokens | latency ms (1 query, median) | queries/s (batch) |")
+    print("|---|---|---|---|")
+    for th in map(int, args.thread_counts.split(",")):
+        s = run_child({**base, "task": "search", "threads": th, "path": str(path), "k": 10, "probe": probe,
+                       "full": full, "lat_queries": len(Q), "lat_rounds": args.lat_rounds})
+        print(f"| {th} | {ntok} | {s['latency_ms']:.2f} | {len(Q) / s['search_s']:.1f} |", flush=True)
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         print(json.dumps(child(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["cranfield", "synthetic", "expand", "all"])
+    ap.add_argument("part", choices=["cranfield", "synthetic", "expand", "latency", "all"])
     ap.add_argument("--fast-plaid", action="store_true", help="also fast-plaid (must import)")
     ap.add_argument("--no-lik", action="store_true", help="only the exact and fast-plaid rows")
     ap.add_argument("--docs", type=int, default=10000)
@@ -668,16 +720,20 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="0: all cores (lik and torch defaults)")
     ap.add_argument("--num-centroids", type=int, default=0,
                     help="synthetic, lik only: K (0: 2^floor(log2(16 sqrt(tokens))), fast-plaid's rule)")
-    ap.add_argument("--grid", default="", help="n_ivf_probe/n_full_scores pairs, e.g. 8/4096,2/256")
+    ap.add_argument("--grid", default="", help="n_ivf_probe/n_full_scores pairs, e.g. 8/4096,2/256 (latency: the first)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="synthetic: cuda runs the GPU mode (lik GPU + CPU, exact dense and fast-plaid on the GPU)")
     ap.add_argument("--tokens", type=int, default=4_000_000, help="--device cuda: corpus tokens")
-    ap.add_argument("--index-dir", default="", help="--device cuda: lik's index folder, reused when it holds "
+    ap.add_argument("--index-dir", default="", help="--device cuda, latency: lik's index folder, reused when it holds "
                     "this corpus's build (else built there)")
     ap.add_argument("--fast-plaid-build", action="store_true",
                     help="--device cuda --fast-plaid: also time fast-plaid's own create() on the GPU")
     ap.add_argument("--profile", action="store_true", help="--device cuda: lik's GPU kernels per search (torch.profiler)")
     ap.add_argument("--out", default="", help="--device cuda: JSON rows written here (other token counts kept)")
+    ap.add_argument("--thread-counts", default=f"1,{os.cpu_count()}", help="latency: the thread counts, e.g. 1,2,16")
+    ap.add_argument("--lat-rounds", type=int, default=3, help="latency: times each query is searched alone")
+    ap.add_argument("--doc-lens", default="60,140", type=lambda v: tuple(map(int, v.split(","))),
+                    help="synthetic, latency: tokens per document, min,max")
     args = ap.parse_args()
     if args.device == "cuda" and args.part != "synthetic":
         ap.error("--device cuda: the synthetic part only")
@@ -692,6 +748,8 @@ def main():
             part_synthetic(args, tmp)
         if args.part in ("expand", "all"):
             part_expand(args, tmp)
+        if args.part == "latency":
+            part_latency(args, tmp)
 
 
 if __name__ == "__main__":
