@@ -2,9 +2,10 @@
  * search.c — PLAID search on the CPU (the stages of lik_experimental.h):
  * centroid scores through the residual scorer's centroid-row kernel, IVF
  * probing, candidate union (a bitmap), the approximate score and the exact
- * residual MaxSim through the CPU backend on the candidates' tokens gathered
- * into packed buffers (codes checked as they are read), rankings under the
- * host top-k order (lik_topk_better).
+ * residual MaxSim through the CPU backend on the candidates' codes gathered
+ * into packed buffers (checked as they are read; residual bytes read in place
+ * where they are one array, else gathered too), rankings under the host
+ * top-k order (lik_topk_better).
  *
  * Threads: a batch of at least as many queries as threads runs one query per
  * task (every stage on that task's thread); fewer queries run one after the
@@ -358,7 +359,7 @@ typedef struct {
   int64_t n;
   const float *cmax; /* NULL: every token */
   float thr;
-  int res;           /* copy the residual bytes too */
+  int res;           /* the residual bytes too (copied unless w->gres_in) */
   int count;         /* the counting pass: tokens kept into gcu[i + 1] */
   badcode bad[256];  /* per thread: the first it met (i = INT64_MAX: none) */
 } gather_ctx;
@@ -404,9 +405,9 @@ static lik_status bad_code(const gather_ctx *a, int nth) {
                   (long long)b->c, (long long)a->ix->ncent);
 }
 
-/* Codes (int32, checked) of documents ids[0..n) (ascending) into w->gcodes,
- * offsets into w->gcu; with cmax, tokens whose centroid scores below thr are
- * left out.  res: the residual bytes too, read in place when the documents'
+/* Codes (int32, checked) of documents ids[0..n) (ascending, n >= 1) into
+ * w->gcodes, offsets into w->gcu; with cmax, tokens whose centroid scores
+ * below thr are left out.  res: the residual bytes too, read in place when the documents'
  * rows are one array (w->gres_in, their first rows in w->grows), else copied
  * into w->gres. */
 static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n,
@@ -440,8 +441,8 @@ static lik_status gather(const sctx *g, worker *w, const int64_t *ids, int64_t n
    * consecutive documents), their rows one array when k0 == k1 or when the
    * chunks are consecutive parts of one mapped file (merged_residuals.npy) */
   w->gres_in = NULL;
-  int inplace = res && n > 0;
-  const int64_t k0 = n ? ix->doc_seg[ids[0]] : 0, k1 = n ? ix->doc_seg[ids[n - 1]] : 0;
+  int inplace = res;
+  const int64_t k0 = ix->doc_seg[ids[0]], k1 = ix->doc_seg[ids[n - 1]];
   const lik_pseg *s0 = &ix->segs[k0];
   for (int64_t k = k0 + 1; inplace && k <= k1; k++)
     inplace = s0->region_res >= 0 && ix->segs[k].region_res == s0->region_res &&
@@ -514,15 +515,15 @@ static lik_status approx(const sctx *g, worker *w, const int64_t *ids, int64_t n
 
 /* ---- rankings ----------------------------------------------------------------------------- */
 
-/* Rearranges h[0..n) so that h[k] is the hit of rank k (0: the best) under
- * lik_topk_better, the better ones before it (quickselect, median-of-three
- * pivots; the order is total, so the result is unique). */
 static void swap_hits(lik_hit *h, int64_t a, int64_t b) {
   const lik_hit t = h[a];
   h[a] = h[b];
   h[b] = t;
 }
 
+/* Rearranges h[0..n) so that h[k] is the hit of rank k (0: the best) under
+ * lik_topk_better, the better ones before it (quickselect, median-of-three
+ * pivots; the order is total, so the result is unique). */
 static void select_rank(lik_hit *h, int64_t n, int64_t k) {
   int64_t lo = 0, hi = n - 1;
   while (hi > lo) {
