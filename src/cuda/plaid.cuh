@@ -45,6 +45,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "common.cuh"
+#include "residual_call.cuh"
 
 namespace lik_cuda {
 namespace plaid {
@@ -82,15 +83,6 @@ struct KChunk {
   int pb;              /* bits of a position in a key */
   int64_t top_k;
 };
-
-__device__ __forceinline__ float to_float(const void *p, int dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return __half2float(((const __half *)p)[i]);
-    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case LIK_F64: return (float)((const double *)p)[i];
-    default: return ((const float *)p)[i];
-  }
-}
 
 /* The score of a key's top 32 bits (fkey's inverse; NaN for 0). */
 __device__ __forceinline__ float from_fkey(uint32_t k) {
@@ -130,7 +122,7 @@ __global__ void prep_kernel(KChunk P) {
   float ss = 0.f; /* every lane: the one chain over k ascending (mul, then add) */
   for (int64_t k0 = 0; k0 < dim; k0 += 32) {
     const int64_t k = k0 + lane;
-    const float v = k < dim ? to_float(P.q.data, P.q_dt, off + k * P.q.sk) : 0.f;
+    const float v = k < dim ? res::load_f(P.q.data, P.q_dt, off + k * P.q.sk) : 0.f;
     if (k < dim) dst[k] = v;
     const int n = dim - k0 < 32 ? (int)(dim - k0) : 32;
     for (int r = 0; r < n; r++) {

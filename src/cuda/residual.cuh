@@ -40,15 +40,6 @@
 namespace lik_cuda {
 namespace res {
 
-__device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return __half2float(((const __half *)p)[i]);
-    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case LIK_F64: return (float)((const double *)p)[i];
-    default: return ((const float *)p)[i];
-  }
-}
-
 __device__ __forceinline__ int64_t doc_len(const KTok &k, int64_t n) {
   if (k.offsets.data) return kidx(k.offsets, n + 1) - kidx(k.offsets, n);
   if (!k.lengths.data) return k.len;

@@ -1,10 +1,10 @@
 /*
  * residual_call.cuh — what launches the residual kernels (residual.cuh)
  * from another translation unit: their parameter blocks (the codec, the
- * compressed tokens, residual MaxSim's KRes), entering a call on its device,
- * and residual MaxSim's launcher (residual.cu; the PLAID search, plaid.cu,
- * launches its exact stage through it).  Definitions only: the kernels stay
- * in residual.cu's translation unit.
+ * compressed tokens, residual MaxSim's KRes), their element loader, entering
+ * a call on its device, and residual MaxSim's launcher (residual.cu; the
+ * PLAID search, plaid.cu, launches its exact stage through it).  No kernels:
+ * they stay in residual.cu's translation unit.
  */
 #ifndef LIK_CUDA_RESIDUAL_CALL_CUH
 #define LIK_CUDA_RESIDUAL_CALL_CUH
@@ -64,6 +64,17 @@ struct KRes {
   const int32_t *list, *list_n;
   int64_t list_sn;
 };
+
+/* Element i of an F16 / BF16 / F64 / F32 array as fp32 (the residual kernels'
+ * and the PLAID search's one loader). */
+__device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case LIK_F16: return __half2float(((const __half *)p)[i]);
+    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case LIK_F64: return (float)((const double *)p)[i];
+    default: return ((const float *)p)[i];
+  }
+}
 
 /* Entering a call: its device made current by scope (the caller's), its
  * properties (cached in the call's context) in *dev, and no earlier,
