@@ -21,6 +21,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+/* SANITIZED: built with AddressSanitizer (scripts/sanitize.sh), where a test
+ * may shrink its largest cases to stay within its time. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
 #include <unistd.h>
 
 #include "lik.h"

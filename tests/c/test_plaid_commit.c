@@ -41,14 +41,6 @@
 
 #include "lik_experimental.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-
 /* ---- write points ------------------------------------------------------------------- */
 
 enum { MODE_FAIL = 1, MODE_KILL = 2 };

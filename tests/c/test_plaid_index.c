@@ -477,11 +477,17 @@ static void group_one_query_threads(void) {
   group_begin("one query: threads inside the stages");
   for (int rep = 0; rep < 5; rep++) {
     const int large = rep == 4;
-    const int64_t d = large ? 8 : RNG_PICK(DIMS), n = large ? 2500 : rng_int(60, 400);
+#ifdef SANITIZED /* the large case's k-means and searches, 30x slower under ASan */
+    const int64_t n_large = 1000, k_large = 1024;
+#else
+    const int64_t n_large = 2500, k_large = 4096;
+#endif
+    const int64_t d = large ? 8 : RNG_PICK(DIMS), n = large ? n_large : rng_int(60, 400);
     const int nbits = pick_nbits(d);
     case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
     corpus c = make_corpus(n, d, large ? 60 : 30, large ? 40 : (int)rng_int(3, 12));
-    lik_plaid_index *ix = build_k(&c, nbits, large ? rng_int(600, 3000) : rng_int(10, 500), large ? 4096 : 0);
+    lik_plaid_index *ix = build_k(&c, nbits, large ? rng_int(n_large / 4, n_large) : rng_int(10, 500),
+                                  large ? k_large : 0);
     if (!ix) {
       corpus_free(&c);
       continue;
@@ -963,17 +969,17 @@ static lik_status search_gpu(const lik_plaid_index *ix, queries *q, int64_t d,
 static void group_device(void) {
   group_begin("device");
   case_begin("copy and search");
-  corpus c = make_corpus(300, 32, 60, 12);
-  lik_plaid_index *ix = build(&c, 2, 2, 120);
+  int ndev = 0;
+#ifdef LIK_TEST_HAS_CUDA
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+#endif
+  corpus c = ndev ? make_corpus(300, 32, 60, 12) : make_corpus(40, 16, 9, 4); /* no GPU: errors only */
+  lik_plaid_index *ix = build(&c, 2, 2, ndev ? 120 : 100);
   if (!ix) {
     corpus_free(&c);
     group_end();
     return;
   }
-  int ndev = 0;
-#ifdef LIK_TEST_HAS_CUDA
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-#endif
   lik_plaid_index_info info;
   if (ndev == 0) { /* no backend or no device: a clear error, the index unchanged */
     const lik_status st = lik_plaid_index_to_device(ix, 0);
