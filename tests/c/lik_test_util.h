@@ -22,14 +22,19 @@
 #include <sys/mman.h>
 #include <time.h>
 
-/* SANITIZED: built with AddressSanitizer (scripts/sanitize.sh), where a test
- * may shrink its largest cases to stay within its time. */
+/* SANITIZED: built with AddressSanitizer (scripts/sanitize.sh).  LIK_TEST_SMALL:
+ * sanitized, or run under an emulator (LIK_TEST_EMULATED, a cross build's
+ * ctest: tests/c/CMakeLists.txt), where a test shrinks its largest cases to
+ * stay within its time. */
 #if defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define SANITIZED 1
 #endif
+#endif
+#if defined(SANITIZED) || defined(LIK_TEST_EMULATED)
+#define LIK_TEST_SMALL 1
 #endif
 #include <unistd.h>
 

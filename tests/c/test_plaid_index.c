@@ -477,7 +477,7 @@ static void group_one_query_threads(void) {
   group_begin("one query: threads inside the stages");
   for (int rep = 0; rep < 5; rep++) {
     const int large = rep == 4;
-#ifdef SANITIZED /* the large case's k-means and searches, 30x slower under ASan */
+#ifdef LIK_TEST_SMALL /* the large case's k-means and searches, 30x slower under ASan or qemu */
     const int64_t n_large = 1000, k_large = 1024;
 #else
     const int64_t n_large = 2500, k_large = 4096;
