@@ -421,3 +421,21 @@ def test_pylate_and_colpali_compat_modules():
     assert lk.pylate_compat.patched_colbert_scores_pairwise is lp.colbert_scores_pairwise
     assert lk.colpali_compat.patch_colpali_engine is li.patch_colpali_engine
     assert lk.colpali_compat.unpatch_colpali_engine is li.unpatch_colpali_engine
+
+
+def test_packed_too_short_max_seqlen_is_value_and_runtime_error():
+    """The seed's packed calls raise RuntimeError (its device assert) for a
+    max_seqlen_* shorter than a sequence; lik raises ValueError: compat's is both."""
+    from lik.compat.score_pairs import score_pairs_packed
+    from lik.compat.varlen import maxsim_varlen
+
+    Qp, Dp = torch.randn(8, 16), torch.randn(24, 16)
+    cu_q, cu_d = torch.tensor([0, 4, 8], dtype=torch.int32), torch.tensor([0, 12, 24], dtype=torch.int32)
+    pairs = (torch.tensor([0, 1]), torch.tensor([1, 0]))
+    for call, extra in ((maxsim_varlen, ()), (score_pairs_packed, pairs)):
+        for kw in ({"max_seqlen_d": 4}, {"max_seqlen_q": 3}):
+            with pytest.raises(RuntimeError, match="max_seqlen_") as e:
+                call(Qp, Dp, cu_q, cu_d, *extra, **kw)
+            assert isinstance(e.value, ValueError)
+    with pytest.raises(TypeError):  # other errors keep their types
+        maxsim_varlen(Qp, Dp.double(), cu_q, cu_d)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import lik as _lik
 
+from .varlen import seqlen_bounds
+
 __all__ = ["score_pairs_packed"]
 
 
@@ -22,7 +24,9 @@ def score_pairs_packed(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_id
         ``[P]`` float32, differentiable in ``Q_packed`` and ``D_packed``.
 
     Raises:
-        TypeError, ValueError: as :func:`lik.score_pairs_packed`.
+        TypeError, ValueError: as :func:`lik.score_pairs_packed`; a too-short
+            ``max_seqlen_*`` as :class:`lik.compat.varlen.SeqlenBoundError`
+            (also a RuntimeError, as the seed's).
     """
-    return _lik.score_pairs_packed(Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx, pair_d_idx,
-                                   max_seqlen_q, max_seqlen_d)
+    return seqlen_bounds(_lik.score_pairs_packed, Q_packed, D_packed, cu_seqlens_q, cu_seqlens_d, pair_q_idx,
+                         pair_d_idx, max_seqlen_q, max_seqlen_d)
