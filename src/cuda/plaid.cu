@@ -258,8 +258,6 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
                                                                    q->s_i, q->s_k, q->ids, q->i_i, q->i_k);
     return launched("the PLAID search's output kernel");
   }
-  /* the chunk: as many queries as fit CHUNK_BYTES of scratch (at least one;
-   * grid y / z and the sort's int counts bound it too) */
   /* the probe's centroid ranges: enough CTAs to fill the GPU twice for few
    * queries, ranges of at least 256 centroids */
   const int64_t tiles = (lq + 31) / 32, kmax = K / 256 < 1 ? 1 : K / 256;
@@ -267,6 +265,8 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   if (splits_ > 64) splits_ = 64;
   if (splits_ > kmax) splits_ = kmax;
   const int splits = (int)(splits_ < 1 ? 1 : splits_);
+  /* the chunk: as many queries as fit CHUNK_BYTES of scratch (at least one;
+   * grid y / z and the sort's int counts bound it too) */
   Scratch x;
   Carve c = {nullptr, 0};
   carve(c, 1, P, x, q->prune, capA, NE, splits, 0);
