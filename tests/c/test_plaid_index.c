@@ -143,17 +143,23 @@ static lik_tensor t3(void *p, lik_dtype dt, int64_t a, int64_t b, int64_t c) {
   return t;
 }
 
-static lik_plaid_index *build(const corpus *c, int nbits, int threads, int64_t chunk) {
+/* An index of c (K 0: the default rule). */
+static lik_plaid_index *build_k(const corpus *c, int nbits, int threads, int64_t chunk, int64_t K) {
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
   o.nbits = nbits;
   o.num_threads = threads;
   o.seed = g_seed;
   o.chunk_docs = chunk;
+  o.num_centroids = K;
   lik_tensor X = t2(c->x, LIK_F32, c->T, c->d), cu = t1(c->cu, LIK_I64, c->n + 1);
   lik_plaid_index *ix = NULL;
   lik_status st = lik_plaid_index_build(&X, &cu, &o, &ix);
   CHECK(st == LIK_OK && ix, "build: %s: %s", lik_status_string(st), lik_last_error());
   return ix;
+}
+
+static lik_plaid_index *build(const corpus *c, int nbits, int threads, int64_t chunk) {
+  return build_k(c, nbits, threads, chunk, 0);
 }
 
 typedef struct {
@@ -459,20 +465,6 @@ static void group_exact(void) {
  * pruning and n_ivf_probe up to K, the scratch a search keeps with the index
  * reused by the next; the last case is large enough (K 4096, 40-token
  * queries, many probes) that every stage splits. */
-static lik_plaid_index *build_k(const corpus *c, int nbits, int64_t chunk, int64_t K) {
-  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
-  o.nbits = nbits;
-  o.num_threads = 2;
-  o.seed = g_seed;
-  o.chunk_docs = chunk;
-  o.num_centroids = K;
-  lik_tensor X = t2(c->x, LIK_F32, c->T, c->d), cu = t1(c->cu, LIK_I64, c->n + 1);
-  lik_plaid_index *ix = NULL;
-  lik_status st = lik_plaid_index_build(&X, &cu, &o, &ix);
-  CHECK(st == LIK_OK && ix, "build: %s: %s", lik_status_string(st), lik_last_error());
-  return ix;
-}
-
 static void group_one_query_threads(void) {
   group_begin("one query: threads inside the stages");
   for (int rep = 0; rep < 5; rep++) {
@@ -486,7 +478,7 @@ static void group_one_query_threads(void) {
     const int nbits = pick_nbits(d);
     case_begin("n=%lld d=%lld nbits=%d", (long long)n, (long long)d, nbits);
     corpus c = make_corpus(n, d, large ? 60 : 30, large ? 40 : (int)rng_int(3, 12));
-    lik_plaid_index *ix = build_k(&c, nbits, large ? rng_int(n_large / 4, n_large) : rng_int(10, 500),
+    lik_plaid_index *ix = build_k(&c, nbits, 2, large ? rng_int(n_large / 4, n_large) : rng_int(10, 500),
                                   large ? k_large : 0);
     if (!ix) {
       corpus_free(&c);
