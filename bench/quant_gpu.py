@@ -2,8 +2,9 @@
 """Low-bit MaxSim on the GPU (issue 20), one run, every engine on the same
 inputs: lik bf16 (lik.maxsim) vs lik int8 / fp8 e4m3 / int8 x bits / bits x
 bits (lik.quant) vs late-interaction-kernels 0.4.5 maxsim_inference_fp8, on
-rerank shapes (1 query x 10^4 / 10^5 documents x 300 tokens, d 128) and a
-ColPali shape (1024 document patches); plus the binary pre-filter
+rerank shapes (1, 4, 16 and 64 queries x 10^4 documents, 1 query x 10^5,
+x 300 tokens, d 128) and ColPali shapes (1024 document patches, 1, 4, 16, 64
+queries); plus the binary pre-filter
 (lik.retrieve_binary: int8 x bits top-10*c, exact bf16 rescoring) vs exact
 bf16 top-10 on data with planted neighbours (queries are noisy copies of a
 document's tokens): speed-up and recall@10 of the exact top-10.
@@ -31,9 +32,14 @@ import lik  # noqa: E402
 
 SHAPES = [  # name, Nq, Nd, Lq, Ld, d
     ("rerank-1e4", 1, 10_000, 32, 300, 128),
+    ("rerank-1e4-4q", 4, 10_000, 32, 300, 128),
+    ("rerank-1e4-16q", 16, 10_000, 32, 300, 128),
+    ("rerank-1e4-64q", 64, 10_000, 32, 300, 128),
     ("rerank-1e5", 1, 100_000, 32, 300, 128),
     ("colpali", 1, 10_000, 32, 1024, 128),
+    ("colpali-4q", 4, 10_000, 32, 1024, 128),
     ("colpali-16q", 16, 2_000, 32, 1024, 128),
+    ("colpali-64q", 64, 2_000, 32, 1024, 128),
 ]
 
 

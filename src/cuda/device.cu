@@ -29,7 +29,7 @@ static void destroy_state(void *s) { delete static_cast<State *>(s); }
  * (cmake/cuda.cmake defines LIK_CUDA_SM90A), compute capability exactly 9.0
  * running that machine code (not the compute_90 PTX, where wgmma does not
  * exist: so not under CUDA_FORCE_PTX_JIT=1). */
-static bool wgmma_runs(int major, int minor) {
+bool wgmma_runs(int major, int minor) {
 #ifdef LIK_CUDA_SM90A
   const char *jit = getenv("CUDA_FORCE_PTX_JIT");
   return major == 9 && minor == 0 && !(jit && strcmp(jit, "1") == 0);

@@ -45,6 +45,10 @@ struct Device {
   State *state;
 };
 
+/* Whether the sm_90a wgmma kernels run on a device of compute capability
+ * major.minor (this build has sm_90a code, the device is 9.0, no PTX JIT). */
+bool wgmma_runs(int major, int minor);
+
 /* Fills *out for device `id` of p's context; reads the properties on the
  * first call for that device.  LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
 lik_status device_of(const lik_problem *p, Device *out);

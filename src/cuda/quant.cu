@@ -2,8 +2,14 @@
  * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
  * lik_experimental.h).
  *
- * One warp per (query, document).  int8, fp8 and int8 x sign bits run on the
- * tensor cores with mma.sync m16n8k32: the document's tokens are M (16 per
+ * Two kernels.  Several int8 queries against int8 documents (d <= 256, Lq
+ * up to a block's rows): tile_kernel, each document tile staged in shared
+ * memory once and scored against every query of a block, on wgmma where it
+ * runs (below).  Otherwise (one query, which is memory-bound; fp8; sign-bit
+ * documents; longer queries; larger d): one warp per (query, document).
+ * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
+ * m16n8k32 (fp8 is unpacked to f16 by ptxas on sm_90: Hopper's fp8 units
+ * are wgmma's): the document's tokens are M (16 per
  * tile), 32 query tokens N (four n-blocks of 8), features K (32 per step);
  * s8 x s8 -> s32 (sm_80+), e4m3 / e5m2 -> f32 (sm_89+), and sign bits
  * unpacked to +-1 int8 straight into the A fragment.  Both fragments are
@@ -18,8 +24,12 @@
  */
 #include <stdint.h>
 
+#include <algorithm>
+
+#include "device.cuh"
 #include "host.cuh"
 #include "ptx.cuh"
+#include "wgmma.cuh"
 
 extern "C" {
 #include "../core/quant.h"
@@ -281,6 +291,250 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
   if (lane == 0) P.scores[i * P.s_si + j * P.s_sj] = total;
 }
 
+/* An int32 dot product as fp32 (exact: |x| < 2^24 for d <= 256; I2FP, a
+ * full-rate instruction on sm_90, timed against 1.5 * 2^23 + x in the
+ * mantissa: equal). */
+__device__ __forceinline__ float to_f32(int x) { return (float)x; }
+
+/* The shared-tile kernel's shape for d <= 32 KS: MW query m-tiles per warp
+ * (their A fragments held in registers), TN document tokens per tile, rows
+ * of DB bytes staged at a stride of SROW (16 bytes of padding: the 8 rows of
+ * an ldmatrix fall in 8 different bank groups). */
+template <int KS>
+struct TileShape {
+  static constexpr int MW = KS >= 8 ? 1 : KS == 4 ? 2 : 4;
+  static constexpr int NH = MW >= 4 ? 1 : 2; /* n-blocks of 8 tokens per step */
+  static constexpr int TN = KS >= 8 ? 32 : 64;
+  static constexpr int DB = 32 * KS, SROW = DB + 16;
+  static constexpr int ROWS = 4 * MW * 16;        /* query rows per block */
+  static constexpr int WORDS = TN * DB / 4 / 128; /* words staged per thread per tile */
+  static constexpr int CHUNKS = TN * DB / 16 / 128; /* 16-byte chunks per thread per tile */
+};
+
+/* Several int8 queries, d <= 256: a block holds a group of QB = ROWS / Lq
+ * whole queries (their tokens stacked as the rows of M, A fragments in
+ * registers) and walks documents j = jb, jb + nblk, .. (a persistent grid:
+ * the queries are loaded once per block).  Each document streams through
+ * shared memory in tiles of TN tokens, loaded while earlier ones compute:
+ * by cp.async two tiles ahead (ASYNC: rows of whole 16-byte chunks) or
+ * through registers one tile ahead (any strides).  The tile is scored
+ * on wgmma (WG: m64n64k32, d <= 128) or mma.sync m16n8k32 (ldmatrix
+ * fragments).  A masked or absent document token gets scale NaN and a
+ * masked or absent query row scale NaN: their values never win (fmaxf), and
+ * a row whose max stays -inf is not summed.  Each thread keeps the running
+ * max of its two rows per m-tile; a quad reduces them at the end of a
+ * document, and one thread per query sums its tokens' maxima in ascending
+ * order.  Per element v = (float)dot * (scale_Q * scale_D), as the one-warp
+ * kernel and the CPU: results bitwise theirs. */
+template <int KS, bool ASYNC, bool WG>
+__global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, int nblk) {
+  static_assert(!WG || (KS == 4 && ASYNC), "wgmma: d <= 128, cp.async");
+  using S = TileShape<KS>;
+  /* WG: rows of 128 bytes in wgmma's 128-byte swizzle (chunk c of token t
+   * at chunk c ^ (t % 8)), tiles 1024-byte aligned */
+  constexpr int SROW = WG ? 128 : S::SROW;
+  constexpr int CPR = S::DB / 16, WPR = S::DB / 4; /* 16-byte chunks, words per row */
+  constexpr int NS = ASYNC ? 3 : 2; /* tiles in flight: cp.async two ahead, registers one */
+  __shared__ __align__(1024) uint8_t tile[NS][S::TN * SROW];
+  __shared__ __align__(8) float tsd[NS][S::TN];
+  __shared__ float rowmax[S::ROWS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int64_t q0 = (int64_t)(blockIdx.x % groups) * qb;
+  const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
+
+  /* block row of this thread's C row h of m-tile mt: warp w holds m-tiles
+   * w MW .. (mma.sync), or rows 16 w .. of each 64-row wgmma tile */
+  auto row_of = [&](int mt, int h) {
+    return (WG ? mt * 64 + warp * 16 : (warp * S::MW + mt) * 16) + g + 8 * h;
+  };
+  uint32_t a[S::MW][KS][4];
+  float sqr[S::MW][2];
+#pragma unroll
+  for (int mt = 0; mt < S::MW; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = row_of(mt, h), lq = (int)P.lq; /* lq <= ROWS */
+      const bool ok = r < rows;
+      const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
+      const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+      const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+      sqr[mt][h] = !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          const uint32_t v = ok ? load4(row, P.q_sk, ks * 32 + tg * 4 + 16 * c, P.dim, P.qvec) : 0u;
+          a[mt][ks][h + 2 * c] = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
+        }
+    }
+
+  /* staging: ASYNC, thread x copies chunk x % CPR of tokens x / CPR + v
+   * (128 / CPR); otherwise word x % WPR of tokens x / WPR + v (128 / WPR) */
+  const int tx = threadIdx.x / (ASYNC ? CPR : WPR), cx = threadIdx.x % (ASYNC ? CPR : WPR);
+  constexpr int TSTEP = 128 / (ASYNC ? CPR : WPR);
+  const bool cx_in = (ASYNC ? 16 : 4) * cx < P.dim;
+  uint32_t w[ASYNC ? 1 : S::WORDS];
+  float nsd = 0.0f;
+  const uint8_t *db = P.d;
+  int64_t j = 0;
+  const int64_t vstep = TSTEP * P.d_sl; /* bytes between a thread's tokens */
+  const uint32_t dst0 = lik_cuda::smem_u32(&tile[0][tx * SROW + 16 * (WG ? cx ^ (tx & 7) : cx)]);
+  auto fetch = [&](int64_t t0, int b) {
+    const uint8_t *src = db + (t0 + tx) * P.d_sl + (ASYNC ? 16 : 0) * cx;
+    const int64_t left = P.ld - t0 - tx; /* this thread's tokens v with v TSTEP < left */
+    if constexpr (ASYNC) {
+      const uint32_t dst = dst0 + b * (S::TN * SROW);
+#pragma unroll
+      for (int v = 0; v < S::CHUNKS; v++) {
+        const bool ok = cx_in && v * TSTEP < left;
+        lik_cuda::cp_async16(dst + v * TSTEP * SROW, ok ? src + v * vstep : db, ok ? 16 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < S::WORDS; v++)
+        w[v] = v * TSTEP < left ? load4(src + v * vstep, P.d_sk, 4 * cx, P.dim, P.dvec) : 0u;
+    }
+    if (threadIdx.x < S::TN) {
+      const int64_t t = t0 + threadIdx.x;
+      float v = CUDART_NAN_F;
+      if (t < P.ld) {
+        const bool keep = !P.dm || P.dm[j * P.dm_sn + t * P.dm_sl];
+        const float s = P.sd ? P.sd[j * P.sd_sn + t * P.sd_sl] : 1.0f;
+        v = keep ? s : CUDART_NAN_F;
+      }
+      nsd = v;
+    }
+  };
+  auto store = [&](int b) {
+    if constexpr (!ASYNC) {
+#pragma unroll
+      for (int v = 0; v < S::WORDS; v++) *(uint32_t *)&tile[b][(tx + v * TSTEP) * SROW + 4 * cx] = w[v];
+    }
+    if (threadIdx.x < S::TN) tsd[b][threadIdx.x] = nsd;
+  };
+  /* the tile computed next has landed (cp.async: one group per tile, empty
+   * past the end, so all but the newest NS - 2 are complete) */
+  auto landed = [&]() {
+    if constexpr (ASYNC) lik_cuda::cp_async_wait<NS - 2>();
+    if constexpr (WG) lik_cuda::fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
+    __syncthreads();
+  };
+
+  const int64_t ntiles = (P.ld + S::TN - 1) / S::TN;
+  for (j = blockIdx.x / groups; j < P.nd; j += nblk) {
+    db = P.d + j * P.d_sn;
+    float m[S::MW][2];
+#pragma unroll
+    for (int mt = 0; mt < S::MW; mt++) m[mt][0] = m[mt][1] = -CUDART_INF_F;
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) {
+      if (s < ntiles) {
+        fetch(s * S::TN, s);
+        store(s);
+      }
+      if constexpr (ASYNC) lik_cuda::cp_async_commit();
+    }
+    landed();
+    for (int64_t it = 0; it < ntiles; it++) {
+      const int b = (int)(it % NS), bn = (int)((it + NS - 1) % NS);
+      const bool more = it + NS - 1 < ntiles;
+      if (more) fetch((it + NS - 1) * S::TN, bn);
+      if constexpr (ASYNC) lik_cuda::cp_async_commit();
+      if constexpr (WG) {
+        /* one commit group per 64-row m-tile: m-tile 0's epilogue runs while
+         * m-tile 1's MMAs do */
+        static_assert(S::MW == 2, "two wgmma m-tiles");
+        int acc[S::MW][32];
+        const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
+        lik_cuda::wg_fence();
+#pragma unroll
+        for (int mt = 0; mt < S::MW; mt++) {
+#pragma unroll
+          for (int ks = 0; ks < KS; ks++)
+            lik_cuda::wgmma_s8_64(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+          lik_cuda::wg_commit();
+        }
+        auto epilogue = [&](int mt) {
+#pragma unroll
+          for (int i = 0; i < 32; i++) asm volatile("" : "+r"(acc[mt][i])::"memory");
+#pragma unroll
+          for (int nb = 0; nb < S::TN / 8; nb++) {
+            const float2 sv = *(const float2 *)&tsd[b][nb * 8 + 2 * tg];
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+              const float x = to_f32(acc[mt][4 * nb + e]) * (sqr[mt][e >> 1] * (e & 1 ? sv.y : sv.x));
+              m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
+            }
+          }
+        };
+        lik_cuda::wg_wait<1>();
+        epilogue(0);
+        lik_cuda::wg_wait<0>();
+        epilogue(1);
+      } else {
+        const uint32_t base = lik_cuda::smem_u32(tile[b]);
+#pragma unroll 1
+        for (int nb = 0; nb < S::TN / 8; nb += S::NH) {
+          uint32_t bf[S::NH][KS][2];
+          float sdc[S::NH][2];
+#pragma unroll
+          for (int h = 0; h < S::NH; h++) {
+            const uint32_t rb = base + ((nb + h) * 8 + (lane & 7)) * SROW + 16 * (lane >> 3);
+            if constexpr (KS == 1) {
+              lik_cuda::ldsm_x2(rb, bf[h][0][0], bf[h][0][1]); /* lanes 0-15's addresses */
+            } else {
+#pragma unroll
+              for (int ks = 0; ks < KS; ks += 2)
+                lik_cuda::ldsm_x4(rb + 32 * ks, bf[h][ks][0], bf[h][ks][1], bf[h][ks + 1][0],
+                                  bf[h][ks + 1][1]);
+            }
+            const float2 sv = *(const float2 *)&tsd[b][(nb + h) * 8 + 2 * tg];
+            sdc[h][0] = sv.x;
+            sdc[h][1] = sv.y;
+          }
+          int acc[S::NH][S::MW][4] = {};
+#pragma unroll
+          for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < S::NH; h++)
+#pragma unroll
+              for (int mt = 0; mt < S::MW; mt++) lik_cuda::mma_s8(acc[h][mt], a[mt][ks], bf[h][ks]);
+#pragma unroll
+          for (int h = 0; h < S::NH; h++)
+#pragma unroll
+            for (int mt = 0; mt < S::MW; mt++)
+#pragma unroll
+              for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 2 tg + e % 2 */
+                const float x = to_f32(acc[h][mt][e]) * (sqr[mt][e >> 1] * sdc[h][e & 1]);
+                m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
+              }
+        }
+      }
+      if (more) store(bn);
+      landed();
+    }
+#pragma unroll
+    for (int mt = 0; mt < S::MW; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float x = m[mt][h];
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+        if (tg == 0) rowmax[row_of(mt, h)] = x;
+      }
+    __syncthreads();
+    if (threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
+      const int64_t i = q0 + threadIdx.x;
+      const float *rm = rowmax + threadIdx.x * P.lq;
+      float total = 0.0f;
+      for (int64_t s = 0; s < P.lq; s++)
+        if (rm[s] > -CUDART_INF_F) total += rm[s];
+      P.scores[i * P.s_si + j * P.s_sj] = total;
+    }
+    /* rowmax is rewritten only after the next document's first barrier */
+  }
+}
+
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
 __device__ __forceinline__ uint64_t bit_word(const uint8_t *row, int64_t sk, int64_t w,
                                              int64_t dim) {
@@ -343,18 +597,59 @@ bool vec16(const lik_quant_problem *p, int ks) {
   return ks >= 2 && s.sk == 1 && ((uintptr_t)s.data) % 16 == 0 && s.sl % 16 == 0 && s.sn % 16 == 0;
 }
 
+/* Several int8 queries (int8 documents) of at most TileShape<KS>::ROWS
+ * tokens: the shared-tile kernel, on wgmma where it runs (wg) for 64 < d <=
+ * 128 with 16-byte rows, else on mma.sync (false where it does not apply).
+ * Sign-bit documents stay on the one-warp kernel (which unpacks the bits in
+ * registers; the tile kernel's staging of +-1 bytes was slower).  fp8 stays
+ * on the one-warp kernel: sm_90's mma.sync has no fp8 units (ptxas unpacks e4m3 /
+ * e5m2 to f16 and runs HMMA), so the tile kernel would hold twice the
+ * registers for no gain; Hopper's fp8 rate needs wgmma. */
+template <int KIND, int KS>
+bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cudaStream_t st) {
+  using S = TileShape<KS>;
+  if (KIND != K_INT8 || P.nq < 2 || P.lq < 1 || P.lq > S::ROWS) return false;
+  const int qb = (int)(S::ROWS / P.lq);
+  const int64_t groups = (P.nq + qb - 1) / qb;
+  /* a persistent grid of about two waves of 4 blocks per SM */
+  const int64_t nblk =
+      std::max<int64_t>(1, std::min<int64_t>(P.nd, (8 * (int64_t)sms + groups - 1) / groups));
+  if (groups * nblk > INT32_MAX) return false;
+  const unsigned grid = (unsigned)(groups * nblk);
+  const lik_seqs &d = p->d_seqs;
+  const bool async = d.sk == 1 && P.dim % 16 == 0 && ((uintptr_t)d.data) % 16 == 0 &&
+                     d.sl % 16 == 0 && d.sn % 16 == 0;
+  if constexpr (KS == 4) {
+    if (async && wg) {
+      tile_kernel<KS, true, true><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+      return true;
+    }
+  }
+  if (async) tile_kernel<KS, true, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+  else tile_kernel<KS, false, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+  return true;
+}
+
+/* One query (memory-bound: a warp per document streams it once), long
+ * queries and d > 256: the one-warp kernel; several queries: the
+ * shared-tile kernel. */
 template <int KIND>
-void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, cudaStream_t st) {
+void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
+                cudaStream_t st) {
   if (P.dim <= 32) {
+    if (launch_tile<KIND, 1>(p, P, wg, sms, st)) return;
     if (vec16(p, 1)) mma_kernel<KIND, 1, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 1, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 64) {
+    if (launch_tile<KIND, 2>(p, P, wg, sms, st)) return;
     if (vec16(p, 2)) mma_kernel<KIND, 2, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 128) {
+    if (launch_tile<KIND, 4>(p, P, wg, sms, st)) return;
     if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
   } else {
+    if (P.dim <= 256 && launch_tile<KIND, 8>(p, P, wg, sms, st)) return;
     mma_kernel<KIND, 0, false><<<grid, 128, 0, st>>>(P);
   }
 }
@@ -368,9 +663,10 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
                     "of the CUDA int8 kernels (the CPU serves any d)", (long long)p->d);
   DeviceGuard scope(p->device_id);
   if (scope.err != cudaSuccess) return cuda_fail(scope.err, "cudaSetDevice");
-  int major = 0, minor = 0;
+  int major = 0, minor = 0, sms = 1;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device_id);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p->device_id);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device_id);
   if (major * 10 + minor < 80 || (p->kind == LIK_QK_FP8 && major * 10 + minor < 89))
     return lik_fail(LIK_ERR_UNSUPPORTED, "%s MaxSim on CUDA needs compute capability %s, the "
                     "device has %d.%d", p->kind == LIK_QK_FP8 ? "fp8" : "int8",
@@ -395,13 +691,14 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
     return lik_fail(LIK_ERR_UNSUPPORTED, "Nq * Nd = %lld pairs exceed the CUDA grid",
                     (long long)(P.nq * P.nd));
   const unsigned grid = (unsigned)blocks;
+  const bool wg = wgmma_runs(major, minor);
   cudaStream_t st = (cudaStream_t)p->stream;
   switch (p->kind) {
-    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, st); break;
-    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, st); break;
+    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, wg, sms, st); break;
+    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, wg, sms, st); break;
     case LIK_QK_FP8:
-      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, st);
-      else launch_mma<K_E4M3>(p, P, grid, st);
+      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, wg, sms, st);
+      else launch_mma<K_E4M3>(p, P, grid, wg, sms, st);
       break;
     case LIK_QK_BITS: bits_kernel<<<grid, 128, 0, st>>>(P); break;
   }

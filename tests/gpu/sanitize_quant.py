@@ -9,7 +9,8 @@ import torch  # noqa: E402
 import lik  # noqa: E402
 
 g = torch.Generator().manual_seed(0)
-for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1)]:
+for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1), (5, 3, 32, 65, 128),
+                          (9, 2, 20, 33, 256), (3, 2, 5, 70, 160)]:
     Q = torch.randn(nq, lq, d, generator=g)
     D = torch.randn(nd, ld, d, generator=g)
     dm = (torch.rand(nd, ld, generator=g) < 0.7).cuda()

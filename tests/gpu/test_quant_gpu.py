@@ -63,6 +63,53 @@ def test_int8_and_binary_bitwise_vs_cpu(rng, shape):
     np.testing.assert_array_equal(g_bb.cpu().numpy(), cpu_bb)
 
 
+# Several queries: the shared-tile kernel (src/cuda/quant.cu), whose query
+# groups hold ROWS // Lq whole queries (ROWS = 256 / 256 / 128 / 64 query
+# tokens for d <= 32 / 64 / 128 / 256) and whose documents stream in tiles of
+# 64 tokens (32 for d > 128): groups split across queries, Lq at and past
+# ROWS (the latter on the one-warp kernel), tails of every tile, d with and
+# without whole 16-byte chunks (the wgmma path for 64 < d <= 128 in chunks,
+# zero-filled past d), blocks that walk several documents (the grid holds
+# about 8 blocks per SM), per-tensor scales, strided views.
+TILE_SHAPES = [(5, 7, 32, 65, 128), (17, 3, 20, 300, 128), (3, 4, 128, 70, 128), (2, 3, 129, 40, 128),
+               (9, 5, 64, 33, 256), (4, 6, 7, 129, 160), (6, 5, 3, 64, 200), (33, 4, 8, 1, 32),
+               (40, 3, 13, 200, 64), (3, 2, 256, 17, 17), (2, 3, 65, 31, 256), (6, 4, 16, 70, 96),
+               (3, 5, 30, 65, 100), (5, 3000, 32, 20, 128), (40, 2500, 8, 9, 32)]
+
+
+@pytest.mark.parametrize("shape", TILE_SHAPES)
+def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
+    Q, D, qm, dm = _case(rng, *shape)
+    qi, sq = lik.quantize_int8(Q)
+    di, sd = lik.quantize_int8(D)
+    qi[0, 0, 0] = -128  # read as -127 on both
+    di[~dm] = rng.integers(-128, 128, di[~dm].shape)
+    sd[~dm] = np.nan
+    sq[-1, 0] = np.nan  # a query token whose every value is NaN: never wins
+    bits = lik.quantize_binary(D)
+    for kw_cpu, kw_gpu in [
+        (dict(scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm),
+         dict(scale_Q=cuda(sq)[0], scale_D=cuda(sd)[0], q_mask=cuda(qm)[0], d_mask=cuda(dm)[0])),
+        (dict(scale_Q=0.5, scale_D=0.25, d_mask=dm),
+         dict(scale_Q=torch.tensor(0.5, device="cuda"), scale_D=torch.tensor(0.25, device="cuda"),
+              d_mask=cuda(dm)[0])),
+    ]:
+        cpu = lik.maxsim_inference_int8(qi, di, **kw_cpu)
+        g = lik.maxsim_inference_int8(*cuda(qi, di), **kw_gpu)
+        np.testing.assert_array_equal(g.cpu().numpy(), cpu)
+    # strided queries and documents (every other one)
+    qs, ds = cuda(qi)[0][::2], cuda(di)[0][::2]
+    g2 = lik.maxsim_inference_int8(qs, ds, scale_Q=cuda(sq)[0][::2], scale_D=cuda(sd)[0][::2],
+                                   q_mask=cuda(qm)[0][::2], d_mask=cuda(dm)[0][::2])
+    cpu2 = lik.maxsim_inference_int8(qi[::2], di[::2], scale_Q=sq[::2], scale_D=sd[::2], q_mask=qm[::2],
+                                     d_mask=dm[::2])
+    np.testing.assert_array_equal(g2.cpu().numpy(), cpu2)
+    cpu_b = lik.maxsim_inference_binary(qi, bits, d=shape[-1], scale_Q=sq, q_mask=qm, d_mask=dm)
+    g_b = lik.maxsim_inference_binary(*cuda(qi, bits), d=shape[-1], scale_Q=cuda(sq)[0], q_mask=cuda(qm)[0],
+                                      d_mask=cuda(dm)[0])
+    np.testing.assert_array_equal(g_b.cpu().numpy(), cpu_b)
+
+
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fp8_vs_cpu(rng, dtype, shape):
