@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
   emb_sources qs = {0}, ds = {0};
   const char *qrels_path = NULL, *rerank_path = NULL;
   long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144, rescore = 0;
-  int normalize = 0, json = 0, prec = PRECISION_AS_LOADED, device_id = 0, device_given = 0;
-  device_kind device = DEVICE_AUTO;
+  int normalize = 0, json = 0, prec = PRECISION_AS_LOADED, dev_id = 0, device_given = 0;
+  device_kind dev_kind = DEVICE_AUTO;
 
   static const struct option longopts[] = {
       {"queries", required_argument, 0, 'q'},
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
       if (parse_int("--block-tokens", optarg, 1, LLONG_MAX, &block_tokens)) return 2;
       break;
     case OPT_DEVICE:
-      if (parse_device("--device", optarg, &device, &device_id)) return 2;
+      if (parse_device("--device", optarg, &dev_kind, &dev_id)) return 2;
       device_given = 1;
       break;
     case 'h': usage(stdout); return 0;
@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!device_given && device_default(&device, &device_id)) return 2;
+  if (!device_given && device_default(&dev_kind, &dev_id)) return 2;
   const int lowbit_prec = prec == PRECISION_INT8 || prec == PRECISION_BINARY;
   if (rescore && !lowbit_prec) {
     fprintf(stderr, "%s: --rescore rescores low-bit candidates exactly: it needs --precision "
@@ -222,6 +222,6 @@ int main(int argc, char **argv) {
                          .top_k = top_k, .threads = threads, .limit = limit, .nprint = nprint,
                          .block_tokens = block_tokens, .rescore = rescore, .normalize = normalize,
                          .json = json, .precision = prec, .using_default = using_default,
-                         .device = device, .device_id = device_id};
+                         .device = dev_kind, .device_id = dev_id};
   return exact_run(&job);
 }
