@@ -63,6 +63,7 @@ static void index_usage(FILE *f) {
 "them there (their ids: --doc-ids / tensor \"ids\", else the next ids after the highest).\n"
 "With --delete: deletes the documents IDS (\"3,17,42\" or a .npy of integers) from the\n"
 "index in INDEX_DIR (tombstones: never returned by a search, other ids unchanged).\n"
+"Builds and adds on the CPU (no --device: `lik search --device cuda` searches on a GPU).\n"
 "\n"
 "  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
 "      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"

@@ -8,8 +8,9 @@
  *
  * This file parses the command line and dispatches: the exact job's options
  * into an exact_job run by exact.c (blocks of documents scored with
- * lik_retrieve, the per-block top-k lists merged, results, throughput and,
- * given qrels, nDCG@10 and recall@100), the subcommands to index_cmd.c.
+ * lik_retrieve on the CPU or a CUDA device (--device, device.c), the
+ * per-block top-k lists merged, results, throughput and, given qrels,
+ * nDCG@10 and recall@100), the subcommands to index_cmd.c.
  * What they share (option parsers, the clock, the progress bar, the bundled
  * data) is cli.c.  See `lik --help`.
  */

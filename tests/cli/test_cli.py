@@ -752,7 +752,7 @@ def _no_lik_device():
     return {k: v for k, v in os.environ.items() if k != "LIK_DEVICE"}
 
 
-def test_device_cpu_is_the_default_on_a_machine_without_cuda(cranfield):
+def test_device_auto_is_the_cpu_without_cuda(cranfield):
     args = ("--limit-queries", 4, "--top-k", 20)
     cpu = run_json("--device", "cpu", *args)
     assert cpu["device"] == "cpu" and "device_name" not in cpu
