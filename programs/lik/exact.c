@@ -2,7 +2,10 @@
  * exact.c — the exact job of the `lik` command (see exact.h): queries and
  * documents loaded, documents scored in blocks with lik_retrieve (or the
  * low-bit / reranking paths), the per-block top-k lists merged with
- * lik_topk_merge, then results, throughput and quality reported.
+ * lik_topk_merge, then results, throughput and quality reported.  On a CUDA
+ * device (device.h) the queries are copied there once, each block of
+ * documents before it is scored, and each block's top-k back to the host,
+ * where the merge runs: one code path, the views' device the only change.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "exact.h"
@@ -83,15 +86,23 @@ int exact_run(const exact_job *job) {
   char err[ERR_LEN];
   emb_set Q, D;
   qrels rel = {0}, cand = {0};
+  device g;
+  if (device_open(&g, job->device, job->device_id, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    device_close(&g);
+    return 1;
+  }
   if (emb_load(&Q, "queries", &qs, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&Q);
+    device_close(&g);
     return 1;
   }
   if (emb_load(&D, "documents", &ds, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&Q);
     emb_free(&D);
+    device_close(&g);
     return 1;
   }
   int rc = 1;
@@ -104,6 +115,7 @@ int exact_run(const exact_job *job) {
   int64_t *cnt = NULL, *id_sorted = NULL, *cidx = NULL;
   lowbit lb = {0};
   cand_buf cb = {0};
+  dev_buf gq = {0}, gqm = {0}, gd = {0}, gdm = {0}; /* the exact search's copies on g */
 
   if (Q.d != D.d) {
     fprintf(stderr, "%s: error: dimension mismatch: queries (%s) have d=%lld, documents (%s) "
@@ -139,6 +151,7 @@ int exact_run(const exact_job *job) {
   lik_options opts = LIK_OPTIONS_INIT;
   opts.normalize = normalize;
   opts.num_threads = (int)threads;
+  opts.stream = g.stream;
 
   /* The block merge's candidates: list 0 the best so far (best_s / best_i),
    * list 1 the block's top kb (blk_s / blk_i), each [nq, K1] (K1 <= D.n and
@@ -160,7 +173,7 @@ int exact_run(const exact_job *job) {
   blk_s = cand_s + nq * K1;
   blk_i = cand_i + nq * K1;
 
-  lik_tensor qx, qm, dx, dm;
+  lik_tensor qx, qm, dx, dm, gqx, gqmx, gdx, gdmx; /* g...: the views where g scores */
   if (emb_block(&Q, 0, nq, want, &qx, &qm, &qbuf, &qcap, &qmbuf, &qmcap, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     goto out;
@@ -172,8 +185,14 @@ int exact_run(const exact_job *job) {
   }
   int show_progress = isatty(2) && !json;
   double pairs = (double)nq * (double)D.n, dtok_scored = 0;
-  double t0 = now_s();
+  double t0 = now_s(); /* the timed part includes every copy to and from the device */
   int64_t j0 = 0;
+  if (lb.kind ? lowbit_to_device(&lb, &g, err)
+              : !rerank_path && (device_put_tensor(&g, &qx, &gq, &gqx, err) ||
+                                 device_put_tensor(&g, &qm, &gqm, &gqmx, err))) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    goto out;
+  }
   if (rerank_path) {
     /* doc id -> index, through indices sorted by id (ties: lower index) */
     id_sorted = calloc((size_t)D.n, sizeof(int64_t));
@@ -204,7 +223,7 @@ int exact_run(const exact_job *job) {
       cnt[i] = 0;
       if (nc == 0) continue;
       int64_t kb = K1 < nc ? K1 : nc;
-      if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, lb.kind ? &lb : NULL, &cb,
+      if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, lb.kind ? &lb : NULL, &g, &cb,
                     best_s + i * K1, best_i + i * K1, err)) {
         fprintf(stderr, "%s: error: %s\n", prog, err);
         goto out;
@@ -230,7 +249,10 @@ int exact_run(const exact_job *job) {
     int64_t nb = j1 - j0, kb = K1 < nb ? K1 : nb;
     if ((lb.kind ? lowbit_topk(&lb, j0, j1, kb, &opts, blk_s, blk_i, K1, err)
                  : emb_block(&D, j0, j1, want, &dx, &dm, &dbuf, &dcap, &dmbuf, &dmcap, err) ||
-                       retrieve_topk(&qx, &qm, &dx, &dm, kb, &opts, blk_s, blk_i, K1, err)) ||
+                       device_put_tensor(&g, &dx, &gd, &gdx, err) ||
+                       device_put_tensor(&g, &dm, &gdm, &gdmx, err) ||
+                       retrieve_topk(&g, &gqx, &gqmx, &gdx, &gdmx, kb, &opts, blk_s, blk_i, K1,
+                                     err)) ||
         merge_block(cand_s, cand_i, nq, K1, have, kb, j0, &opts, mrg_s, mrg_i, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
@@ -246,7 +268,7 @@ int exact_run(const exact_job *job) {
     if (nc == 0) continue;
     memcpy(cidx, best_i + i * K1, (size_t)nc * sizeof *cidx);
     sort_i64(cidx, nc);
-    if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, NULL, &cb, best_s + i * K1,
+    if (cand_topk(&Q, &D, i, cidx, nc, kb, want, &opts, NULL, &g, &cb, best_s + i * K1,
                   best_i + i * K1, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
@@ -292,6 +314,8 @@ int exact_run(const exact_job *job) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "version", lik_version_string());
     cJSON_AddStringToObject(o, "cpu_isa", lik_cpu_isa());
+    cJSON_AddStringToObject(o, "device", g.name);
+    if (g.cuda) cJSON_AddStringToObject(o, "device_name", g.model);
     cJSON_AddStringToObject(o, "queries_file", Q.path);
     cJSON_AddStringToObject(o, "docs_file", D.path);
     if (qrels_path) cJSON_AddStringToObject(o, "qrels_file", qrels_path);
@@ -317,7 +341,8 @@ int exact_run(const exact_job *job) {
     report_add_results(o, nq, Q.ids, best_i, best_s, K1, cnt, kshow, D.ids);
     if (report_print(o, prog)) goto out;
   } else {
-    printf("lik %s, CPU kernels: %s%s\n", lik_version_string(), lik_cpu_isa(),
+    printf("lik %s on %s%s%s%s, CPU kernels: %s%s\n", lik_version_string(), g.name,
+           g.cuda ? " (" : "", g.model, g.cuda ? ")" : "", lik_cpu_isa(),
            using_default ? "  (bundled Cranfield-1400 data)" : "");
     printf("queries:   %s: %lld of %lld, %lld-%lld tokens, d=%lld, %s\n", Q.path,
            (long long)nq, (long long)Q.n, (long long)Q.min_len, (long long)Q.max_len,
@@ -372,6 +397,11 @@ out:
   free(cidx);
   cand_free(&cb);
   lowbit_free(&lb);
+  dev_buf_free(&gq);
+  dev_buf_free(&gqm);
+  dev_buf_free(&gd);
+  dev_buf_free(&gdm);
+  device_close(&g);
   emb_free(&Q);
   emb_free(&D);
   return rc;

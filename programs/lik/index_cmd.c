@@ -1,7 +1,9 @@
 /*
  * index_cmd.c — `lik index` (embedding files -> a PLAID index folder, in
- * fast-plaid's format) and `lik search` (index + query file [+ qrels] ->
- * results, throughput, nDCG@10 / recall@100 as the exact job prints them).
+ * fast-plaid's format; built on the CPU) and `lik search` (index + query
+ * file [+ qrels] -> results, throughput, nDCG@10 / recall@100 as the exact
+ * job prints them; on the CPU, or on a CUDA device holding a copy of the
+ * index: --device).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "index_cmd.h"
@@ -21,6 +23,7 @@
 
 #include "checked.h" /* src/core: overflow-checked sizes */
 #include "cli.h"
+#include "device.h"
 #include "emb_io.h"
 #include "eval.h"
 #include "lik_experimental.h"
@@ -28,6 +31,7 @@
 #include "report.h"
 
 #define QUERY_BATCH 256
+#define CUDA_MAX_PROBE 512 /* the CUDA search's most n_ivf_probe (lik_plaid_index_search) */
 
 /* Bytes of the regular files in a folder. */
 static long long folder_bytes(const char *dir) {
@@ -59,6 +63,7 @@ static void index_usage(FILE *f) {
 "them there (their ids: --doc-ids / tensor \"ids\", else the next ids after the highest).\n"
 "With --delete: deletes the documents IDS (\"3,17,42\" or a .npy of integers) from the\n"
 "index in INDEX_DIR (tombstones: never returned by a search, other ids unchanged).\n"
+"Builds and adds on the CPU (no --device: `lik search --device cuda` searches on a GPU).\n"
 "\n"
 "  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
 "      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
@@ -92,7 +97,8 @@ static void on_progress(void *user, int64_t done, int64_t total) {
 }
 
 enum { O_DLEN = 300, O_DCU, O_DIDS, O_K, O_ITERS, O_SAMPLE, O_SEED, O_CHUNK, O_JSON, O_QLEN, O_QCU,
-       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND, O_DELETE, O_WHERE, O_PARAM };
+       O_QIDS, O_PROBE, O_FULL, O_THR, O_VERIFY, O_ADD, O_EXPAND, O_DELETE, O_WHERE, O_PARAM,
+       O_DEVICE };
 
 /* The ids of an index after --add with given ids: the index's own (-1 for a
  * deleted document), then the added documents' ids, malloc'ed into *out.
@@ -436,6 +442,16 @@ static void search_usage(FILE *f) {
 "  -n, --limit-queries N       search only the first N queries\n"
 "  -p, --print N               print the results of the first N queries (default 3, -1 all)\n"
 "  -t, --threads N             CPU threads\n"
+"      --device D              where to search: cpu, cuda (cuda:N: device N) or auto, the\n"
+"                              first CUDA device when this build has the CUDA backend and a\n"
+"                              device is present, else the CPU (default: $LIK_DEVICE, else\n"
+"                              auto).  On CUDA the index is copied to the device after the\n"
+"                              load (lik_plaid_index_to_device; its time reported apart),\n"
+"                              every batch of queries there and its results back: the\n"
+"                              search's seconds and queries/s include these copies.  The\n"
+"                              CUDA search takes no --where and at most --n-ivf-probe 512:\n"
+"                              with them auto searches on the CPU and cuda is a usage error\n"
+"                              (exit 2); cuda without the backend or a device: exit 1\n"
 "      --verify                read every code of the index at load\n"
 "      --json                  a JSON report (all results) on stdout\n"
 "  -h, --help                  this help\n"
@@ -451,7 +467,8 @@ static int search_main(int argc, char **argv, const char **params) {
   const char *qrels_path = NULL;
   long long top_k = 10, nprobe = 8, nfull = 4096, threads = 0, limit = -1, nprint = 3;
   float thr = 0;
-  int prune = 0, json = 0, verify = 0, nparams = 0;
+  int prune = 0, json = 0, verify = 0, nparams = 0, dev_id = 0, device_given = 0;
+  device_kind dev_kind = DEVICE_AUTO;
   const char *where = NULL;
   static const struct option longopts[] = {
       {"query-lengths", required_argument, 0, O_QLEN}, {"query-cu-seqlens", required_argument, 0, O_QCU},
@@ -462,7 +479,7 @@ static int search_main(int argc, char **argv, const char **params) {
       {"threads", required_argument, 0, 't'},          {"verify", no_argument, 0, O_VERIFY},
       {"json", no_argument, 0, O_JSON},                {"help", no_argument, 0, 'h'},
       {"where", required_argument, 0, O_WHERE},        {"param", required_argument, 0, O_PARAM},
-      {0, 0, 0, 0}};
+      {"device", required_argument, 0, O_DEVICE},      {0, 0, 0, 0}};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "k:r:n:p:t:h", longopts, NULL)) != -1) {
@@ -482,6 +499,10 @@ static int search_main(int argc, char **argv, const char **params) {
     case O_JSON: json = 1; break;
     case O_WHERE: where = optarg; break;
     case O_PARAM: params[nparams++] = optarg; break;
+    case O_DEVICE:
+      if (parse_device("--device", optarg, &dev_kind, &dev_id)) return 2;
+      device_given = 1;
+      break;
     case 'h': search_usage(stdout); return 0;
     default: fprintf(stderr, "Try '%s search --help'.\n", prog); return 2;
     }
@@ -496,6 +517,20 @@ static int search_main(int argc, char **argv, const char **params) {
             "Try '%s search --help'.\n", prog, prog);
     return 2;
   }
+  if (!device_given && device_default(&dev_kind, &dev_id)) return 2;
+  /* what the CUDA search does not do (lik_plaid_index_search) runs on the CPU */
+  char cpu_only[96] = "";
+  if (where)
+    snprintf(cpu_only, sizeof cpu_only, "the CUDA search takes no --where (no subset)");
+  else if (nprobe > CUDA_MAX_PROBE)
+    snprintf(cpu_only, sizeof cpu_only, "the CUDA search probes at most %d cells per query token "
+             "(--n-ivf-probe %lld)", CUDA_MAX_PROBE, nprobe);
+  if (cpu_only[0] && dev_kind == DEVICE_CUDA) {
+    fprintf(stderr, "%s search: --device cuda: %s; use --device cpu or auto\n"
+            "Try '%s search --help'.\n", prog, cpu_only, prog);
+    return 2;
+  }
+  if (cpu_only[0]) dev_kind = DEVICE_CPU;
   const char *index_dir = argv[optind];
   char data_dir[PATH_MAX], qpath[PATH_MAX + 32], rpath[PATH_MAX + 32];
   int using_default = 0;
@@ -513,14 +548,33 @@ static int search_main(int argc, char **argv, const char **params) {
     using_default = 1;
   }
   char err[ERR_LEN];
+  device g;
+  if (device_open(&g, dev_kind, dev_id, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    device_close(&g);
+    return 1;
+  }
   lik_plaid_index *ix = NULL;
   double t0 = now_s();
   lik_status st = lik_plaid_index_load(index_dir, verify ? LIK_PLAID_LOAD_VERIFY : 0, &ix);
   if (st != LIK_OK) {
     fprintf(stderr, "%s: error: %s\n", prog, lik_last_error());
+    device_close(&g);
     return 1;
   }
   const double t_load = now_s() - t0;
+  double t_copy = 0; /* the index to the device */
+  if (g.cuda) {
+    t0 = now_s();
+    if ((st = lik_plaid_index_to_device(ix, g.id)) != LIK_OK) {
+      fprintf(stderr, "%s: error: copying the index %s to %s failed (%s): %s\n", prog, index_dir,
+              g.name, lik_status_string(st), lik_last_error());
+      lik_plaid_index_free(ix);
+      device_close(&g);
+      return 1;
+    }
+    t_copy = now_s() - t0;
+  }
   lik_plaid_index_info info;
   lik_plaid_index_get_info(ix, &info);
   /* --where: the matching live ids, the search's subset (filters before the candidate stages) */
@@ -531,6 +585,7 @@ static int search_main(int argc, char **argv, const char **params) {
     if (meta_where(ix, index_dir, where, params, nparams, &sub_ids, &n_sub, err)) {
       fprintf(stderr, "%s: error: %s\n", prog, err);
       lik_plaid_index_free(ix);
+      device_close(&g);
       return 1;
     }
     t_where = now_s() - t0;
@@ -544,11 +599,13 @@ static int search_main(int argc, char **argv, const char **params) {
   void *buf = NULL;
   uint8_t *mbuf = NULL;
   size_t cap = 0, mcap = 0;
+  dev_buf gq = {0}, gl = {0}, gs = {0}, gi = {0}; /* a batch's queries, lengths, results on g */
   if (emb_load(&Q, "queries", &qs, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&Q);
     lik_plaid_index_free(ix);
     free(sub_ids);
+    device_close(&g);
     return 1;
   }
   if (Q.d != info.dim) {
@@ -604,17 +661,35 @@ static int search_main(int argc, char **argv, const char **params) {
   p.prune = prune;
   p.centroid_score_threshold = thr;
   p.num_threads = (int)(threads > 4096 ? 4096 : threads);
+  p.stream = g.stream;
   const int show = isatty(2) && !json;
-  t0 = now_s();
+  t0 = now_s(); /* the timed part includes the copies of queries and results */
   for (int64_t i0 = 0; i0 < nq; i0 += QUERY_BATCH) {
     const int64_t nb = nq - i0 < QUERY_BATCH ? nq - i0 : QUERY_BATCH;
-    lik_tensor Qt = {qbuf + i0 * L * d, LIK_F32, 3, {nb, L, d}, {L * d, d, 1}, LIK_CPU, 0};
-    lik_tensor Lt = {ql + i0, LIK_I64, 1, {nb}, {1}, LIK_CPU, 0};
-    lik_tensor St = {S + i0 * K, LIK_F32, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
-    lik_tensor It = {I + i0 * K, LIK_I64, 2, {nb, K}, {K, 1}, LIK_CPU, 0};
+    /* where g searches: the host arrays, or their copies on the device */
+    void *aq, *al, *as, *ai;
+    if (device_put(&g, qbuf + i0 * Ld, (size_t)(nb * Ld) * sizeof *qbuf, &gq, &aq, err) ||
+        device_put(&g, ql + i0, (size_t)nb * sizeof *ql, &gl, &al, err) ||
+        device_out(&g, S + i0 * K, (size_t)(nb * K) * sizeof *S, &gs, &as, err) ||
+        device_out(&g, I + i0 * K, (size_t)(nb * K) * sizeof *I, &gi, &ai, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
+      goto out;
+    }
+    const int64_t rk[2] = {nb, K}, rks[2] = {K, 1};
+    lik_tensor Qt = device_view(&g, aq, LIK_F32, 3, (const int64_t[3]){nb, L, d},
+                                (const int64_t[3]){Ld, d, 1});
+    lik_tensor Lt = device_view(&g, al, LIK_I64, 1, (const int64_t[1]){nb}, (const int64_t[1]){1});
+    lik_tensor St = device_view(&g, as, LIK_F32, 2, rk, rks);
+    lik_tensor It = device_view(&g, ai, LIK_I64, 2, rk, rks);
     st = lik_plaid_index_search(ix, &Qt, &Lt, where ? &subset : NULL, NULL, &p, &St, &It);
     if (st != LIK_OK) {
-      fprintf(stderr, "%s: error: search failed (%s): %s\n", prog, lik_status_string(st), lik_last_error());
+      fprintf(stderr, "%s: error: search on %s failed (%s): %s\n", prog, g.name,
+              lik_status_string(st), lik_last_error());
+      goto out;
+    }
+    if (device_get(&g, S + i0 * K, as, (size_t)(nb * K) * sizeof *S, err) ||
+        device_get(&g, I + i0 * K, ai, (size_t)(nb * K) * sizeof *I, err)) {
+      fprintf(stderr, "%s: error: %s\n", prog, err);
       goto out;
     }
     if (show) progress((double)(i0 + nb) / (double)nq, 0);
@@ -638,6 +713,11 @@ static int search_main(int argc, char **argv, const char **params) {
   if (json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "version", lik_version_string());
+    cJSON_AddStringToObject(o, "device", g.name);
+    if (g.cuda) {
+      cJSON_AddStringToObject(o, "device_name", g.model);
+      cJSON_AddNumberToObject(o, "device_bytes", (double)info.device_bytes);
+    }
     cJSON_AddStringToObject(o, "index", index_dir);
     cJSON_AddStringToObject(o, "queries_file", Q.path);
     if (qrels_path) cJSON_AddStringToObject(o, "qrels_file", qrels_path);
@@ -658,16 +738,21 @@ static int search_main(int argc, char **argv, const char **params) {
       cJSON_AddNumberToObject(o, "where_seconds", t_where);
     }
     cJSON_AddNumberToObject(o, "load_seconds", t_load);
+    if (g.cuda) cJSON_AddNumberToObject(o, "to_device_seconds", t_copy);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "queries_per_s", (double)nq / tdiv);
     if (qrels_path) report_add_quality(o, nevals, ndcg_sum, rec_sum);
     report_add_results(o, nq, Q.ids, I, S, K, NULL, kshow, NULL);
     if (report_print(o, prog)) goto out;
   } else {
-    printf("lik %s, PLAID search%s\n", lik_version_string(), using_default ? "  (bundled Cranfield-1400 queries)" : "");
-    printf("index:   %s: %lld documents, %lld tokens, K=%lld, nbits=%d (loaded in %.3f s)\n", index_dir,
+    printf("lik %s, PLAID search on %s%s%s%s%s\n", lik_version_string(), g.name, g.cuda ? " (" : "",
+           g.model, g.cuda ? ")" : "", using_default ? "  (bundled Cranfield-1400 queries)" : "");
+    printf("index:   %s: %lld documents, %lld tokens, K=%lld, nbits=%d (loaded in %.3f s", index_dir,
            (long long)info.num_docs, (long long)info.num_tokens, (long long)info.num_centroids, info.nbits,
            t_load);
+    if (g.cuda)
+      printf(", copied to %s in %.3f s: %.1f MB", g.name, t_copy, (double)info.device_bytes / 1e6);
+    printf(")\n");
     printf("queries: %s: %lld of %lld, %lld-%lld tokens, d=%lld\n", Q.path, (long long)nq, (long long)Q.n,
            (long long)Q.min_len, (long long)Q.max_len, (long long)Q.d);
     if (where)
@@ -706,6 +791,11 @@ out:
   emb_free(&Q);
   lik_plaid_index_free(ix);
   free(sub_ids);
+  dev_buf_free(&gq);
+  dev_buf_free(&gl);
+  dev_buf_free(&gs);
+  dev_buf_free(&gi);
+  device_close(&g);
   return rc;
 }
 

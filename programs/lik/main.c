@@ -8,8 +8,9 @@
  *
  * This file parses the command line and dispatches: the exact job's options
  * into an exact_job run by exact.c (blocks of documents scored with
- * lik_retrieve, the per-block top-k lists merged, results, throughput and,
- * given qrels, nDCG@10 and recall@100), the subcommands to index_cmd.c.
+ * lik_retrieve on the CPU or a CUDA device (--device, device.c), the
+ * per-block top-k lists merged, results, throughput and, given qrels,
+ * nDCG@10 and recall@100), the subcommands to index_cmd.c.
  * What they share (option parsers, the clock, the progress bar, the bundled
  * data) is cli.c.  See `lik --help`.
  */
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "device.h"
 #include "exact.h"
 #include "index_cmd.h"
 #include "lik_experimental.h"
@@ -51,6 +53,15 @@ static void usage(FILE *f) {
 "  -k, --top-k N               results per query (default 10; 100 are computed\n"
 "                              when qrels are given, for recall@100)\n"
 "  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
+"      --device D              where to score: cpu, cuda (cuda:N: device N) or auto, the\n"
+"                              first CUDA device when this build has the CUDA backend and\n"
+"                              a device is present, else the CPU (default: $LIK_DEVICE,\n"
+"                              else auto).  On CUDA the queries are copied to the device\n"
+"                              once, each document block (and --rerank / --rescore's\n"
+"                              candidates) when scored, the top-k back; the quantised\n"
+"                              corpus of --precision int8 / binary once; the reported\n"
+"                              seconds and rates include these copies.  cuda without the\n"
+"                              backend or a device is an error (exit 1)\n"
 "      --normalize             L2-normalise every token before scoring\n"
 "      --precision P           score the corpus as fp16, int8 (symmetric per token) or\n"
 "                              binary (sign bits, int8 queries), quantised once on load\n"
@@ -76,7 +87,7 @@ static void usage(FILE *f) {
 
 enum {
   OPT_QLEN = 256, OPT_DLEN, OPT_QCU, OPT_DCU, OPT_QIDS, OPT_DIDS, OPT_NORM, OPT_JSON, OPT_BLOCK,
-  OPT_PRECISION, OPT_RERANK, OPT_RESCORE
+  OPT_PRECISION, OPT_RERANK, OPT_RESCORE, OPT_DEVICE
 };
 
 int main(int argc, char **argv) {
@@ -89,7 +100,8 @@ int main(int argc, char **argv) {
   emb_sources qs = {0}, ds = {0};
   const char *qrels_path = NULL, *rerank_path = NULL;
   long long top_k = 10, threads = 0, limit = -1, nprint = 3, block_tokens = 262144, rescore = 0;
-  int normalize = 0, json = 0, prec = PRECISION_AS_LOADED;
+  int normalize = 0, json = 0, prec = PRECISION_AS_LOADED, dev_id = 0, device_given = 0;
+  device_kind dev_kind = DEVICE_AUTO;
 
   static const struct option longopts[] = {
       {"queries", required_argument, 0, 'q'},
@@ -111,6 +123,7 @@ int main(int argc, char **argv) {
       {"block-tokens", required_argument, 0, OPT_BLOCK},
       {"precision", required_argument, 0, OPT_PRECISION},
       {"rescore", required_argument, 0, OPT_RESCORE},
+      {"device", required_argument, 0, OPT_DEVICE},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -145,16 +158,24 @@ int main(int argc, char **argv) {
     case OPT_BLOCK:
       if (parse_int("--block-tokens", optarg, 1, LLONG_MAX, &block_tokens)) return 2;
       break;
+    case OPT_DEVICE:
+      if (parse_device("--device", optarg, &dev_kind, &dev_id)) return 2;
+      device_given = 1;
+      break;
     case 'h': usage(stdout); return 0;
-    case 'V':
-      printf("lik %s (library %s, CPU kernels: %s)\n", LIK_VERSION_STRING, lik_version_string(),
-             lik_cpu_isa());
+    case 'V': {
+      char cuda[160];
+      device_describe(cuda, sizeof cuda);
+      printf("lik %s (library %s, CPU kernels: %s, CUDA: %s)\n", LIK_VERSION_STRING,
+             lik_version_string(), lik_cpu_isa(), cuda);
       return 0;
+    }
     default:
       fprintf(stderr, "Try '%s --help'.\n", prog);
       return 2;
     }
   }
+  if (!device_given && device_default(&dev_kind, &dev_id)) return 2;
   const int lowbit_prec = prec == PRECISION_INT8 || prec == PRECISION_BINARY;
   if (rescore && !lowbit_prec) {
     fprintf(stderr, "%s: --rescore rescores low-bit candidates exactly: it needs --precision "
@@ -201,6 +222,7 @@ int main(int argc, char **argv) {
   const exact_job job = {.qs = qs, .ds = ds, .qrels_path = qrels_path, .rerank_path = rerank_path,
                          .top_k = top_k, .threads = threads, .limit = limit, .nprint = nprint,
                          .block_tokens = block_tokens, .rescore = rescore, .normalize = normalize,
-                         .json = json, .precision = prec, .using_default = using_default};
+                         .json = json, .precision = prec, .using_default = using_default,
+                         .device = dev_kind, .device_id = dev_id};
   return exact_run(&job);
 }

@@ -18,20 +18,6 @@ int precision_parse(const char *s) {
   return -1;
 }
 
-lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
-                    const int64_t *strides) {
-  lik_tensor t = {0};
-  t.data = data;
-  t.dtype = dt;
-  t.ndim = ndim;
-  for (int i = 0; i < ndim; i++) {
-    t.shape[i] = shape[i];
-    t.strides[i] = strides[i];
-  }
-  t.device = LIK_CPU;
-  return t;
-}
-
 /* Bytes of one quantised token: int8 values or sign bits. */
 static int64_t row_bytes(const lowbit *c) {
   return c->kind == PRECISION_INT8 ? c->d : (c->d + 7) / 8;
@@ -101,12 +87,25 @@ int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *q
   return rc;
 }
 
+int lowbit_to_device(lowbit *c, device *g, char *err) {
+  /* the sizes of lowbit_load's allocations (calloc_n checked them) */
+  const size_t cells = (size_t)(c->n * c->lmax), qcells = (size_t)(c->nq * c->qx.shape[1]);
+  c->g = g;
+  return device_put(g, c->docs, cells * (size_t)row_bytes(c), &c->b_docs, &c->at_docs, err) ||
+         device_put(g, c->dscale, cells * sizeof(float), &c->b_dscale, &c->at_dscale, err) ||
+         device_put(g, c->dmask, cells, &c->b_dmask, &c->at_dmask, err) ||
+         device_put(g, c->q, qcells * (size_t)c->d, &c->b_q, &c->at_q, err) ||
+         device_put(g, c->qscale, qcells * sizeof(float), &c->b_qscale, &c->at_qscale, err) ||
+         device_put_tensor(g, &c->qm, &c->b_qm, &c->at_qm, err);
+}
+
 /* Scores queries [q0, q0 + nqs) against the nb quantised documents of the
- * views D / dsc / dm, and writes each query's top kb into out_s / out_i
- * [nqs, kb], rows ld apart (indices into the nb documents).  The ranking is
- * the library's: every score is a one-entry candidate list of
- * lik_topk_merge, whose order (lik_retrieve's: score descending, NaN last,
- * ties to the lower index) is the only one the command uses. */
+ * views D / dsc / dm (on c's device), and writes each query's top kb into
+ * out_s / out_i [nqs, kb], rows ld apart (indices into the nb documents).
+ * The scores come back to the host, where the ranking is the library's:
+ * every score is a one-entry candidate list of lik_topk_merge, whose order
+ * (lik_retrieve's: score descending, NaN last, ties to the lower index) is
+ * the only one the command uses. */
 static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_tensor *dsc,
                       lik_tensor *dm, int64_t nb, int64_t kb, const lik_options *opts,
                       float *out_s, int64_t *out_i, int64_t ld, char *err) {
@@ -132,16 +131,19 @@ static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_ten
     for (int64_t j = 0; j < nb; j++) c->ids[j] = j;
   }
   const int64_t lq = c->qx.shape[1];
-  lik_tensor q = c->qx, qm = c->qm;
-  q.data = c->q + q0 * lq * c->d;
-  q.shape[0] = nqs;
+  const int64_t qs[3] = {nqs, lq, c->d}, qss[2] = {nqs, lq}, ss[2] = {nqs, nb};
+  lik_tensor q = device_view(c->g, (int8_t *)c->at_q + q0 * lq * c->d, LIK_I8, 3, qs,
+                             c->qx.strides);
+  lik_tensor qm = c->at_qm;
   if (qm.data) {
     qm.data = (uint8_t *)qm.data + q0 * qm.strides[0];
     qm.shape[0] = nqs;
   }
-  const int64_t qss[2] = {nqs, lq}, ss[2] = {nqs, nb};
-  lik_tensor qsc = cpu_view(c->qscale + q0 * lq, LIK_F32, 2, qss, (const int64_t[2]){lq, 1});
-  lik_tensor sc = cpu_view(c->scores, LIK_F32, 2, ss, (const int64_t[2]){nb, 1});
+  lik_tensor qsc = device_view(c->g, (float *)c->at_qscale + q0 * lq, LIK_F32, 2, qss,
+                               (const int64_t[2]){lq, 1});
+  void *at;
+  if (device_out(c->g, c->scores, (size_t)need * sizeof(float), &c->b_scores, &at, err)) return 1;
+  lik_tensor sc = device_view(c->g, at, LIK_F32, 2, ss, (const int64_t[2]){nb, 1});
   lik_options o = *opts;
   o.normalize = 0; /* the quantised values are what is scored */
   lik_status st;
@@ -150,6 +152,7 @@ static int score_rank(lowbit *c, int64_t q0, int64_t nqs, lik_tensor *D, lik_ten
   else
     st = lik_maxsim_binary(&q, &qsc, D, c->d, qm.data ? &qm : NULL, dm, &o, &sc);
   if (st) return fail(err, c->kind == PRECISION_INT8 ? "lik_maxsim_scaled" : "lik_maxsim_binary", st);
+  if (device_get(c->g, c->scores, at, (size_t)need * sizeof(float), err)) return 1;
   const int64_t ls[3] = {nb, nqs, 1}, os[2] = {nqs, kb}, ost[2] = {ld, 1};
   lik_tensor S = cpu_view(c->scores, LIK_F32, 3, ls, (const int64_t[3]){1, nb, 1});
   lik_tensor I = cpu_view(c->ids, LIK_I64, 3, ls, (const int64_t[3]){1, 0, 1});
@@ -164,10 +167,10 @@ int lowbit_topk(lowbit *c, int64_t j0, int64_t j1, int64_t kb, const lik_options
   const int64_t nb = j1 - j0, dl = row_bytes(c);
   const int64_t ds[3] = {nb, c->lmax, dl}, dst[3] = {c->lmax * dl, dl, 1};
   const int64_t ms[2] = {nb, c->lmax}, mst[2] = {c->lmax, 1};
-  lik_tensor D = cpu_view((uint8_t *)c->docs + j0 * c->lmax * dl,
-                          c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
-  lik_tensor dm = cpu_view(c->dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
-  lik_tensor dsc = cpu_view(c->dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
+  lik_tensor D = device_view(c->g, (uint8_t *)c->at_docs + j0 * c->lmax * dl,
+                             c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = device_view(c->g, (uint8_t *)c->at_dmask + j0 * c->lmax, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = device_view(c->g, (float *)c->at_dscale + j0 * c->lmax, LIK_F32, 2, ms, mst);
   return score_rank(c, 0, c->nq, &D, &dsc, &dm, nb, kb, opts, out_s, out_i, ld, err);
 }
 
@@ -196,9 +199,14 @@ int lowbit_topk_of(lowbit *c, int64_t qi, const int64_t *idx, int64_t n, int64_t
   }
   const int64_t ds[3] = {n, c->lmax, dl}, dst[3] = {cell, dl, 1};
   const int64_t ms[2] = {n, c->lmax}, mst[2] = {c->lmax, 1};
-  lik_tensor D = cpu_view(c->gdocs, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
-  lik_tensor dm = cpu_view(c->gmask, LIK_U8, 2, ms, mst);
-  lik_tensor dsc = cpu_view(c->gscale, LIK_F32, 2, ms, mst);
+  void *gd, *gs, *gm; /* the gathered arrays where they are scored */
+  if (device_put(c->g, c->gdocs, (size_t)(n * cell), &c->b_gdocs, &gd, err) ||
+      device_put(c->g, c->gscale, (size_t)(n * c->lmax) * sizeof(float), &c->b_gscale, &gs, err) ||
+      device_put(c->g, c->gmask, (size_t)(n * c->lmax), &c->b_gmask, &gm, err))
+    return 1;
+  lik_tensor D = device_view(c->g, gd, c->kind == PRECISION_INT8 ? LIK_I8 : LIK_U8, 3, ds, dst);
+  lik_tensor dm = device_view(c->g, gm, LIK_U8, 2, ms, mst);
+  lik_tensor dsc = device_view(c->g, gs, LIK_F32, 2, ms, mst);
   return score_rank(c, qi, 1, &D, &dsc, &dm, n, kb, opts, out_s, out_i, kb, err);
 }
 
@@ -213,4 +221,7 @@ void lowbit_free(lowbit *c) {
   free(c->gdocs);
   free(c->gscale);
   free(c->gmask);
+  dev_buf *bufs[] = {&c->b_docs, &c->b_dscale, &c->b_dmask, &c->b_q,      &c->b_qscale,
+                     &c->b_qm,   &c->b_scores, &c->b_gdocs, &c->b_gscale, &c->b_gmask};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dev_buf_free(bufs[i]);
 }

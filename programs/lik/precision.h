@@ -1,13 +1,16 @@
 /*
  * precision.h — `lik --precision int8|binary`: the corpus quantised once on
- * load (lik_quantize_int8 / lik_quantize_binary, lik_experimental.h) into a
- * padded [N, Lmax, .] copy, int8 queries, and the top-k of a block of
- * documents (or of one query's candidates) by lik_maxsim_scaled /
- * lik_maxsim_binary in lik_retrieve's order.
+ * load (lik_quantize_int8 / lik_quantize_binary, lik_experimental.h; on the
+ * CPU) into a padded [N, Lmax, .] copy, int8 queries, and the top-k of a
+ * block of documents (or of one query's candidates) by lik_maxsim_scaled /
+ * lik_maxsim_binary in lik_retrieve's order, scored on the job's device
+ * (the quantised corpus and queries copied there once, lowbit_to_device;
+ * the scores copied back and ranked on the host).
  */
 #ifndef LIK_CLI_PRECISION_H
 #define LIK_CLI_PRECISION_H
 
+#include "device.h"
 #include "emb_io.h"
 #include "lik.h"
 
@@ -28,11 +31,13 @@ typedef struct {
   uint8_t *gdocs, *gmask; /* gathered candidates (lowbit_topk_of): [cap, lmax, .] */
   float *gscale;
   int64_t gather_cap;
+  /* Where it is scored (lowbit_to_device): the arrays above on the CPU, their
+   * copies in the dev_bufs on a CUDA device. */
+  device *g;
+  void *at_docs, *at_dscale, *at_dmask, *at_q, *at_qscale;
+  lik_tensor at_qm;
+  dev_buf b_docs, b_dscale, b_dmask, b_q, b_qscale, b_qm, b_scores, b_gdocs, b_gscale, b_gmask;
 } lowbit;
-
-/* A CPU tensor view of data (ndim <= 3; strides in elements). */
-lik_tensor cpu_view(void *data, lik_dtype dt, int ndim, const int64_t *shape,
-                    const int64_t *strides);
 
 /* Parses "fp16", "int8", "binary"; -1 for anything else. */
 int precision_parse(const char *s);
@@ -41,6 +46,11 @@ int precision_parse(const char *s);
  * views from emb_block) into c.  Returns 0, or 1 with err set. */
 int lowbit_load(lowbit *c, precision kind, const emb_set *D, const lik_tensor *qx,
                 const lik_tensor *qm, const lik_options *opts, char *err);
+
+/* Scores c on g from now on: on CUDA copies the quantised corpus, its scales
+ * and mask, and the queries there (asynchronously, on g's stream); on the
+ * CPU takes the host arrays.  Returns 0, or 1 with err set. */
+int lowbit_to_device(lowbit *c, device *g, char *err);
 
 /* The top-kb documents of [j0, j1) per query, sorted as lik_retrieve (score
  * descending, NaN last, ties by lower index: lik_topk_merge ranks them):

@@ -45,8 +45,15 @@ CLI = _find_cli()
 pytestmark = pytest.mark.skipif(CLI is None, reason="lik command not built (set LIK_CLI)")
 
 
-def run(*args, check=True):
-    p = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600)
+# The suite checks the CPU's results (bitwise where the CPU promises it): the
+# default --device, auto, would take a GPU where there is one (the GPU and the
+# CPU are compared by tests/gpu/test_cli_gpu.py).  env=: the command's environment.
+CPU_ENV = {**os.environ, "LIK_DEVICE": "cpu"}
+
+
+def run(*args, check=True, env=None):
+    p = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600,
+                       env=CPU_ENV if env is None else env)
     if check and p.returncode != 0:
         raise AssertionError(f"lik {args} failed ({p.returncode}):\n{p.stderr}")
     return p
@@ -729,6 +736,75 @@ def test_rescore_and_precision_combinations_that_make_no_sense(tmp_path):
                "add --rescore C")
     assert p.returncode == 2
     assert run("--precision", "int8", "--rescore", 0, check=False).returncode == 2
+
+
+# ---- --device (the CPU suite: a build without CUDA, or a machine without a GPU) ----------------
+
+def cuda_state():
+    """'not built', 'no device' or 'devices': this command's CUDA, as `lik --version` says."""
+    v = run("--version").stdout
+    if "CUDA: not built" in v:
+        return "not built"
+    return "no device" if "CUDA: no device" in v else "devices"
+
+
+def _no_lik_device():
+    return {k: v for k, v in os.environ.items() if k != "LIK_DEVICE"}
+
+
+def test_device_auto_is_the_cpu_without_cuda(cranfield):
+    args = ("--limit-queries", 4, "--top-k", 20)
+    cpu = run_json("--device", "cpu", *args)
+    assert cpu["device"] == "cpu" and "device_name" not in cpu
+    pinned = run_json(*args)  # LIK_DEVICE=cpu (the suite's)
+    assert pinned["results"] == cpu["results"] and pinned["device"] == "cpu"
+    if cuda_state() == "devices":
+        pytest.skip("a CUDA device is present: auto takes it (tests/gpu/test_cli_gpu.py)")
+    for how in ((), ("--device", "auto")):
+        out = json.loads(run("--json", *how, *args, env=_no_lik_device()).stdout)
+        assert out["device"] == "cpu" and out["results"] == cpu["results"], how
+        assert out["ndcg@10"] == cpu["ndcg@10"], how
+    text = run("--device", "auto", "-n", 1, "-p", 1, env=_no_lik_device()).stdout
+    assert text.startswith("lik ") and " on cpu, CPU kernels: " in text.splitlines()[0]
+    for prec in (("--precision", "int8"), ("--precision", "binary", "--rescore", 2)):
+        a = run_json("--device", "cpu", *prec, *args)
+        b = json.loads(run("--json", "--device", "auto", *prec, *args, env=_no_lik_device()).stdout)
+        assert a["results"] == b["results"] and b["device"] == "cpu", prec
+
+
+def test_device_cuda_without_cuda_is_an_error(tmp_path):
+    state = cuda_state()
+    if state == "devices":
+        pytest.skip("a CUDA device is present (tests/gpu/test_cli_gpu.py)")
+    why = ("this lik was built without the CUDA backend (-DLIK_CUDA=OFF)" if state == "not built"
+           else "no CUDA device")
+    (tmp_path / "c.txt").write_text("1 184\n")
+    for args in (("--device", "cuda"), ("--device", "cuda:0", "--precision", "int8"),
+                 ("--device", "cuda", "--rerank", tmp_path / "c.txt"), ("search", "--device", "cuda", tmp_path)):
+        p = run(*args, check=False)
+        assert p.returncode == 1 and f"lik: error: --device cuda: {why}" in p.stderr, (args, p.stderr)
+        assert p.stdout == "", args
+    p = run("-n", 1, check=False, env={**os.environ, "LIK_DEVICE": "cuda"})
+    assert p.returncode == 1 and why in p.stderr
+
+
+def test_device_bad_values():
+    p = run("--device", "gpu", check=False)
+    assert p.returncode == 2 and "lik: --device expects cpu, cuda, cuda:N or auto, got 'gpu'" in p.stderr
+    for bad in ("cuda:", "cuda:-1", "cuda:x", "cuda:99999999999", "CPU"):
+        assert run("--device", bad, check=False).returncode == 2, bad
+    bogus = {**os.environ, "LIK_DEVICE": "bogus"}
+    p = run("-n", 1, check=False, env=bogus)
+    assert p.returncode == 2 and "LIK_DEVICE expects cpu, cuda, cuda:N or auto, got 'bogus'" in p.stderr
+    assert run("-n", 1, "-p", 0, "--device", "cpu", env=bogus).returncode == 0  # --device wins
+    assert "--device D" in run("--help").stdout and "--device D" in run("search", "--help").stdout
+    assert "CUDA: " in run("--version").stdout
+    # the CUDA search runs neither --where nor more than 512 probes: a usage error on cuda
+    p = run("search", "--device", "cuda", "--where", "year > 1", "ix", check=False)
+    assert p.returncode == 2 and "the CUDA search takes no --where" in p.stderr
+    p = run("search", "--device", "cuda", "--n-ivf-probe", 513, "ix", check=False)
+    assert p.returncode == 2 and "at most 512 cells per query token (--n-ivf-probe 513)" in p.stderr
+    assert "unrecognized option '--device'" in run("index", "--device", "cpu", "ix", check=False).stderr
 
 
 def test_precision_bad_value():

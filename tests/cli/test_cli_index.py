@@ -46,6 +46,26 @@ def test_cranfield_search_metrics(cran_index):
     assert "nDCG@10" in text and "queries/s" in text
 
 
+def test_search_device_cpu_and_auto_without_cuda(cran_index):
+    """`lik search --device cpu` is the search the suite pins (LIK_DEVICE=cpu);
+    without a usable CUDA device auto is the CPU too, with the same results."""
+    import os
+
+    from test_cli import cuda_state
+
+    args = ("search", "--json", "-n", 20, "-k", 10, cran_index)
+    cpu = json.loads(run(*args[:2], "--device", "cpu", *args[2:]).stdout)
+    pinned = json.loads(run(*args).stdout)
+    assert cpu["device"] == pinned["device"] == "cpu" and "to_device_seconds" not in cpu
+    assert cpu["results"] == pinned["results"]
+    if cuda_state() == "devices":
+        pytest.skip("a CUDA device is present: auto takes it (tests/gpu/test_cli_gpu.py)")
+    env = {k: v for k, v in os.environ.items() if k != "LIK_DEVICE"}
+    auto = json.loads(run(*args[:2], "--device", "auto", *args[2:], env=env).stdout)
+    assert auto["device"] == "cpu" and auto["results"] == cpu["results"]
+    assert "PLAID search on cpu" in run("search", "-n", 2, cran_index, env=env).stdout
+
+
 def test_search_matches_the_python_index(cran_index):
     import lik.plaid
 
