@@ -10,6 +10,9 @@
 #   every tests/gpu/sanitize_*.py, and (unless CHECK_ONLY=1) the host cost per
 #   call and the forward table's lik column (CUDA-graph timing, no peers).
 # Peer wheels (late-interaction-kernels, flash-maxsim) come from .whl/.
+# The command's GPU tests (tests/gpu/test_cli_gpu.py) run when LIK_CLI names
+# a `lik` built with CUDA (the lent machine has no libcjson: carry the
+# command with its libcjson.so.1 and set LD_LIBRARY_PATH); else they skip.
 set -uo pipefail
 export LIK_LIBRARY=$PWD/.gpubin/liblik.so PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}

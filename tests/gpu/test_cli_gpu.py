@@ -4,7 +4,8 @@ Cranfield data, the JSON reports compared.
 
 The command is found as tests/cli finds it: $LIK_CLI, then `lik` on PATH,
 then build*/programs/lik/lik; it must be a build with the CUDA backend
-(`lik --version` says "CUDA: N device(s)"), else the suite skips.  No torch:
+(`lik --version` says "CUDA: N device(s)"), else the suite skips; a command
+that does not run fails it.  No torch:
 the command is the whole system under test.
 
 How results are compared.
@@ -64,17 +65,26 @@ CLI = _find_cli()
 
 
 def _cuda_devices():
-    """None when the command has CUDA devices, else why the suite skips."""
+    """(why the suite skips, why it fails): a command that does not run (a
+    missing shared library, say) fails every test instead of skipping."""
     if CLI is None:
-        return "the lik command is not built (set LIK_CLI)"
-    v = subprocess.run([CLI, "--version"], capture_output=True, text=True, timeout=60).stdout
-    if not re.search(r"CUDA: [1-9][0-9]* devices?\)", v):
-        return f"needs a lik built with CUDA on a machine with a CUDA device: {v.strip()}"
-    return None
+        return "the lik command is not built (set LIK_CLI)", None
+    p = subprocess.run([CLI, "--version"], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        return None, f"{CLI} --version failed ({p.returncode}): {p.stderr.strip()}"
+    if not re.search(r"CUDA: [1-9][0-9]* devices?\)", p.stdout):
+        return f"needs a lik built with CUDA on a machine with a CUDA device: {p.stdout.strip()}", None
+    return None, None
 
 
-_SKIP = _cuda_devices()
+_SKIP, _BROKEN = _cuda_devices()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+
+
+@pytest.fixture(autouse=True)
+def _command_runs():
+    if _BROKEN:
+        pytest.fail(_BROKEN)
 
 
 def run(*args, check=True):
