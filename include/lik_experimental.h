@@ -249,7 +249,10 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *                  never writes it); fp8, the fp32 sum of the exact products
  *                  of the fp8 values (e4m3 / e5m2 products are exact in fp32)
  *                  in ascending k on the CPU, in the tensor core's order on
- *                  CUDA.
+ *                  CUDA; on sm_90, several queries with 64 < d <= 128 run
+ *                  on wgmma, whose fp8 accumulation keeps fewer bits than
+ *                  fp32 (partial sums truncated: up to 1.3e-4 of
+ *                  sum_k |q_k d_k| scale_Q scale_D below, measured).
  *   int8 Q, bits D sim(s, t) = scale_Q[s] * sum_k q_k * b_k,  b_k = +1 if bit
  *                  k of the document token is set, else -1 (exact integer).
  *   bits Q, bits D sim(s, t) = d - 2 * popcount(q_bits XOR d_bits)
@@ -267,8 +270,8 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *
  * Devices: the quantisers run on the CPU (CUDA tensors: LIK_ERR_UNSUPPORTED).
  * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
- * and on CUDA (mma.sync tensor cores: int8 and int8 x bits on sm_80+, fp8 on
- * sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there), on
+ * and on CUDA (tensor cores, mma.sync or on sm_90 wgmma: int8 and int8 x bits
+ * on sm_80+, fp8 on sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there), on
  * opts->stream.  int8, int8 x bits and bits x bits results are bitwise
  * identical across CPU paths, thread counts and the GPU.
  */

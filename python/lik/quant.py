@@ -8,8 +8,10 @@ sm_80+, fp8 sm_89+); the quantisers run on the CPU (CUDA tensors raise
 :class:`lik.LikError`).  Semantics (the C header states them exactly):
 
 * int8 / fp8: ``sim(s, t) = (scale_Q[s] * scale_D[t]) * <Q[s], D[t]>``, the
-  dot product exact in integers (int8) or summed in fp32 (fp8); scales are per
-  tensor (0-d) or per token (``[Nq, Lq]`` / ``[Nd, Ld]``).
+  dot product exact in integers (int8) or summed in fp32 (fp8; on an H100 /
+  H200, several queries of 64 < d <= 128 run on wgmma, whose fp8 sums keep
+  fewer bits: up to 1.3e-4 of ``sum_k |q_k d_k|`` times the scales, low);
+  scales are per tensor (0-d) or per token (``[Nq, Lq]`` / ``[Nd, Ld]``).
 * binary documents: bit ``k`` set means ``+1``, clear ``-1``; an int8 query
   scores ``scale_Q[s] * sum_k q_k * (+-1)``, a binary query
   ``d - 2 * popcount(q xor d)``.  Bits are packed most significant bit first

@@ -3,9 +3,10 @@
  * lik_experimental.h).
  *
  * Two kernels.  Several int8 queries against int8 documents (d <= 256, Lq
- * up to a block's rows): tile_kernel, each document tile staged in shared
- * memory once and scored against every query of a block, on wgmma where it
- * runs (below).  Otherwise (one query, which is memory-bound; fp8; sign-bit
+ * up to a block's rows), and several fp8 queries where wgmma runs (64 < d
+ * <= 128): tile_kernel, each document tile staged in shared memory once and
+ * scored against every query of a block, on wgmma where it runs (below).
+ * Otherwise (one query, which is memory-bound; fp8 off wgmma; sign-bit
  * documents; longer queries; larger d): one warp per (query, document).
  * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
  * m16n8k32 (fp8 is unpacked to f16 by ptxas on sm_90: Hopper's fp8 units
@@ -295,6 +296,7 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
  * full-rate instruction on sm_90, timed against 1.5 * 2^23 + x in the
  * mantissa: equal). */
 __device__ __forceinline__ float to_f32(int x) { return (float)x; }
+__device__ __forceinline__ float to_f32(float x) { return x; }
 
 /* The shared-tile kernel's shape for d <= 32 KS: MW query m-tiles per warp
  * (their A fragments held in registers), TN document tokens per tile, rows
@@ -311,25 +313,27 @@ struct TileShape {
   static constexpr int CHUNKS = TN * DB / 16 / 128; /* 16-byte chunks per thread per tile */
 };
 
-/* Several int8 queries, d <= 256: a block holds a group of QB = ROWS / Lq
- * whole queries (their tokens stacked as the rows of M, A fragments in
- * registers) and walks documents j = jb, jb + nblk, .. (a persistent grid:
- * the queries are loaded once per block).  Each document streams through
- * shared memory in tiles of TN tokens, loaded while earlier ones compute:
- * by cp.async two tiles ahead (ASYNC: rows of whole 16-byte chunks) or
- * through registers one tile ahead (any strides).  The tile is scored
- * on wgmma (WG: m64n64k32, d <= 128) or mma.sync m16n8k32 (ldmatrix
- * fragments).  A masked or absent document token gets scale NaN and a
- * masked or absent query row scale NaN: their values never win (fmaxf), and
- * a row whose max stays -inf is not summed.  Each thread keeps the running
- * max of its two rows per m-tile; a quad reduces them at the end of a
- * document, and one thread per query sums its tokens' maxima in ascending
- * order.  Per element v = (float)dot * (scale_Q * scale_D), as the one-warp
- * kernel and the CPU: results bitwise theirs. */
-template <int KS, bool ASYNC, bool WG>
+/* Several int8 (or, on wgmma, fp8) queries, d <= 256: a block holds a group
+ * of QB = ROWS / Lq whole queries (their tokens stacked as the rows of M, A
+ * fragments in registers) and walks documents j = jb, jb + nblk, .. (a
+ * persistent grid: the queries are loaded once per block).  Each document
+ * streams through shared memory in tiles of TN tokens, loaded while earlier
+ * ones compute: by cp.async two tiles ahead (ASYNC: rows of whole 16-byte
+ * chunks) or through registers one tile ahead (any strides).  The tile is
+ * scored on wgmma (WG: m64n64k32, d <= 128) or mma.sync m16n8k32 (ldmatrix
+ * fragments).  A masked or absent document token gets scale NaN and a masked
+ * or absent query row scale NaN: their values never win (fmaxf), and a row
+ * whose max stays -inf is not summed.  Each thread keeps the running max of
+ * its two rows per m-tile; a quad reduces them at the end of a document, and
+ * one thread per query sums its tokens' maxima in ascending order.  Per
+ * element v = (float)dot * (scale_Q * scale_D), as the one-warp kernel and
+ * the CPU: int8 results bitwise theirs (fp8: wgmma's sums). */
+template <int KIND, int KS, bool ASYNC, bool WG>
 __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, int nblk) {
   static_assert(!WG || (KS == 4 && ASYNC), "wgmma: d <= 128, cp.async");
+  static_assert(KIND == K_INT8 || WG, "fp8 on wgmma only (mma.sync unpacks it to f16)");
   using S = TileShape<KS>;
+  using Acc_t = typename Acc<KIND>::T;
   /* WG: rows of 128 bytes in wgmma's 128-byte swizzle (chunk c of token t
    * at chunk c ^ (t % 8)), tiles 1024-byte aligned */
   constexpr int SROW = WG ? 128 : S::SROW;
@@ -364,7 +368,7 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           const uint32_t v = ok ? load4(row, P.q_sk, ks * 32 + tg * 4 + 16 * c, P.dim, P.qvec) : 0u;
-          a[mt][ks][h + 2 * c] = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
+          a[mt][ks][h + 2 * c] = KIND == K_INT8 ? __vmaxs4(v, 0x81818181u) : v; /* -128 -> -127 */
         }
     }
 
@@ -444,19 +448,20 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
         /* one commit group per 64-row m-tile: m-tile 0's epilogue runs while
          * m-tile 1's MMAs do */
         static_assert(S::MW == 2, "two wgmma m-tiles");
-        int acc[S::MW][32];
+        Acc_t acc[S::MW][32];
         const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
         lik_cuda::wg_fence();
 #pragma unroll
         for (int mt = 0; mt < S::MW; mt++) {
 #pragma unroll
           for (int ks = 0; ks < KS; ks++)
-            lik_cuda::wgmma_s8_64(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+            lik_cuda::wgmma_8bit_64<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
+                acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
           lik_cuda::wg_commit();
         }
         auto epilogue = [&](int mt) {
 #pragma unroll
-          for (int i = 0; i < 32; i++) asm volatile("" : "+r"(acc[mt][i])::"memory");
+          for (int i = 0; i < 32; i++) lik_cuda::reg_fence(acc[mt][i]);
 #pragma unroll
           for (int nb = 0; nb < S::TN / 8; nb++) {
             const float2 sv = *(const float2 *)&tsd[b][nb * 8 + 2 * tg];
@@ -599,16 +604,16 @@ bool vec16(const lik_quant_problem *p, int ks) {
 
 /* Several int8 queries (int8 documents) of at most TileShape<KS>::ROWS
  * tokens: the shared-tile kernel, on wgmma where it runs (wg) for 64 < d <=
- * 128 with 16-byte rows, else on mma.sync (false where it does not apply).
+ * 128 with 16-byte rows, else on mma.sync; several fp8 queries: the same on
+ * wgmma only (false where it does not apply).
  * Sign-bit documents stay on the one-warp kernel (which unpacks the bits in
- * registers; the tile kernel's staging of +-1 bytes was slower).  fp8 stays
- * on the one-warp kernel: sm_90's mma.sync has no fp8 units (ptxas unpacks e4m3 /
- * e5m2 to f16 and runs HMMA), so the tile kernel would hold twice the
- * registers for no gain; Hopper's fp8 rate needs wgmma. */
+ * registers; the tile kernel's staging of +-1 bytes was slower).  fp8 off
+ * wgmma stays on the one-warp kernel: sm_90's mma.sync has no fp8 units
+ * (ptxas unpacks e4m3 / e5m2 to f16 and runs HMMA). */
 template <int KIND, int KS>
 bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cudaStream_t st) {
   using S = TileShape<KS>;
-  if (KIND != K_INT8 || P.nq < 2 || P.lq < 1 || P.lq > S::ROWS) return false;
+  if (KIND == K_I8_BITS || P.nq < 2 || P.lq < 1 || P.lq > S::ROWS) return false;
   const int qb = (int)(S::ROWS / P.lq);
   const int64_t groups = (P.nq + qb - 1) / qb;
   /* a persistent grid of about two waves of 4 blocks per SM */
@@ -619,15 +624,18 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
   const lik_seqs &d = p->d_seqs;
   const bool async = d.sk == 1 && P.dim % 16 == 0 && ((uintptr_t)d.data) % 16 == 0 &&
                      d.sl % 16 == 0 && d.sn % 16 == 0;
-  if constexpr (KS == 4) {
+  if constexpr (KS == 4 && KIND != K_I8_BITS) {
     if (async && wg) {
-      tile_kernel<KS, true, true><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+      tile_kernel<KIND, KS, true, true><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
       return true;
     }
   }
-  if (async) tile_kernel<KS, true, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
-  else tile_kernel<KS, false, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
-  return true;
+  if constexpr (KIND == K_INT8) {
+    if (async) tile_kernel<KIND, KS, true, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+    else tile_kernel<KIND, KS, false, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+    return true;
+  }
+  return false;
 }
 
 /* One query (memory-bound: a warp per document streams it once), long

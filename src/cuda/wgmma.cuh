@@ -9,9 +9,9 @@
  *                   tokens x 16 features) from shared memory through a
  *                   descriptor, fp32 accumulators in the m16n8 C layout
  *                   repeated over N/8 column blocks; acc = 0 overwrites.
- *   wgmma_s8_64     m64n64k32 s8 x s8 -> s32, A from registers (the
- *                   mma.sync m16n8k32 layout), B through a descriptor
- *                   (quant.cu's int8 tile kernel).
+ *   wgmma_8bit_64<T> m64n64k32 s8 -> s32, e4m3 / e5m2 -> f32, A from
+ *                   registers (the mma.sync m16n8k32 layout), B through a
+ *                   descriptor (quant.cu's tile kernel).
  *   wg_desc         descriptor of a K-major tile in the 128-byte swizzle:
  *                   row r (token) at r * 128 bytes, 16-byte chunk c of the
  *                   row at chunk c ^ (r % 8), tile 1024-byte aligned;
@@ -152,25 +152,50 @@ __device__ __forceinline__ void wgmma_rs(float *, const uint32_t *, uint64_t, in
 }
 #endif
 
-/* wgmma.mma_async m64n64k32 s8 x s8 -> s32 (quant.cu's tile kernel): A
+/* wgmma.mma_async m64n64k32 of 8-bit inputs (quant.cu's tile kernel),
+ * T = 0: s8 x s8 -> s32; 1: e4m3 x e4m3 -> f32; 2: e5m2 x e5m2 -> f32.  A
  * (64 query rows x 32 bytes) from registers in the mma.sync m16n8k32
  * A-fragment layout (warp w of the warpgroup holds rows 16w..16w+15), B (64
- * document tokens x 32 bytes) through a descriptor (wg_desc), s32
- * accumulators in the m16n8 C layout over 8 column blocks; acc = 0
- * overwrites. */
+ * document tokens x 32 bytes) through a descriptor (wg_desc), accumulators
+ * in the m16n8 C layout over 8 column blocks; acc = 0 overwrites. */
 #ifdef LIK_WGMMA_DEVICE
-__device__ __forceinline__ void wgmma_s8_64(int *d, const uint32_t *a, uint64_t desc, int acc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8\n"
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
-      "{%32, %33, %34, %35}, %36, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_64(A *d, const uint32_t *a, uint64_t desc, int acc) {
+  if constexpr (T == 0) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
+        "{%32, %33, %34, %35}, %36, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  } else if constexpr (T == 1) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
+        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
+        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+  }
 }
 #else
-__device__ __forceinline__ void wgmma_s8_64(int *, const uint32_t *, uint64_t, int) { __trap(); }
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_64(A *, const uint32_t *, uint64_t, int) { __trap(); }
 #endif
+
+/* Keeps the compiler from touching an accumulator register across an async
+ * wgmma (its value belongs to the tensor core until wg_wait). */
+__device__ __forceinline__ void reg_fence(int &x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
 } // namespace lik_cuda
 
