@@ -27,9 +27,13 @@ def cmake_args(tmp_path, gpus=None, ccache=False, **env):
     if ccache:
         (bin_dir / "ccache").write_text("#!/bin/sh\n")
         (bin_dir / "ccache").chmod(0o755)
-    run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", **env}
-    out = subprocess.run(["bash", "-c", "source scripts/cuda_args.sh && lik_cmake_args"], cwd=ROOT, env=run_env,
-                         capture_output=True, text=True, check=True)
+    # only the fakes and the tools the rule runs: a real ccache (or nvidia-smi)
+    # of the machine running the tests stays out of sight
+    for tool in ("sort",):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    run_env = {"PATH": str(bin_dir), **env}
+    out = subprocess.run([shutil.which("bash"), "-c", "source scripts/cuda_args.sh && lik_cmake_args"], cwd=ROOT,
+                         env=run_env, capture_output=True, text=True, check=True)
     return out.stdout.split()
 
 
