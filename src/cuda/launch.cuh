@@ -50,9 +50,12 @@ cudaError_t launch_kstream(KParams &P, const TileCfg &c, bool argmax, cudaStream
 template <typename T> /* 96-byte rows (c.kc = 96) */
 cudaError_t launch_rows96(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                           const Device &dev);
-template <typename T, int KC> /* query block in registers, mma.sync */
-cudaError_t launch_qreg_mma(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
-                            const Device &dev);
+template <typename T, int KC> /* query block in registers, mma.sync, c.wm = 1 or 2 */
+cudaError_t launch_qreg_mma_bq64(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                 const Device &dev);
+template <typename T, int KC> /* query block in registers, mma.sync, c.wm = 4 or 8 */
+cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                  const Device &dev);
 template <typename T, int KC> /* query block in registers, wgmma (c.wg = 1 or 2) */
 cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                            const Device &dev);

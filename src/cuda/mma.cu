@@ -19,8 +19,11 @@ static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
       return c.kc == 128 ? launch_qreg_wg<T, K128>(P, c, argmax, s, dev)
                          : launch_qreg_wg<T, K256>(P, c, argmax, s, dev);
   }
-  return c.kc == 128 ? launch_qreg_mma<T, K128>(P, c, argmax, s, dev)
-                     : launch_qreg_mma<T, K256>(P, c, argmax, s, dev);
+  if (c.wm <= 2)
+    return c.kc == 128 ? launch_qreg_mma_bq64<T, K128>(P, c, argmax, s, dev)
+                       : launch_qreg_mma_bq64<T, K256>(P, c, argmax, s, dev);
+  return c.kc == 128 ? launch_qreg_mma_bq256<T, K128>(P, c, argmax, s, dev)
+                     : launch_qreg_mma_bq256<T, K256>(P, c, argmax, s, dev);
 }
 
 cudaError_t launch_mma_bf16(KParams &P, const TileCfg &c, bool argmax,

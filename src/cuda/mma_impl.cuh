@@ -181,17 +181,25 @@ cudaError_t launch_rows96(KParams &P, const TileCfg &c, bool argmax, cudaStream_
   return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, dev);
 }
 
-/* The query block in registers on mma.sync (d <= KC features: 128 or
- * 256-byte rows), c.wm warps along the query rows. */
+/* The query block in registers on mma.sync (d <= KC features: 128- or
+ * 256-byte rows), 32- or 64-row query blocks (c.wm = 1 or 2: one query of
+ * Lq <= 64, the tiles the Ld split serves). */
 template <typename T, int KC>
-cudaError_t launch_qreg_mma(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
-                            const Device &dev) {
+cudaError_t launch_qreg_mma_bq64(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                 const Device &dev) {
   if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
     if constexpr (KC * sizeof(T) == 256)
       return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, c, argmax, s, dev);
     else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, c, argmax, s, dev);
   }
-  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, dev);
+  return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, dev);
+}
+
+/* The same, 128- or 256-row query blocks (c.wm = 4 or 8: Lq > 64, or
+ * stacked queries). */
+template <typename T, int KC>
+cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                  const Device &dev) {
   if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, c, argmax, s, dev);
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, dev);
 }

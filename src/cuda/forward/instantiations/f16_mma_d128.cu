@@ -1,8 +1,0 @@
-/* f16_mma_d128.cu — f16, 64 < d <= 128, query block in registers: the four
- * mma.sync configurations. */
-#include "../../mma_impl.cuh"
-
-namespace lik_cuda {
-template cudaError_t launch_qreg_mma<__half, 128>(KParams &, const TileCfg &, bool,
-                                                  cudaStream_t, const Device &);
-} // namespace lik_cuda
