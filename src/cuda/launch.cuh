@@ -42,7 +42,7 @@ cudaError_t launch_mma_f32(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, const Device &dev);
 
 /* The groups of tensor-core configurations launch_mma_* choose from
- * (defined in mma_impl.cuh; each (T, KC) instantiated in one file of
+ * (defined in mma_impl.cuh; each instantiation in one file of
  * forward/instantiations/; KC: features of a 128- or 256-byte row). */
 template <typename T> /* d streamed in k-chunks (c.qreg = 0) */
 cudaError_t launch_kstream(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
@@ -59,6 +59,7 @@ cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cud
 template <typename T, int KC> /* query block in registers, wgmma (c.wg = 1 or 2) */
 cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                            const Device &dev);
+
 /* KParams.dpre / dbits of P's padded documents (P.dm, P.dwords set) into
  * dpre[P.d.count] and bits[P.d.count * P.dwords], on stream (prefix.cu). */
 cudaError_t launch_prefix(const KParams &P, int32_t *dpre, uint32_t *bits, cudaStream_t stream);
