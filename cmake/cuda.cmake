@@ -1,7 +1,8 @@
 # cmake/cuda.cmake — the CUDA backend of lik (src/cuda/*.cu).
 #
 # Included by the top-level CMakeLists.txt when LIK_CUDA is ON (nvcc found).
-# - adds src/cuda/*.cu to the object library lik_objects
+# - adds src/cuda/*.cu and src/cuda/forward/instantiations/*.cu to the object
+#   library lik_objects
 # - defines LIK_WITH_CUDA for all of lik_objects (src/api/maxsim.c routes CUDA
 #   tensors to lik_cuda_maxsim / lik_cuda_retrieve)
 # - builds machine code ahead of time for sm_80 and sm_90a, plus compute_90
@@ -17,7 +18,9 @@ if(NOT DEFINED LIK_CUDA_ARCHITECTURES)
   set(LIK_CUDA_ARCHITECTURES "80-real;90a-real;90-virtual")
 endif()
 
-file(GLOB LIK_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
+# forward/instantiations/: the tensor-core forward's kernels, a few per file
+file(GLOB LIK_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu
+     ${PROJECT_SOURCE_DIR}/src/cuda/forward/instantiations/*.cu)
 target_sources(lik_objects PRIVATE ${LIK_CUDA_SOURCES})
 target_compile_definitions(lik_objects PRIVATE LIK_WITH_CUDA=1)
 if(LIK_CUDA_ARCHITECTURES MATCHES "90a")

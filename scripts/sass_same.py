@@ -9,7 +9,10 @@ both from PyPI: `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`, their
 bin/ folders on PATH) on both libraries, splits the
 output per kernel ("Function : <mangled name>", per architecture) and compares
 each kernel's instructions and encodings.  Only what a source move may change
-is ignored: the file names of the fatbin headers, the hashes of the source
+is ignored: the fatbin headers (their file names, and the blank lines and
+"Fatbin elf code:" header that open each translation unit's fatbin and
+would otherwise end the kernel before it: moving kernels to other files
+moves these boundaries), the hashes of the source
 path in anonymous-namespace names (_GLOBAL__N__<hash>_<file>_<hash>: two
 checkouts in two folders), the numbering of branch labels (.L_x_N,
 renumbered per kernel in order of appearance) and the padding between
@@ -29,7 +32,7 @@ def kernels(lib):
     def close():
         if name is not None:
             labels = {}
-            text = "\n".join(body)
+            text = "\n".join(body).rstrip()
             text = re.sub(r"\.L_x_\d+", lambda m: labels.setdefault(m.group(0), f".L{len(labels)}"), text)
             text = re.sub(r"[ \t]+", " ", text)  # cuobjdump pads columns to the file's longest line
             found[(arch, name)] = text
@@ -37,7 +40,10 @@ def kernels(lib):
     out = re.sub(r"_GLOBAL__N__[0-9a-f]{8}_(\d+_\w+?_)[0-9a-f]{8}", r"_GLOBAL__N__\1", out)
     for line in out.splitlines():
         m = re.match(r"\s*arch = (\S+)", line)
-        if m:
+        if line.startswith("Fatbin "):  # the next fatbin's header
+            close()
+            name, body = None, []
+        elif m:
             close()
             arch, name, body = m.group(1), None, []
         elif line.strip().startswith("Function : "):

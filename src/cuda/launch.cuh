@@ -30,16 +30,36 @@ struct TileCfg {
  * clusters of s (slots[1]: no cluster) (launch.cu). */
 void decompose(KParams &P, const int64_t *slots, int bd, int max_split);
 
-/* Launchers per dtype (mma_bf16.cu, mma_f16.cu, mma_f32.cu, simt.cu).  Each sets the
- * decomposition through decompose() from the kernel's occupancy on dev (cached
- * in the context, with the shared memory attribute set once), then launches
- * on `stream`; returns the CUDA error of the launch. */
+/* Launchers per dtype (mma.cu, simt.cu).  Each sets the decomposition
+ * through decompose() from the kernel's occupancy on dev (cached in the
+ * context, with the shared memory attribute set once), then launches on
+ * `stream`; returns the CUDA error of the launch. */
 cudaError_t launch_mma_bf16(KParams &P, const TileCfg &c, bool argmax,
                             cudaStream_t stream, const Device &dev);
 cudaError_t launch_mma_f16(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, const Device &dev);
 cudaError_t launch_mma_f32(KParams &P, const TileCfg &c, bool argmax,
                            cudaStream_t stream, const Device &dev);
+
+/* The groups of tensor-core configurations launch_mma_* choose from
+ * (defined in mma_impl.cuh; each instantiation in one file of
+ * forward/instantiations/; KC: features of a 128- or 256-byte row). */
+template <typename T> /* d streamed in k-chunks (c.qreg = 0) */
+cudaError_t launch_kstream(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                           const Device &dev);
+template <typename T> /* 96-byte rows (c.kc = 96) */
+cudaError_t launch_rows96(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                          const Device &dev);
+template <typename T, int KC> /* query block in registers, mma.sync, c.wm = 1 or 2 */
+cudaError_t launch_qreg_mma_bq64(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                 const Device &dev);
+template <typename T, int KC> /* query block in registers, mma.sync, c.wm = 4 or 8 */
+cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                  const Device &dev);
+template <typename T, int KC> /* query block in registers, wgmma (c.wg = 1 or 2) */
+cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                           const Device &dev);
+
 /* KParams.dpre / dbits of P's padded documents (P.dm, P.dwords set) into
  * dpre[P.d.count] and bits[P.d.count * P.dwords], on stream (prefix.cu). */
 cudaError_t launch_prefix(const KParams &P, int32_t *dpre, uint32_t *bits, cudaStream_t stream);

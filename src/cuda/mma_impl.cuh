@@ -1,4 +1,11 @@
-/* mma_impl.cuh — instantiates the tensor-core kernel for one dtype. */
+/*
+ * mma_impl.cuh — the launchers of the tensor-core forward's tile
+ * configurations (forward/kernel.cuh): a group launcher per family of
+ * configurations, declared in launch.cuh and instantiated once per (dtype,
+ * group) in forward/instantiations/, one file each (named by what it
+ * instantiates), so that each translation unit compiles a few kernels;
+ * mma.cu picks the group.
+ */
 #include "launch.cuh"
 #include "forward/kernel.cuh"
 
@@ -145,53 +152,70 @@ static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStre
                 : launch_one<C, false>(P, c.split_max, s, dev);
 }
 
+/* d > 128 half / 64 fp32 features (c.qreg = 0): d streamed in 128-byte
+ * chunks, A from shared memory; 4 or 8 warps (c.wn) of 32 x 32 or 32 x 40
+ * (c.ni = 5) tokens. */
+template <typename T>
+cudaError_t launch_kstream(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                           const Device &dev) {
+  constexpr int K128 = 128 / sizeof(T);
+  if (c.wn == 8)
+    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 8, 5, K128, false>>(P, c, argmax, s, dev)
+                     : launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, dev);
+  return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, dev)
+                   : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, dev);
+}
+
+/* 96-byte rows (c.kc = 96: one query, Lq <= 32, half d <= 48, fp32 d <= 24):
+ * 2 warps of 32 x 32, rows padded to 112 bytes (still conflict-free for
+ * ldmatrix), 26 KB of shared memory and at most 128 registers: eight CTAs
+ * per SM; rows of exactly 96 bytes (c.bulk) take the dense bulk-copy tiles
+ * where the kernel runs sm_90 code. */
+template <typename T>
+cudaError_t launch_rows96(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                          const Device &dev) {
+  constexpr int K96 = 96 / sizeof(T);
+  using Dense = MmaCfg<T, 1, 2, 4, K96, true, 8, true>;
+  if (c.bulk && built_for_sm90(maxsim_mma_kernel<Dense, false, stages_of<Dense>(), false>, dev))
+    return launch_am<Dense>(P, c, argmax, s, dev);
+  return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, dev);
+}
+
+/* The query block in registers on mma.sync (d <= KC features: 128- or
+ * 256-byte rows), 32- or 64-row query blocks (c.wm = 1 or 2: one query of
+ * Lq <= 64, the tiles the Ld split serves). */
 template <typename T, int KC>
-static cudaError_t launch_qreg(KParams &P, const TileCfg &c, bool argmax,
-                               cudaStream_t s, const Device &dev) {
-  if constexpr (sizeof(T) == 2) { /* wgmma: half types only; TMA tiles where c.tma */
-    if (c.wg == 1)
-      return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
-                   : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
-    if (c.wg == 2 && c.bn == 104) /* stacked queries: chosen with TMA tiles only */
-      return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
-    if (c.wg == 2)
-      return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
-                   : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);
-  }
+cudaError_t launch_qreg_mma_bq64(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                 const Device &dev) {
   if (c.wm == 1) { /* 32 x 64 tiles, three (256-byte rows) or six (128) CTAs per SM */
     if constexpr (KC * sizeof(T) == 256)
       return launch_am<MmaCfg<T, 1, 4, 2, KC, true, 3>>(P, c, argmax, s, dev);
     else return launch_am<MmaCfg<T, 1, 2, 4, KC, true, 3>>(P, c, argmax, s, dev);
   }
-  if (c.wm == 2) return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, dev);
+  return launch_am<MmaCfg<T, 2, 2, 4, KC, true>>(P, c, argmax, s, dev);
+}
+
+/* The same, 128- or 256-row query blocks (c.wm = 4 or 8: Lq > 64, or
+ * stacked queries). */
+template <typename T, int KC>
+cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                                  const Device &dev) {
   if (c.wm == 4) return launch_am<MmaCfg<T, 4, 2, 8, KC, true>>(P, c, argmax, s, dev);
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, dev);
 }
 
-/* c.kc is the bytes of a row's k-chunk (96, 128 or 256); KC counts elements.
- * 96-byte rows (one query, Lq <= 32, half d <= 48): 2 warps of 32 x 32, rows
- * padded to 112 bytes (still conflict-free for ldmatrix), 26 KB of shared
- * memory and at most 128 registers: eight CTAs per SM; rows of exactly 96
- * bytes (c.bulk) take the dense bulk-copy tiles where the kernel runs sm_90
- * code. */
-template <typename T>
-static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
-                                cudaStream_t s, const Device &dev) {
-  constexpr int K96 = 96 / sizeof(T), K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
-  if (!c.qreg && c.wn == 8)
-    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 8, 5, K128, false>>(P, c, argmax, s, dev)
-                     : launch_am<MmaCfg<T, 1, 8, 4, K128, false>>(P, c, argmax, s, dev);
-  if (!c.qreg)
-    return c.ni == 5 ? launch_am<MmaCfg<T, 1, 4, 5, K128, false>>(P, c, argmax, s, dev)
-                     : launch_am<MmaCfg<T, 1, 4, 4, K128, false>>(P, c, argmax, s, dev);
-  if (c.kc == 96) {
-    using Dense = MmaCfg<T, 1, 2, 4, K96, true, 8, true>;
-    if (c.bulk && built_for_sm90(maxsim_mma_kernel<Dense, false, stages_of<Dense>(), false>, dev))
-      return launch_am<Dense>(P, c, argmax, s, dev);
-    return launch_am<MmaCfg<T, 1, 2, 4, K96, true, 8>>(P, c, argmax, s, dev);
-  }
-  if (c.kc == 128) return launch_qreg<T, K128>(P, c, argmax, s, dev);
-  return launch_qreg<T, K256>(P, c, argmax, s, dev);
+/* The query block in registers on wgmma (sm_90a, half types, d <= KC
+ * features): c.wg = 1 or 2 warpgroups; TMA tiles where c.tma. */
+template <typename T, int KC>
+cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
+                           const Device &dev) {
+  if (c.wg == 1)
+    return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
+                 : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
+  if (c.bn == 104) /* stacked queries: chosen with TMA tiles only */
+    return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
+  return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
+               : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);
 }
 
 } // namespace lik_cuda

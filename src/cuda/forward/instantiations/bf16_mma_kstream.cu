@@ -1,0 +1,8 @@
+/* bf16_mma_kstream.cu — bf16, d > 128, streamed in 64-feature chunks: the
+ * four K-streamed mma.sync configurations. */
+#include "../../mma_impl.cuh"
+
+namespace lik_cuda {
+template cudaError_t launch_kstream<__nv_bfloat16>(KParams &, const TileCfg &, bool,
+                                                   cudaStream_t, const Device &);
+} // namespace lik_cuda
