@@ -460,8 +460,7 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
           lik_cuda::wg_commit();
         }
         auto epilogue = [&](int mt) {
-#pragma unroll
-          for (int i = 0; i < 32; i++) lik_cuda::reg_fence(acc[mt][i]);
+          lik_cuda::wg_fence_regs<32>(acc[mt]);
 #pragma unroll
           for (int nb = 0; nb < S::TN / 8; nb++) {
             const float2 sv = *(const float2 *)&tsd[b][nb * 8 + 2 * tg];

@@ -69,10 +69,12 @@ __device__ __forceinline__ void fence_proxy_async() { __trap(); }
 
 /* Keeps the compiler from moving accumulator accesses across an async
  * wgmma (the registers belong to the tensor core until wg_wait). */
-template <int N>
-__device__ __forceinline__ void wg_fence_regs(float *d) {
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void reg_fence(int &x) { asm volatile("" : "+r"(x)::"memory"); }
+template <int N, class T>
+__device__ __forceinline__ void wg_fence_regs(T *d) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) reg_fence(d[i]);
 }
 
 #ifdef LIK_WGMMA_DEVICE
@@ -160,42 +162,30 @@ __device__ __forceinline__ void wgmma_rs(float *, const uint32_t *, uint64_t, in
  * in the m16n8 C layout over 8 column blocks; acc = 0 overwrites. */
 #ifdef LIK_WGMMA_DEVICE
 template <int T, class A>
-__device__ __forceinline__ void wgmma_8bit_64(A *d, const uint32_t *a, uint64_t desc, int acc) {
-  if constexpr (T == 0) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8\n"
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
-        "{%32, %33, %34, %35}, %36, p;\n}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-  } else if constexpr (T == 1) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3\n"
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
-        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2\n"
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"
-        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+__device__ __forceinline__ void wgmma_8bit_64(A *d, const uint32_t *a, uint64_t desc, int acc);
+
+/* one specialisation per input type: PTX types, accumulator constraint C,
+ * the fp8 forms' imm-scale-a / imm-scale-b */
+#define LIK_WGMMA_8BIT_64(T, A, TYPES, C, SCALES)                                                 \
+  template <>                                                                                     \
+  __device__ __forceinline__ void wgmma_8bit_64<T, A>(A * d, const uint32_t *a, uint64_t desc,    \
+                                                      int acc) {                                  \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                    \
+                 "wgmma.mma_async.sync.aligned.m64n64k32." TYPES "\n"                            \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"  \
+                 "{%32, %33, %34, %35}, %36, p" SCALES ";\n}\n"                                 \
+                 : C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));              \
   }
-}
+
+LIK_WGMMA_8BIT_64(0, int, "s32.s8.s8", "+r", "")
+LIK_WGMMA_8BIT_64(1, float, "f32.e4m3.e4m3", "+f", ", 1, 1")
+LIK_WGMMA_8BIT_64(2, float, "f32.e5m2.e5m2", "+f", ", 1, 1")
+#undef LIK_WGMMA_8BIT_64
 #else
 template <int T, class A>
 __device__ __forceinline__ void wgmma_8bit_64(A *, const uint32_t *, uint64_t, int) { __trap(); }
 #endif
-
-/* Keeps the compiler from touching an accumulator register across an async
- * wgmma (its value belongs to the tensor core until wg_wait). */
-__device__ __forceinline__ void reg_fence(int &x) { asm volatile("" : "+r"(x)::"memory"); }
-__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
 } // namespace lik_cuda
 

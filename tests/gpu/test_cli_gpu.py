@@ -33,9 +33,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,20 +48,8 @@ PLAID_RTOL, PLAID_ATOL_PER_TOKEN = 2e-3, 2e-3  # test_plaid_gpu.py's: fp16 tenso
 NQ = 100  # queries of the exact-job runs
 
 
-def _find_cli():
-    env = os.environ.get("LIK_CLI")
-    if env:
-        return env
-    found = shutil.which("lik")
-    if found:
-        return found
-    for cand in sorted(ROOT.glob("build*/programs/lik/lik")):
-        if os.access(cand, os.X_OK):
-            return str(cand)
-    return None
-
-
-CLI = _find_cli()
+sys.path.insert(0, str(ROOT / "tests" / "cli"))
+from test_cli import CLI  # noqa: E402  (the command as tests/cli finds it)
 
 
 def _cuda_devices():
