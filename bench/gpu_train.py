@@ -3,10 +3,12 @@
 
     LIK_LIBRARY=build/liblik.so python3 bench/gpu_train.py [--shapes name,...]
         [--methods lik,lik045-auto,lik045-unified,lik045-lowmem,flash,eager] [--masks 0,1]
-        [--out results.json]
+        [--dtype bf16|fp32] [--precision highest|high] [--split] [--out results.json]
 
 One training step = scores = maxsim(Q, D, d_mask=...) ; scores.backward(G), bf16
-inputs that require grad, grads set to None before each step (so each step
+inputs (--dtype fp32: float32, under --precision highest | high, torch's
+float32 matmul precision: "high" lets lik and the peers use TF32) that require
+grad, grads set to None before each step (so each step
 allocates and writes its gradients, as a training loop does).
 
 * Correctness first: lik's gradients against the float64 gradient of its own
@@ -111,15 +113,17 @@ def make_methods(names):
     return out
 
 
-def inputs(shape, masked, seed=0):
+def inputs(shape, masked, seed=0, dtype="bf16"):
     import torch
+
+    dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
 
     Nq, Nd, Lq, Ld, d, kd = shape
     g = torch.Generator(device="cuda")
     g.manual_seed(seed)
-    Q = torch.randn(Nq, Lq, d, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    Q = torch.randn(Nq, Lq, d, device="cuda", generator=g).to(dt).requires_grad_(True)
     dshape = (Nq, Nd, Ld, d) if kd else (Nd, Ld, d)
-    D = torch.randn(dshape, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    D = torch.randn(dshape, device="cuda", generator=g).to(dt).requires_grad_(True)
     dm = None
     if masked:
         frac = 0.7 + 0.2 * torch.rand(dshape[:-2], device="cuda", generator=g)  # keep 70-90 %
@@ -222,11 +226,16 @@ def main():
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
     ap.add_argument("--split", action="store_true", help="lik: forward / backward times and kernels")
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"), help="Q and D dtype")
+    ap.add_argument("--precision", default="highest", choices=("highest", "high"),
+                    help="torch.set_float32_matmul_precision for fp32 (high: TF32 tensor cores)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     setup_path()
     import torch
     import triton.testing as tt
+
+    torch.set_float32_matmul_precision(args.precision)
 
     names = args.methods.split(",")
     meths = make_methods(names)
@@ -236,7 +245,7 @@ def main():
     for sname in args.shapes.split(","):
         shape = SHAPES[sname]
         for masked in [int(x) for x in args.masks.split(",")]:
-            Q, D, dm, G = inputs(shape, masked)
+            Q, D, dm, G = inputs(shape, masked, dtype=args.dtype)
             torch.cuda.synchronize()
             # correctness: lik vs float64 reference of its argmax; determinism
             lik_grads = None
@@ -257,7 +266,9 @@ def main():
                 Q.grad = D.grad = None
                 torch.cuda.empty_cache()
             for mname, fn in meths.items():
-                rec = {"shape": sname, "masked": masked, "method": mname}
+                rec = {"shape": sname, "masked": masked, "method": mname, "dtype": args.dtype}
+                if args.dtype == "fp32":
+                    rec["precision"] = args.precision
                 step = step_fn(fn, Q, D, dm, G)
                 try:
                     step()  # warm up (Triton autotune, module load)
