@@ -15,7 +15,7 @@
 #      (pinned in tests/requirements-integrations.txt).
 #   5. late-interaction-kernels 0.4.5's own test suite against lik.compat
 #      (tests/seed, LIK_SEED_SUITE=1: its sdist is downloaded from PyPI once,
-#      into build/seed-suite/).
+#      into build/seed-suite/; on the GPU, unmodified, where one is visible).
 # GPU tests are marked `gpu` and skip themselves where no CUDA device exists.
 # The Python package is built by scripts/cuda_args.sh's rule (setup.sh): with
 # the CUDA backend for the local GPU, without it where no GPU is visible

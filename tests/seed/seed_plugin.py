@@ -7,9 +7,10 @@ It does three things:
    which makes it ``lik.compat`` — before any test module;
 2. reports a test that reached the CUDA runtime (messages of torch without a
    usable GPU: "Torch not compiled with CUDA enabled", "Found no NVIDIA
-   driver", ...) as skipped, "GPU-only": the device strings are remapped to
-   the CPU, but ``torch.cuda.synchronize`` / memory statistics / streams /
-   graphs have no CPU form;
+   driver", ...) as skipped, "GPU-only": in the CPU run the device strings
+   are remapped to the CPU, but ``torch.cuda.synchronize`` / memory
+   statistics / streams / graphs have no CPU form (the CUDA run never
+   meets these messages);
 3. writes every test's outcome (``passed`` / ``failed`` / ``skipped``; a
    module that fails to import or skips itself is one entry under its path)
    as JSON to the file named by ``LIK_SEED_RESULTS``.
