@@ -1,12 +1,16 @@
 /*
- * dtype.h — scalar dtype conversions (fp16 / bf16 <-> fp32)
- * (exact widening; round-to-nearest-even narrowing, NaN kept NaN).
+ * dtype.h — the host's scalar dtype conversions (fp16 / bf16 <-> fp32:
+ * exact widening; round-to-nearest-even narrowing, NaN kept NaN) and its one
+ * element loader (lik_load_f64 / lik_load_f32: element i of an array of any
+ * lik float dtype).  Header-only: the library and the command both use it.
  */
 #ifndef LIK_CORE_DTYPE_H
 #define LIK_CORE_DTYPE_H
 
 #include <stdint.h>
 #include <string.h>
+
+#include "lik.h"
 
 static inline float lik_tr_bits_f32(uint32_t u) {
   float f;
@@ -56,6 +60,42 @@ static inline uint16_t lik_tr_f32_to_f16(float f) {
   }
   uint32_t m = a + 0xc8000fffu + ((a >> 13) & 1u); /* rebias exponent (-112<<23), round */
   return (uint16_t)(sign | (uint16_t)(m >> 13));
+}
+
+/* Element i (an element offset, any sign) of an F32 / F64 / F16 / BF16 array
+ * at base, widened exactly to double; any other dtype reads as F32.  The
+ * bytes are copied, so base need not be aligned (file bytes: the command,
+ * the index's .npy files); for an aligned array the copy is a plain load. */
+static inline double lik_load_f64(const void *base, lik_dtype dt, int64_t i) {
+  const char *p = (const char *)base;
+  switch (dt) {
+    case LIK_F64: {
+      double v;
+      memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case LIK_F16: {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      return lik_tr_f16_to_f32(h);
+    }
+    case LIK_BF16: {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      return lik_tr_bf16_to_f32(h);
+    }
+    default: {
+      float v;
+      memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+  }
+}
+
+/* The same element as fp32 (F64 rounded to nearest; the others exact: the
+ * compiler drops the float -> double -> float round trip). */
+static inline float lik_load_f32(const void *base, lik_dtype dt, int64_t i) {
+  return (float)lik_load_f64(base, dt, i);
 }
 
 #endif /* LIK_CORE_DTYPE_H */

@@ -1,6 +1,6 @@
 /*
  * cpu_internal.h — what the CPU backend's files share: the kernel table (one
- * per ISA, chosen once at run time), the dtype helpers, the thread pool.
+ * per ISA, chosen once at run time), the sequence helpers, the thread pool.
  *
  * Layout of the data a tile kernel sees (the micro-kernel contract; see
  * docs/kernels.md for the full text):
@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/dtype.h"
 #include "../core/problem.h"
 
 typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
@@ -85,44 +86,7 @@ const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
  * a CPU that also has AVX-512 VNNI; aarch64: 1 neon, 2 sve). */
 int lik_cpu_level_for(const lik_context *ctx);
 
-/* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
-
-static inline float lik_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: renormalise */
-      int e = -1;
-      do { man <<= 1; e++; } while (!(man & 0x400u));
-      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-static inline float lik_bf16_to_f32(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-/* Element i (element offset, any sign) of an F32/F16/BF16 array as fp32. */
-static inline float lik_load_f32(const void *base, lik_dtype dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return lik_f16_to_f32(((const uint16_t *)base)[i]);
-    case LIK_BF16: return lik_bf16_to_f32(((const uint16_t *)base)[i]);
-    default: return ((const float *)base)[i];
-  }
-}
+/* ---- dtypes: src/core/dtype.h (lik_load_f32, lik_tr_f16_to_f32, ...) ---- */
 
 /* Sequence helpers without re-reading the offsets per token. */
 static inline int64_t lik_seq_first_row(const lik_seqs *s, int64_t n) {

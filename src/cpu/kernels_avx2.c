@@ -110,14 +110,14 @@ static void widen_row_avx2(const void *base, lik_dtype dt, int64_t off, int64_t 
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8)
       _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
-    for (; k < d; k++) dst[k] = lik_f16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_f16_to_f32(src[k]);
   } else {
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8) {
       __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + k)));
       _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     }
-    for (; k < d; k++) dst[k] = lik_bf16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_bf16_to_f32(src[k]);
   }
 }
 

@@ -127,7 +127,7 @@ static void widen_row_neon(const void *base, lik_dtype dt, int64_t off, int64_t 
       vst1q_f32(dst + k, vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))));
       vst1q_f32(dst + k + 4, vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h))));
     }
-    for (; k < d; k++) dst[k] = lik_f16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_f16_to_f32(src[k]);
   } else {
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8) {
@@ -135,7 +135,7 @@ static void widen_row_neon(const void *base, lik_dtype dt, int64_t off, int64_t 
       vst1q_f32(dst + k, vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)));
       vst1q_f32(dst + k + 4, vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(h), 16)));
     }
-    for (; k < d; k++) dst[k] = lik_bf16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_bf16_to_f32(src[k]);
   }
 }
 

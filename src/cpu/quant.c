@@ -334,7 +334,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
 enum { QUANT_BLOCK = 512 };
 
 static float x_at(const lik_quantize_problem *p, int64_t off) {
-  return p->dtype == LIK_F64 ? (float)((const double *)p->x)[off] : lik_load_f32(p->x, p->dtype, off);
+  return lik_load_f32(p->x, p->dtype, off);
 }
 
 static void quant_task(void *ctx, int tid, int64_t task) {

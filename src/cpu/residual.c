@@ -147,7 +147,7 @@ static void load_query(rctx *g) {
   memset(g->qt, 0, (size_t)(dim * g->lqp) * sizeof(float));
   for (int64_t s = 0; s < g->lq; s++) {
     const int64_t off = lik_token_offset(q, g->qi, s);
-    for (int64_t k = 0; k < dim; k++) row[k] = lik_res_load(q->data, q->dtype, off + k * q->sk);
+    for (int64_t k = 0; k < dim; k++) row[k] = lik_load_f32(q->data, q->dtype, off + k * q->sk);
     const float inv = g->rp->call.normalize ? lik_res_inv_norm(row, dim) : 1.0f;
     for (int64_t k = 0; k < dim; k++) g->qt[k * g->lqp + s] = row[k] * inv;
   }
@@ -173,7 +173,7 @@ static void table_task(void *ctx, int tid, int64_t task) {
     const lik_approx_problem *a = g->ap; /* approx: the query's centroid scores */
     for (int l = 0; l < LB; l++) {
       const int64_t s = b * LB + l;
-      dst[u * LB + l] = s < g->lq ? lik_res_load(a->cs, a->cs_dtype,
+      dst[u * LB + l] = s < g->lq ? lik_load_f32(a->cs, a->cs_dtype,
                                                  g->qi * a->cs_si + s * a->cs_ss + g->ulist[u] * a->cs_sc)
                                   : 0.0f;
     }
