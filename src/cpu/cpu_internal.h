@@ -43,7 +43,9 @@ typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
 typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
                             int64_t cnt, int normalize, float *dst);
 
-struct lik_bw_kernels; /* backward row kernels (backward_internal.h) */
+struct lik_bw_kernels;    /* backward row kernels (backward_internal.h) */
+struct lik_res_kernels;   /* residual / PLAID scorer kernels (residual_internal.h) */
+struct lik_quant_kernels; /* low-bit tiles (quant_internal.h) */
 
 typedef struct {
   const char *isa;     /* "portable", "avx2", "avx512", "neon", "sve" */
@@ -55,6 +57,11 @@ typedef struct {
   lik_pack_fn pack;
   /* backward row kernels, fp32 and fp64 compute (avx512 uses avx2's) */
   const struct lik_bw_kernels *bw_f32, *bw_f64;
+  /* the residual scorer's kernels (sve uses neon's) */
+  const struct lik_res_kernels *res;
+  /* the low-bit tiles: the ISA's own; dispatch.c puts the VNNI (avx512) or
+   * SDOT (neon, sve) tiles in the table where the CPU has them */
+  const struct lik_quant_kernels *quant;
 } lik_cpu_kernels;
 
 extern const lik_cpu_kernels lik_cpu_kernels_portable;
@@ -69,22 +76,17 @@ extern const lik_cpu_kernels lik_cpu_kernels_neon;
  * SVE instruction: run once, and only on a CPU with SVE; dispatch.c). */
 extern lik_cpu_kernels lik_cpu_kernels_sve;
 void lik_cpu_kernels_sve_init(void);
-/* Whether the CPU has the AdvSIMD dot product (SDOT; Linux: HWCAP_ASIMDDP):
- * quant.c's int8 tile on the neon and sve paths (dispatch.c). */
-int lik_cpu_arm_dotprod(void);
 /* The NEON pack, also SVE's (kernels_neon.c). */
 void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
                    int normalize, float *dst);
 #endif
 
-/* The table of a call: the best the CPU runs (x86: cpuid + xgetbv; aarch64:
- * getauxval(AT_HWCAP); found once), or the lower path ctx asks for
- * (dispatch.c). */
+/* The table of a call, the one place a CPU kernel's ISA is chosen: the best
+ * the CPU runs (x86: cpuid + xgetbv; aarch64: getauxval(AT_HWCAP); found
+ * once), or the lower path ctx asks for (dispatch.c).  Every op takes its
+ * kernels from it: tiles and pack (driver.c, codec.c), backward rows,
+ * residual scorer, low-bit tiles. */
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
-
-/* The level of that table (0 portable; x86: 1 avx2, 2 avx512, 3 for avx512 on
- * a CPU that also has AVX-512 VNNI; aarch64: 1 neon, 2 sve). */
-int lik_cpu_level_for(const lik_context *ctx);
 
 /* ---- dtypes: src/core/dtype.h (lik_load_f32, lik_tr_f16_to_f32, ...) ---- */
 

@@ -16,6 +16,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 6
 
@@ -158,4 +160,5 @@ static void lik_pack_avx2(const lik_seqs *s, int64_t n, const int32_t *tok,
 
 const lik_cpu_kernels lik_cpu_kernels_avx2 = {
     "avx2", 16, MR, lik_tile_avx2_6x16, 8, lik_tile_avx2_6x8, lik_pack_avx2,
-    &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};
+    &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64, &lik_res_kernels_avx2,
+    &lik_quant_kernels_avx2};

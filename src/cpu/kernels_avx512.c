@@ -21,6 +21,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 12
 
@@ -148,4 +150,5 @@ static void lik_pack_avx512(const lik_seqs *s, int64_t n, const int32_t *tok,
 
 const lik_cpu_kernels lik_cpu_kernels_avx512 = {
     "avx512", 32, MR, lik_tile_avx512_12x32, 16, lik_tile_avx512_12x16,
-    lik_pack_avx512, &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};
+    lik_pack_avx512, &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64,
+    &lik_res_kernels_avx512, &lik_quant_kernels_avx2 /* VNNI: dispatch.c */};

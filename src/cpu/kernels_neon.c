@@ -33,6 +33,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 5
 
@@ -178,4 +180,5 @@ void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
 /* Backward rows: the portable kernels for now (docs/kernels.md, "ARM"). */
 const lik_cpu_kernels lik_cpu_kernels_neon = {
     "neon", 16, MR, lik_tile_neon_5x16, 8, lik_tile_neon_5x8, lik_pack_neon,
-    &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64};
+    &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64, &lik_res_kernels_neon,
+    &lik_quant_kernels_portable /* SDOT: dispatch.c */};

@@ -265,14 +265,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
   qrun c;
   memset(&c, 0, sizeof c);
   c.p = p;
-  const lik_quant_kernels *k = &lik_quant_kernels_portable;
-#if defined(LIK_CPU_X86)
-  const int level = lik_cpu_level_for(p->context);
-  if (level == 3) k = &lik_quant_kernels_vnni;
-  else if (level >= 1) k = &lik_quant_kernels_avx2;
-#elif defined(LIK_CPU_ARM64) /* neon and sve: SDOT where the CPU has it */
-  if (lik_cpu_level_for(p->context) >= 1 && lik_cpu_arm_dotprod()) k = &lik_quant_kernels_dotprod;
-#endif
+  const lik_quant_kernels *k = lik_cpu_kernels_for(p->context)->quant;
   if ((p->d + 3) / 4 * 4 > LIK_QT_KMAX) k = &lik_quant_kernels_portable; /* int64 sums */
   c.i8_tile = k->i8_tile;
   c.bits_tile = k->bits_tile;

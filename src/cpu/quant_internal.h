@@ -35,7 +35,7 @@ typedef void (*lik_i8_tile_fn)(const int8_t *qp, const int32_t *qsum, const floa
 typedef void (*lik_bits_tile_fn)(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                                  int64_t nw, int64_t d, float *m);
 
-typedef struct {
+typedef struct lik_quant_kernels {
   const char *isa;
   lik_i8_tile_fn i8_tile;
   lik_bits_tile_fn bits_tile;

@@ -39,15 +39,7 @@ const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
 #define PREFETCH 4 /* tokens ahead */
 
 static const lik_res_kernels *res_kernels(const lik_context *ctx) {
-#if defined(__x86_64__)
-  const char *isa = lik_cpu_kernels_for(ctx)->isa;
-  if (!strcmp(isa, "avx512")) return &lik_res_kernels_avx512;
-  if (!strcmp(isa, "avx2")) return &lik_res_kernels_avx2;
-#elif defined(__aarch64__)
-  const char *isa = lik_cpu_kernels_for(ctx)->isa;
-  if (!strcmp(isa, "sve") || !strcmp(isa, "neon")) return &lik_res_kernels_neon;
-#endif
-  return &lik_res_kernels_portable;
+  return lik_cpu_kernels_for(ctx)->res;
 }
 
 typedef struct {
