@@ -106,6 +106,28 @@ static inline int64_t lik_tok_off(const lik_seqs *s, int64_t n, int64_t l) {
   return lik_token_offset(s, n, l);
 }
 
+/* The pack of the SIMD paths (avx2, avx512, neon; sve runs neon's): each
+ * token's row widened — a contiguous one (sk == 1) by the ISA's widen, a
+ * strided one by the scalar widen — then, with normalize, scaled by the ISA's
+ * norm (every row, so a strided view scores bitwise as its contiguous copy).
+ * Inlined into each ISA's pack, where widen and norm are that file's own
+ * functions (direct calls). */
+static inline void lik_pack_simd(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
+                                 int normalize, float *dst,
+                                 void (*widen)(const void *base, lik_dtype dt, int64_t off,
+                                               int64_t d, float *dst),
+                                 void (*norm)(float *dst, int64_t d)) {
+  for (int64_t i = 0; i < cnt; i++) {
+    const int64_t off = lik_tok_off(s, n, tok[i]);
+    float *row = dst + i * s->dim;
+    if (s->sk == 1)
+      widen(s->data, s->dtype, off, s->dim, row);
+    else
+      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
+    if (normalize) norm(row, s->dim);
+  }
+}
+
 /* ---- threads ------------------------------------------------------------- */
 
 /* Runs fn(ctx, tid, task) for task in [0, ntasks) on up to nthreads threads

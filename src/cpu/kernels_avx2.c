@@ -147,15 +147,7 @@ static void normalize_row_avx2(float *dst, int64_t d) {
 
 static void lik_pack_avx2(const lik_seqs *s, int64_t n, const int32_t *tok,
                           int64_t cnt, int normalize, float *dst) {
-  for (int64_t i = 0; i < cnt; i++) {
-    int64_t off = lik_tok_off(s, n, tok[i]);
-    float *row = dst + i * s->dim;
-    if (s->sk == 1)
-      widen_row_avx2(s->data, s->dtype, off, s->dim, row);
-    else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
-    if (normalize) normalize_row_avx2(row, s->dim);
-  }
+  lik_pack_simd(s, n, tok, cnt, normalize, dst, widen_row_avx2, normalize_row_avx2);
 }
 
 const lik_cpu_kernels lik_cpu_kernels_avx2 = {
