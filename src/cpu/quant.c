@@ -43,13 +43,7 @@ static void i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float 
 
 void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                             int64_t nw, int64_t d, float *m) {
-  for (int64_t r = 0; r < nrows; r++)
-    for (int l = 0; l < L; l++) {
-      int64_t pc = 0;
-      for (int64_t w = 0; w < nw; w++) pc += __builtin_popcountll(qw[l * nw + w] ^ rows[r][w]);
-      const float v = (float)(d - 2 * pc);
-      m[l] = v > m[l] ? v : m[l];
-    }
+  lik_bits_tile_body(qw, rows, nrows, nw, d, m);
 }
 
 const lik_quant_kernels lik_quant_kernels_portable = {"portable", i8_tile_portable,
