@@ -107,7 +107,8 @@ lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tenso
  * why ("packed calls take their lengths from cu_seqlens") in the message. */
 lik_status lik_check_no_lengths(const lik_options *opts, const char *why);
 
-/* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
+/* Fills a padded lik_seqs from a [.., L, d] view (2-D [T, d]: one sequence
+ * of T tokens, as the codec's and the index's row arrays). */
 lik_seqs lik_seqs_from(const lik_tensor *t);
 
 /* Fills a lik_mask from a [.., L] mask view (NULL: all valid). */
