@@ -144,10 +144,7 @@ lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build
 static lik_status index_shape(const lik_tensor *t, const char *name, int64_t n, const char *of,
                               lik_index *out) {
   lik_status st;
-  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
-  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
-                    lik_dtype_name(t->dtype));
+  if ((st = lik_check_index(t, name, 1, 1))) return st;
   if (n >= 0 && t->shape[0] != n)
     return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, %s has %lld", name,
                     (long long)t->shape[0], of, (long long)n);

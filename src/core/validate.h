@@ -32,6 +32,10 @@ lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
 /* Embeddings: F32, F16, BF16 or F64. */
 lik_status lik_check_float(const lik_tensor *t, const char *name);
 
+/* An index tensor (cu_seqlens, pair lists, codes, lengths, ids):
+ * lik_check_tensor, then dtype I32 or I64. */
+lik_status lik_check_index(const lik_tensor *t, const char *name, int min_ndim, int max_ndim);
+
 /* A mask (BOOL or U8) whose shape equals the expected ndim/shape. */
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape);
