@@ -226,15 +226,7 @@ typedef struct {
 
 static void store_row(const lik_seqs *s, int64_t t, const float *v) {
   const int64_t off = t * s->sl;
-  for (int64_t k = 0; k < s->dim; k++) {
-    const int64_t o = off + k * s->sk;
-    switch (s->dtype) {
-      case LIK_F32: ((float *)s->data)[o] = v[k]; break;
-      case LIK_F64: ((double *)s->data)[o] = v[k]; break;
-      case LIK_F16: ((uint16_t *)s->data)[o] = lik_tr_f32_to_f16(v[k]); break;
-      default: ((uint16_t *)s->data)[o] = lik_tr_f32_to_bf16(v[k]); break;
-    }
-  }
+  for (int64_t k = 0; k < s->dim; k++) lik_store_f64((void *)s->data, s->dtype, off + k * s->sk, v[k]);
 }
 
 static void decompress_task(void *ctx, int tid, int64_t task) {
