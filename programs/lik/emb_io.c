@@ -695,25 +695,7 @@ static void convert(void *dst, lik_dtype to, const void *src, lik_dtype from, in
     memcpy(dst, src, (size_t)n * dtype_size(from));
     return;
   }
-  for (int64_t i = 0; i < n; i++) {
-    double v = 0;
-    switch (from) {
-    case LIK_F16: { uint16_t h; memcpy(&h, (const char *)src + 2 * i, 2); v = lik_tr_f16_to_f32(h); break; }
-    case LIK_BF16: { uint16_t h; memcpy(&h, (const char *)src + 2 * i, 2); v = lik_tr_bf16_to_f32(h); break; }
-    case LIK_F32: { float f; memcpy(&f, (const char *)src + 4 * i, 4); v = f; break; }
-    case LIK_F64: memcpy(&v, (const char *)src + 8 * i, 8); break;
-    default: break;
-    }
-    if (to == LIK_F64) {
-      memcpy((char *)dst + 8 * i, &v, 8);
-    } else if (to == LIK_F16) { /* round to nearest even */
-      const uint16_t h = lik_tr_f32_to_f16((float)v);
-      memcpy((char *)dst + 2 * i, &h, 2);
-    } else {
-      float f = (float)v;
-      memcpy((char *)dst + 4 * i, &f, 4);
-    }
-  }
+  for (int64_t i = 0; i < n; i++) lik_store_f64(dst, to, i, lik_load_f64(src, from, i));
 }
 
 static int grow(void **p, size_t *cap, size_t need) {

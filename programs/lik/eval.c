@@ -54,40 +54,25 @@ static int sort_unique(qrels *r, const char *path, char *err) {
   return 0;
 }
 
-int qrels_load(qrels *r, const char *path, char *err) {
+/* One line of a judgments / candidates file: 0 with a record in *out, -1 for
+ * a line without one (blank, comment), 1 on an error (err set). */
+typedef int (*line_fn)(char *line, const char *path, long lineno, qrel *out, char *err);
+
+/* Reads the records of the text file at path (`what` names it in errors)
+ * into r, sorted and de-duplicated. */
+static int load_lines(qrels *r, const char *path, const char *what, line_fn parse, char *err) {
   r->v = NULL;
   r->n = 0;
-  FILE *f = open_text(path, "qrels", err);
+  FILE *f = open_text(path, what, err);
   if (!f) return 1;
   size_t cap = 0;
   char line[1024];
   long lineno = 0;
   while (fgets(line, sizeof line, f)) {
-    lineno++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#' || *p == '\n' || *p == '\r' || *p == 0) continue;
-    long long c[4];
-    int k = 0;
-    char *e;
-    while (k < 4) {
-      while (*p == ' ' || *p == '\t') p++;
-      if (*p == '\n' || *p == '\r' || *p == 0) break;
-      errno = 0;
-      c[k] = strtoll(p, &e, 10);
-      if (e == p || errno || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r')) {
-        snprintf(err, ERR_LEN, "%s:%ld: not an integer column in a qrels line", path, lineno);
-        goto bad;
-      }
-      p = e;
-      k++;
-    }
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-    if ((k != 3 && k != 4) || *p) {
-      snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc gain' or 'query iter doc gain'", path,
-               lineno);
-      goto bad;
-    }
+    qrel rec;
+    const int got = parse(line, path, ++lineno, &rec, err);
+    if (got < 0) continue;
+    if (got > 0) goto bad;
     if ((size_t)r->n == cap) {
       cap = cap ? 2 * cap : 1024;
       size_t bytes;
@@ -98,11 +83,7 @@ int qrels_load(qrels *r, const char *path, char *err) {
       }
       r->v = v;
     }
-    qrel *q = &r->v[r->n++];
-    q->q = c[0];
-    q->d = k == 3 ? c[1] : c[2];
-    q->gain = k == 3 ? c[2] : c[3];
-    if (q->gain < 0) q->gain = 0;
+    r->v[r->n++] = rec;
   }
   fclose(f);
   return sort_unique(r, path, err);
@@ -110,6 +91,43 @@ bad:
   fclose(f);
   qrels_free(r);
   return 1;
+}
+
+/* 'query doc gain' or 'query iter doc gain' (a negative gain counts as 0). */
+static int qrels_line(char *line, const char *path, long lineno, qrel *out, char *err) {
+  char *p = line;
+  while (*p == ' ' || *p == '\t') p++;
+  if (*p == '#' || *p == '\n' || *p == '\r' || *p == 0) return -1;
+  long long c[4];
+  int k = 0;
+  char *e;
+  while (k < 4) {
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '\n' || *p == '\r' || *p == 0) break;
+    errno = 0;
+    c[k] = strtoll(p, &e, 10);
+    if (e == p || errno || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r')) {
+      snprintf(err, ERR_LEN, "%s:%ld: not an integer column in a qrels line", path, lineno);
+      return 1;
+    }
+    p = e;
+    k++;
+  }
+  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+  if ((k != 3 && k != 4) || *p) {
+    snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc gain' or 'query iter doc gain'", path,
+             lineno);
+    return 1;
+  }
+  out->q = c[0];
+  out->d = k == 3 ? c[1] : c[2];
+  out->gain = k == 3 ? c[2] : c[3];
+  if (out->gain < 0) out->gain = 0;
+  return 0;
+}
+
+int qrels_load(qrels *r, const char *path, char *err) {
+  return load_lines(r, path, "qrels", qrels_line, err);
 }
 
 void qrels_free(qrels *r) {
@@ -163,55 +181,34 @@ int eval_query(const qrels *r, int64_t q, const int64_t *ranked, int64_t n, int 
   return 1;
 }
 
-int pairs_load(qrels *r, const char *path, char *err) {
-  r->v = NULL;
-  r->n = 0;
-  FILE *f = open_text(path, "candidates", err);
-  if (!f) return 1;
-  size_t cap = 0;
-  char line[1024];
-  long lineno = 0;
-  while (fgets(line, sizeof line, f)) {
-    lineno++;
-    char *tok[8], *save = NULL;
-    int k = 0;
-    for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
-      if (k < 8) tok[k++] = t; else k++;
-    if (k == 0 || tok[0][0] == '#') continue;
-    if (k != 2 && k != 6) {
-      snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc' or a TREC run line "
-               "'query Q0 doc rank score tag'", path, lineno);
-      goto bad;
-    }
-    char *e1, *e2;
-    errno = 0;
-    long long q = strtoll(tok[0], &e1, 10);
-    long long d = strtoll(tok[k == 2 ? 1 : 2], &e2, 10);
-    if (errno || *e1 || *e2) {
-      snprintf(err, ERR_LEN, "%s:%ld: query and document ids must be integers", path, lineno);
-      goto bad;
-    }
-    if ((size_t)r->n == cap) {
-      cap = cap ? 2 * cap : 1024;
-      size_t bytes;
-      qrel *v = lik_bytes((int64_t)cap, sizeof *v, &bytes) ? NULL : realloc(r->v, bytes);
-      if (!v) {
-        snprintf(err, ERR_LEN, "out of memory reading %s", path);
-        goto bad;
-      }
-      r->v = v;
-    }
-    r->v[r->n].q = q;
-    r->v[r->n].d = d;
-    r->v[r->n].gain = 0;
-    r->n++;
+/* 'query doc' or a TREC run line 'query Q0 doc rank score tag' (gain 0). */
+static int pairs_line(char *line, const char *path, long lineno, qrel *out, char *err) {
+  char *tok[8], *save = NULL;
+  int k = 0;
+  for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+    if (k < 8) tok[k++] = t; else k++;
+  if (k == 0 || tok[0][0] == '#') return -1;
+  if (k != 2 && k != 6) {
+    snprintf(err, ERR_LEN, "%s:%ld: expected 'query doc' or a TREC run line "
+             "'query Q0 doc rank score tag'", path, lineno);
+    return 1;
   }
-  fclose(f);
-  return sort_unique(r, path, err);
-bad:
-  fclose(f);
-  qrels_free(r);
-  return 1;
+  char *e1, *e2;
+  errno = 0;
+  long long q = strtoll(tok[0], &e1, 10);
+  long long d = strtoll(tok[k == 2 ? 1 : 2], &e2, 10);
+  if (errno || *e1 || *e2) {
+    snprintf(err, ERR_LEN, "%s:%ld: query and document ids must be integers", path, lineno);
+    return 1;
+  }
+  out->q = q;
+  out->d = d;
+  out->gain = 0;
+  return 0;
+}
+
+int pairs_load(qrels *r, const char *path, char *err) {
+  return load_lines(r, path, "candidates", pairs_line, err);
 }
 
 int64_t qrels_range(const qrels *r, int64_t q, int64_t *begin) {

@@ -50,19 +50,6 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
                              bucket_weights->strides[0]);
 }
 
-/* A [T, d] float view as a lik_seqs of one sequence of T tokens. */
-static lik_seqs rows_of(const lik_tensor *t) {
-  lik_seqs s = {0};
-  s.data = t->data;
-  s.dtype = t->dtype;
-  s.count = 1;
-  s.len = t->shape[0];
-  s.dim = t->shape[1];
-  s.sl = t->strides[0];
-  s.sk = t->strides[1];
-  return s;
-}
-
 /* [T, d] floats whose d matches the codec's. */
 static lik_status check_rows(const lik_tensor *t, const char *name, const lik_codec_view *v) {
   lik_status st;
@@ -98,7 +85,7 @@ lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
   if (T > 0 && p.codec.ncent == 0)
     return lik_fail(LIK_ERR_VALUE, "centroids: C=0 centroids cannot code T=%lld tokens",
                     (long long)T);
-  p.x = rows_of(X);
+  p.x = lik_seqs_from(X);
   lik_call_from(&p.call, opts);
   return T == 0 ? LIK_OK : lik_cpu_codec_compress(&p);
 }
@@ -120,7 +107,7 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
     return lik_fail(LIK_ERR_SHAPE, "out: has %lld rows but codes has T=%lld tokens",
                     (long long)out->shape[0], (long long)codes->shape[0]);
   if ((st = lik_check_disjoint(ts, names, 5, 1))) return st;
-  p.x = rows_of(out);
+  p.x = lik_seqs_from(out);
   lik_call_from(&p.call, opts);
   if (p.tok.len == 0) return LIK_OK;
   if (p.call.device == LIK_CUDA) {

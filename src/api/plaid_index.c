@@ -90,13 +90,7 @@ static lik_status check_docs(const lik_tensor *X, const lik_tensor *cu, const ch
   if (maxlen > INT32_MAX)
     return lik_fail(LIK_ERR_VALUE, "cu_seqlens: a document of %lld tokens exceeds INT32_MAX",
                     (long long)maxlen);
-  d->x.data = X->data;
-  d->x.dtype = X->dtype;
-  d->x.count = 1;
-  d->x.len = X->shape[0];
-  d->x.dim = X->shape[1];
-  d->x.sl = X->strides[0];
-  d->x.sk = X->strides[1];
+  d->x = lik_seqs_from(X);
   d->ntok = X->shape[0];
   return LIK_OK;
 }
@@ -141,14 +135,7 @@ lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build
                     (long long)sample->shape[1], INT32_MAX);
   if ((st = check_bits(b.nbits, sample->shape[1]))) return st;
   if (sample->shape[0] == 0) return lik_fail(LIK_ERR_VALUE, "sample: no tokens to train on");
-  lik_seqs s = {0};
-  s.data = sample->data;
-  s.dtype = sample->dtype;
-  s.count = 1;
-  s.len = sample->shape[0];
-  s.dim = sample->shape[1];
-  s.sl = sample->strides[0];
-  s.sk = sample->strides[1];
+  const lik_seqs s = lik_seqs_from(sample); /* [T, d]: one sequence of T tokens */
   return lik_plaid_train_impl(&s, &b, out);
 }
 
@@ -157,10 +144,7 @@ lik_status lik_plaid_index_train(const lik_tensor *sample, const lik_plaid_build
 static lik_status index_shape(const lik_tensor *t, const char *name, int64_t n, const char *of,
                               lik_index *out) {
   lik_status st;
-  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
-  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
-                    lik_dtype_name(t->dtype));
+  if ((st = lik_check_index(t, name, 1, 1))) return st;
   if (n >= 0 && t->shape[0] != n)
     return lik_fail(LIK_ERR_SHAPE, "%s: has %lld entries, %s has %lld", name,
                     (long long)t->shape[0], of, (long long)n);

@@ -10,11 +10,7 @@ lik_status lik_check_cu_seqlens(const lik_tensor *cu, const char *name, int64_t 
                                 const char *rows_name, int on_host, lik_index *out,
                                 int64_t *count, int64_t *maxlen) {
   lik_status st;
-  if (!cu) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
-  if ((st = lik_check_tensor(cu, name, 1, 1))) return st;
-  if (cu->dtype != LIK_I32 && cu->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
-                    lik_dtype_name(cu->dtype));
+  if ((st = lik_check_index(cu, name, 1, 1))) return st;
   if (cu->shape[0] < 1)
     return lik_fail(LIK_ERR_SHAPE, "%s: has 0 entries, expected N+1 >= 1", name);
   out->data = cu->data;
@@ -55,11 +51,7 @@ lik_status lik_check_cu_seqlens(const lik_tensor *cu, const char *name, int64_t 
 static lik_status check_pairs(const lik_tensor *t, const char *name, int64_t limit,
                               const char *limit_name, int on_host, lik_index *out) {
   lik_status st;
-  if (!t) return lik_fail(LIK_ERR_NULL, "%s: is NULL", name);
-  if ((st = lik_check_tensor(t, name, 1, 1))) return st;
-  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
-                    lik_dtype_name(t->dtype));
+  if ((st = lik_check_index(t, name, 1, 1))) return st;
   out->data = t->data;
   out->dtype = t->dtype;
   out->stride = t->strides[0];

@@ -91,10 +91,7 @@ lik_status lik_codec_view_from(const lik_codec *c, int need_cutoffs, int need_we
 static lik_status check_codes(const lik_tensor *codes, int ndim, const int64_t *lead,
                               const char *lead_what) {
   lik_status st;
-  if ((st = lik_check_tensor(codes, "codes", ndim, ndim))) return st;
-  if (codes->dtype != LIK_I32 && codes->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "codes: dtype %s, expected int32 or int64",
-                    lik_dtype_name(codes->dtype));
+  if ((st = lik_check_index(codes, "codes", ndim, ndim))) return st;
   for (int i = 0; lead && i < ndim; i++)
     if (codes->shape[i] != lead[i]) {
       char buf[96];
@@ -176,11 +173,7 @@ lik_status lik_ctokens_padded(const lik_tensor *codes, const lik_tensor *residua
   lik_status st;
   if ((st = check_codes(codes, 2, NULL, NULL))) return st;
   if ((st = check_residuals(residuals, 3, codes->shape, "codes' [Nd, Ld]", v))) return st;
-  if (!doc_lengths) return lik_fail(LIK_ERR_NULL, "doc_lengths: is NULL");
-  if ((st = lik_check_tensor(doc_lengths, "doc_lengths", 1, 1))) return st;
-  if (doc_lengths->dtype != LIK_I32 && doc_lengths->dtype != LIK_I64)
-    return lik_fail(LIK_ERR_DTYPE, "doc_lengths: dtype %s, expected int32 or int64",
-                    lik_dtype_name(doc_lengths->dtype));
+  if ((st = lik_check_index(doc_lengths, "doc_lengths", 1, 1))) return st;
   const int64_t nd = codes->shape[0], ld = codes->shape[1];
   if (doc_lengths->shape[0] != nd)
     return lik_fail(LIK_ERR_SHAPE, "doc_lengths: has %lld entries but codes has Nd=%lld",

@@ -186,6 +186,15 @@ lik_status lik_check_float(const lik_tensor *t, const char *name) {
                   name, lik_dtype_name(t->dtype));
 }
 
+lik_status lik_check_index(const lik_tensor *t, const char *name, int min_ndim, int max_ndim) {
+  lik_status st;
+  if ((st = lik_check_tensor(t, name, min_ndim, max_ndim))) return st;
+  if (t->dtype != LIK_I32 && t->dtype != LIK_I64)
+    return lik_fail(LIK_ERR_DTYPE, "%s: dtype %s, expected int32 or int64", name,
+                    lik_dtype_name(t->dtype));
+  return LIK_OK;
+}
+
 static int same_shape(const lik_tensor *t, int ndim, const int64_t *shape) {
   if (t->ndim != ndim) return 0;
   for (int i = 0; i < ndim; i++)

@@ -32,6 +32,10 @@ lik_status lik_check_tensor(const lik_tensor *t, const char *name, int min_ndim,
 /* Embeddings: F32, F16, BF16 or F64. */
 lik_status lik_check_float(const lik_tensor *t, const char *name);
 
+/* An index tensor (cu_seqlens, pair lists, codes, lengths, ids):
+ * lik_check_tensor, then dtype I32 or I64. */
+lik_status lik_check_index(const lik_tensor *t, const char *name, int min_ndim, int max_ndim);
+
 /* A mask (BOOL or U8) whose shape equals the expected ndim/shape. */
 lik_status lik_check_mask(const lik_tensor *m, const char *name, int ndim,
                           const int64_t *shape);
@@ -107,7 +111,8 @@ lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tenso
  * why ("packed calls take their lengths from cu_seqlens") in the message. */
 lik_status lik_check_no_lengths(const lik_options *opts, const char *why);
 
-/* Fills a padded lik_seqs from a [.., L, d] view (2-D: one sequence). */
+/* Fills a padded lik_seqs from a [.., L, d] view (2-D [T, d]: one sequence
+ * of T tokens, as the codec's and the index's row arrays). */
 lik_seqs lik_seqs_from(const lik_tensor *t);
 
 /* Fills a lik_mask from a [.., L] mask view (NULL: all valid). */

@@ -44,7 +44,7 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
       for (int64_t c = 0; c < shape[2]; c++)
         for (int64_t e = 0; e < shape[3]; e++, m++) {
           const int64_t o = a * strides[0] + b * strides[1] + c * strides[2] + e * strides[3];
-          v[m] = lik_res_load(r->data, r->dtype, o);
+          v[m] = lik_load_f32(r->data, r->dtype, o);
           if (!isfinite(v[m])) {
             const int nan = isnan(v[m]);
             free(v);
@@ -99,7 +99,7 @@ static void compress_task(void *ctx, int tid, int64_t task) {
   for (int64_t j = 0; j < nt; j++) {
     float *x = rows + j * d, *dst = pan + (j / w) * w * d + j % w;
     for (int64_t k = 0; k < d; k++) {
-      x[k] = lik_res_load(p->x.data, p->x.dtype, (t0 + j) * p->x.sl + k * p->x.sk);
+      x[k] = lik_load_f32(p->x.data, p->x.dtype, (t0 + j) * p->x.sl + k * p->x.sk);
       dst[k * w] = x[k];
     }
   }
@@ -156,7 +156,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   const int64_t d = p->codec.dim, C = p->codec.ncent, mr = g.kt->mr, w = g.kt->w;
   g.ncut = p->codec.cutoffs ? (1 << p->codec.nbits) - 1 : 0; /* none: codes only */
   for (int i = 0; i < g.ncut; i++)
-    g.cut[i] = lik_res_load(p->codec.cutoffs, p->codec.cutoffs_dtype, i * p->codec.cutoffs_s);
+    g.cut[i] = lik_load_f32(p->codec.cutoffs, p->codec.cutoffs_dtype, i * p->codec.cutoffs_s);
   atomic_init(&g.bad, INT64_MAX);
 
   /* Centroids as fp32 tile rows, padded to a multiple of mr by repeating the
@@ -226,15 +226,7 @@ typedef struct {
 
 static void store_row(const lik_seqs *s, int64_t t, const float *v) {
   const int64_t off = t * s->sl;
-  for (int64_t k = 0; k < s->dim; k++) {
-    const int64_t o = off + k * s->sk;
-    switch (s->dtype) {
-      case LIK_F32: ((float *)s->data)[o] = v[k]; break;
-      case LIK_F64: ((double *)s->data)[o] = v[k]; break;
-      case LIK_F16: ((uint16_t *)s->data)[o] = lik_tr_f32_to_f16(v[k]); break;
-      default: ((uint16_t *)s->data)[o] = lik_tr_f32_to_bf16(v[k]); break;
-    }
-  }
+  for (int64_t k = 0; k < s->dim; k++) lik_store_f64((void *)s->data, s->dtype, off + k * s->sk, v[k]);
 }
 
 static void decompress_task(void *ctx, int tid, int64_t task) {

@@ -1,6 +1,6 @@
 /*
  * cpu_internal.h — what the CPU backend's files share: the kernel table (one
- * per ISA, chosen once at run time), the dtype helpers, the thread pool.
+ * per ISA, chosen once at run time), the sequence helpers, the thread pool.
  *
  * Layout of the data a tile kernel sees (the micro-kernel contract; see
  * docs/kernels.md for the full text):
@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/dtype.h"
 #include "../core/problem.h"
 
 typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
@@ -42,7 +43,9 @@ typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
 typedef void (*lik_pack_fn)(const lik_seqs *s, int64_t n, const int32_t *tok,
                             int64_t cnt, int normalize, float *dst);
 
-struct lik_bw_kernels; /* backward row kernels (backward_internal.h) */
+struct lik_bw_kernels;    /* backward row kernels (backward_internal.h) */
+struct lik_res_kernels;   /* residual / PLAID scorer kernels (residual_internal.h) */
+struct lik_quant_kernels; /* low-bit tiles (quant_internal.h) */
 
 typedef struct {
   const char *isa;     /* "portable", "avx2", "avx512", "neon", "sve" */
@@ -54,6 +57,11 @@ typedef struct {
   lik_pack_fn pack;
   /* backward row kernels, fp32 and fp64 compute (avx512 uses avx2's) */
   const struct lik_bw_kernels *bw_f32, *bw_f64;
+  /* the residual scorer's kernels (sve uses neon's) */
+  const struct lik_res_kernels *res;
+  /* the low-bit tiles: the ISA's own; dispatch.c puts the VNNI (avx512) or
+   * SDOT (neon, sve) tiles in the table where the CPU has them */
+  const struct lik_quant_kernels *quant;
 } lik_cpu_kernels;
 
 extern const lik_cpu_kernels lik_cpu_kernels_portable;
@@ -68,61 +76,19 @@ extern const lik_cpu_kernels lik_cpu_kernels_neon;
  * SVE instruction: run once, and only on a CPU with SVE; dispatch.c). */
 extern lik_cpu_kernels lik_cpu_kernels_sve;
 void lik_cpu_kernels_sve_init(void);
-/* Whether the CPU has the AdvSIMD dot product (SDOT; Linux: HWCAP_ASIMDDP):
- * quant.c's int8 tile on the neon and sve paths (dispatch.c). */
-int lik_cpu_arm_dotprod(void);
 /* The NEON pack, also SVE's (kernels_neon.c). */
 void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
                    int normalize, float *dst);
 #endif
 
-/* The table of a call: the best the CPU runs (x86: cpuid + xgetbv; aarch64:
- * getauxval(AT_HWCAP); found once), or the lower path ctx asks for
- * (dispatch.c). */
+/* The table of a call, the one place a CPU kernel's ISA is chosen: the best
+ * the CPU runs (x86: cpuid + xgetbv; aarch64: getauxval(AT_HWCAP); found
+ * once), or the lower path ctx asks for (dispatch.c).  Every op takes its
+ * kernels from it: tiles and pack (driver.c, codec.c), backward rows,
+ * residual scorer, low-bit tiles. */
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
 
-/* The level of that table (0 portable; x86: 1 avx2, 2 avx512, 3 for avx512 on
- * a CPU that also has AVX-512 VNNI; aarch64: 1 neon, 2 sve). */
-int lik_cpu_level_for(const lik_context *ctx);
-
-/* ---- dtype helpers (scalar, used by every ISA for strided rows) --------- */
-
-static inline float lik_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: renormalise */
-      int e = -1;
-      do { man <<= 1; e++; } while (!(man & 0x400u));
-      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-static inline float lik_bf16_to_f32(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-/* Element i (element offset, any sign) of an F32/F16/BF16 array as fp32. */
-static inline float lik_load_f32(const void *base, lik_dtype dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return lik_f16_to_f32(((const uint16_t *)base)[i]);
-    case LIK_BF16: return lik_bf16_to_f32(((const uint16_t *)base)[i]);
-    default: return ((const float *)base)[i];
-  }
-}
+/* ---- dtypes: src/core/dtype.h (lik_load_f32, lik_tr_f16_to_f32, ...) ---- */
 
 /* Sequence helpers without re-reading the offsets per token. */
 static inline int64_t lik_seq_first_row(const lik_seqs *s, int64_t n) {
@@ -138,6 +104,28 @@ void lik_pack_row_scalar(const void *base, lik_dtype dt, int64_t off,
 /* Element offset of token l of sequence n (feature 0). */
 static inline int64_t lik_tok_off(const lik_seqs *s, int64_t n, int64_t l) {
   return lik_token_offset(s, n, l);
+}
+
+/* The pack of the SIMD paths (avx2, avx512, neon; sve runs neon's): each
+ * token's row widened — a contiguous one (sk == 1) by the ISA's widen, a
+ * strided one by the scalar widen — then, with normalize, scaled by the ISA's
+ * norm (every row, so a strided view scores bitwise as its contiguous copy).
+ * Inlined into each ISA's pack, where widen and norm are that file's own
+ * functions (direct calls). */
+static inline void lik_pack_simd(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt,
+                                 int normalize, float *dst,
+                                 void (*widen)(const void *base, lik_dtype dt, int64_t off,
+                                               int64_t d, float *dst),
+                                 void (*norm)(float *dst, int64_t d)) {
+  for (int64_t i = 0; i < cnt; i++) {
+    const int64_t off = lik_tok_off(s, n, tok[i]);
+    float *row = dst + i * s->dim;
+    if (s->sk == 1)
+      widen(s->data, s->dtype, off, s->dim, row);
+    else
+      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
+    if (normalize) norm(row, s->dim);
+  }
 }
 
 /* ---- threads ------------------------------------------------------------- */

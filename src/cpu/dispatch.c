@@ -1,8 +1,10 @@
 /*
- * dispatch.c — the kernel table of a call: the best ISA that both the CPU
- * and the OS support (found once per process), or the one the call's context
- * asks for (lik_context_options.cpu_isa, LIK_CPU_ISA in the default context)
- * when it can run here (otherwise the best available).
+ * dispatch.c — the kernel table of a call, the CPU backend's one choice of
+ * ISA: the best ISA that both the CPU and the OS support (found once per
+ * process), or the one the call's context asks for
+ * (lik_context_options.cpu_isa, LIK_CPU_ISA in the default context) when it
+ * can run here (otherwise the best available).  The table holds every op's
+ * kernels (cpu_internal.h), so no op chooses again.
  *   x86-64:  cpuid, and xgetbv for the OS (YMM/ZMM state saved on context
  *            switch): portable < avx2 < avx512 (+VNNI for the int8 tiles).
  *   aarch64: AdvSIMD (NEON) is baseline in the ABI; Linux still reports it
@@ -16,6 +18,7 @@
 
 #include "../core/context.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
 
 #if defined(LIK_CPU_X86)
 #include <cpuid.h>
@@ -70,50 +73,42 @@ static int best_level(void) {
 }
 #endif
 
-static int best = 0, vnni = 0;
-#if defined(LIK_CPU_ARM64)
-static int dotprod = 0; /* SDOT (lik_cpu_arm_dotprod) */
-#endif
+/* The table of each level (0 portable; x86: 1 avx2, 2 avx512; aarch64:
+ * 1 neon, 2 sve up to the best level), filled once: the ISA's own table,
+ * with the int8 tile of the CPU's extra instructions (AVX-512 VNNI on the
+ * avx512 path; SDOT on neon and sve). */
+static lik_cpu_kernels tables[3];
+static int best = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void find_best(void) {
+  tables[0] = lik_cpu_kernels_portable;
 #if defined(LIK_CPU_X86)
   best = best_level();
-  vnni = best == 3;
-  if (best == 3) best = 2;
+  tables[1] = lik_cpu_kernels_avx2;
+  tables[2] = lik_cpu_kernels_avx512;
+  if (best == 3) {
+    best = 2;
+    tables[2].quant = &lik_quant_kernels_vnni;
+  }
 #elif defined(LIK_CPU_ARM64)
   best = best_level();
-  if (best == 2) lik_cpu_kernels_sve_init();
+  tables[1] = lik_cpu_kernels_neon;
+  if (best == 2) {
+    lik_cpu_kernels_sve_init();
+    tables[2] = lik_cpu_kernels_sve;
+  }
 #if defined(__linux__)
-  dotprod = best >= 1 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP);
+  if (best >= 1 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP))
+    tables[1].quant = tables[2].quant = &lik_quant_kernels_dotprod;
 #endif
 #endif
-}
-
-int lik_cpu_level_for(const lik_context *ctx) {
-  pthread_once(&once, find_best);
-  int level = lik_context_cpu_level(ctx);
-  if (level > best) level = best;
-  return level == 2 && vnni ? 3 : level;
 }
 
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx) {
-  const int level = lik_cpu_level_for(ctx);
-#if defined(LIK_CPU_X86)
-  if (level >= 2) return &lik_cpu_kernels_avx512;
-  if (level == 1) return &lik_cpu_kernels_avx2;
-#elif defined(LIK_CPU_ARM64)
-  if (level >= 2) return &lik_cpu_kernels_sve;
-  if (level == 1) return &lik_cpu_kernels_neon;
-#endif
-  return &lik_cpu_kernels_portable;
-}
-
-#if defined(LIK_CPU_ARM64)
-int lik_cpu_arm_dotprod(void) {
   pthread_once(&once, find_best);
-  return dotprod;
+  const int level = lik_context_cpu_level(ctx);
+  return &tables[level < best ? level : best];
 }
-#endif
 
 LIK_API const char *lik_cpu_isa(void) { return lik_cpu_kernels_for(lik_context_default())->isa; }

@@ -16,6 +16,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 6
 
@@ -110,14 +112,14 @@ static void widen_row_avx2(const void *base, lik_dtype dt, int64_t off, int64_t 
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8)
       _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
-    for (; k < d; k++) dst[k] = lik_f16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_f16_to_f32(src[k]);
   } else {
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8) {
       __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + k)));
       _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     }
-    for (; k < d; k++) dst[k] = lik_bf16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_bf16_to_f32(src[k]);
   }
 }
 
@@ -145,17 +147,10 @@ static void normalize_row_avx2(float *dst, int64_t d) {
 
 static void lik_pack_avx2(const lik_seqs *s, int64_t n, const int32_t *tok,
                           int64_t cnt, int normalize, float *dst) {
-  for (int64_t i = 0; i < cnt; i++) {
-    int64_t off = lik_tok_off(s, n, tok[i]);
-    float *row = dst + i * s->dim;
-    if (s->sk == 1)
-      widen_row_avx2(s->data, s->dtype, off, s->dim, row);
-    else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
-    if (normalize) normalize_row_avx2(row, s->dim);
-  }
+  lik_pack_simd(s, n, tok, cnt, normalize, dst, widen_row_avx2, normalize_row_avx2);
 }
 
 const lik_cpu_kernels lik_cpu_kernels_avx2 = {
     "avx2", 16, MR, lik_tile_avx2_6x16, 8, lik_tile_avx2_6x8, lik_pack_avx2,
-    &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};
+    &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64, &lik_res_kernels_avx2,
+    &lik_quant_kernels_avx2};

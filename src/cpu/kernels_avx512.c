@@ -21,6 +21,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 12
 
@@ -135,17 +137,10 @@ static void normalize_row_avx512(float *dst, int64_t d) {
 
 static void lik_pack_avx512(const lik_seqs *s, int64_t n, const int32_t *tok,
                             int64_t cnt, int normalize, float *dst) {
-  for (int64_t i = 0; i < cnt; i++) {
-    int64_t off = lik_tok_off(s, n, tok[i]);
-    float *row = dst + i * s->dim;
-    if (s->sk == 1)
-      widen_row_avx512(s->data, s->dtype, off, s->dim, row);
-    else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
-    if (normalize) normalize_row_avx512(row, s->dim);
-  }
+  lik_pack_simd(s, n, tok, cnt, normalize, dst, widen_row_avx512, normalize_row_avx512);
 }
 
 const lik_cpu_kernels lik_cpu_kernels_avx512 = {
     "avx512", 32, MR, lik_tile_avx512_12x32, 16, lik_tile_avx512_12x16,
-    lik_pack_avx512, &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64};
+    lik_pack_avx512, &lik_bw_kernels_avx2_f32, &lik_bw_kernels_avx2_f64,
+    &lik_res_kernels_avx512, &lik_quant_kernels_avx2 /* VNNI: dispatch.c */};

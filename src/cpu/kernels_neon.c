@@ -33,6 +33,8 @@
 
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define MR 5
 
@@ -127,7 +129,7 @@ static void widen_row_neon(const void *base, lik_dtype dt, int64_t off, int64_t 
       vst1q_f32(dst + k, vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))));
       vst1q_f32(dst + k + 4, vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h))));
     }
-    for (; k < d; k++) dst[k] = lik_f16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_f16_to_f32(src[k]);
   } else {
     const uint16_t *src = (const uint16_t *)base + off;
     for (; k + 8 <= d; k += 8) {
@@ -135,7 +137,7 @@ static void widen_row_neon(const void *base, lik_dtype dt, int64_t off, int64_t 
       vst1q_f32(dst + k, vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)));
       vst1q_f32(dst + k + 4, vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(h), 16)));
     }
-    for (; k < d; k++) dst[k] = lik_bf16_to_f32(src[k]);
+    for (; k < d; k++) dst[k] = lik_tr_bf16_to_f32(src[k]);
   }
 }
 
@@ -164,18 +166,11 @@ static void normalize_row_neon(float *dst, int64_t d) {
 
 void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
                    int64_t cnt, int normalize, float *dst) {
-  for (int64_t i = 0; i < cnt; i++) {
-    const int64_t off = lik_tok_off(s, n, tok[i]);
-    float *row = dst + i * s->dim;
-    if (s->sk == 1)
-      widen_row_neon(s->data, s->dtype, off, s->dim, row);
-    else
-      lik_pack_row_scalar(s->data, s->dtype, off, s->sk, s->dim, 0, row);
-    if (normalize) normalize_row_neon(row, s->dim);
-  }
+  lik_pack_simd(s, n, tok, cnt, normalize, dst, widen_row_neon, normalize_row_neon);
 }
 
 /* Backward rows: the portable kernels for now (docs/kernels.md, "ARM"). */
 const lik_cpu_kernels lik_cpu_kernels_neon = {
     "neon", 16, MR, lik_tile_neon_5x16, 8, lik_tile_neon_5x8, lik_pack_neon,
-    &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64};
+    &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64, &lik_res_kernels_neon,
+    &lik_quant_kernels_portable /* SDOT: dispatch.c */};

@@ -6,6 +6,8 @@
  */
 #include "backward_internal.h"
 #include "cpu_internal.h"
+#include "quant_internal.h"
+#include "residual_internal.h"
 
 #define PW 16 /* query lanes */
 #define PR 4  /* doc rows per tile */
@@ -36,4 +38,5 @@ void lik_pack_portable(const lik_seqs *s, int64_t n, const int32_t *tok,
 
 const lik_cpu_kernels lik_cpu_kernels_portable = {
     "portable", PW, PR, lik_tile_portable_4x16, 0, NULL, lik_pack_portable,
-    &lik_bw_kernels_portable_f32, &lik_bw_kernels_portable_f64};
+    &lik_bw_kernels_portable_f32, &lik_bw_kernels_portable_f64, &lik_res_kernels_portable,
+    &lik_quant_kernels_portable};

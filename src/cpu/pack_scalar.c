@@ -11,7 +11,19 @@
 
 void lik_pack_row_scalar(const void *base, lik_dtype dt, int64_t off,
                          int64_t sk, int64_t d, int normalize, float *dst) {
-  for (int64_t k = 0; k < d; k++) dst[k] = lik_load_f32(base, dt, off + k * sk);
+  /* unswitched by dtype: a loop per dtype measured faster than one loop over
+   * the loader's switch (fp64 never reaches the fp32 pack) */
+  switch (dt) {
+    case LIK_F16:
+      for (int64_t k = 0; k < d; k++) dst[k] = lik_load_f32(base, LIK_F16, off + k * sk);
+      break;
+    case LIK_BF16:
+      for (int64_t k = 0; k < d; k++) dst[k] = lik_load_f32(base, LIK_BF16, off + k * sk);
+      break;
+    default:
+      for (int64_t k = 0; k < d; k++) dst[k] = lik_load_f32(base, LIK_F32, off + k * sk);
+      break;
+  }
   if (normalize) {
     float ss = 0.0f;
     for (int64_t k = 0; k < d; k++) ss += dst[k] * dst[k];

@@ -43,13 +43,7 @@ static void i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float 
 
 void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                             int64_t nw, int64_t d, float *m) {
-  for (int64_t r = 0; r < nrows; r++)
-    for (int l = 0; l < L; l++) {
-      int64_t pc = 0;
-      for (int64_t w = 0; w < nw; w++) pc += __builtin_popcountll(qw[l * nw + w] ^ rows[r][w]);
-      const float v = (float)(d - 2 * pc);
-      m[l] = v > m[l] ? v : m[l];
-    }
+  lik_bits_tile_body(qw, rows, nrows, nw, d, m);
 }
 
 const lik_quant_kernels lik_quant_kernels_portable = {"portable", i8_tile_portable,
@@ -265,14 +259,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
   qrun c;
   memset(&c, 0, sizeof c);
   c.p = p;
-  const lik_quant_kernels *k = &lik_quant_kernels_portable;
-#if defined(LIK_CPU_X86)
-  const int level = lik_cpu_level_for(p->context);
-  if (level == 3) k = &lik_quant_kernels_vnni;
-  else if (level >= 1) k = &lik_quant_kernels_avx2;
-#elif defined(LIK_CPU_ARM64) /* neon and sve: SDOT where the CPU has it */
-  if (lik_cpu_level_for(p->context) >= 1 && lik_cpu_arm_dotprod()) k = &lik_quant_kernels_dotprod;
-#endif
+  const lik_quant_kernels *k = lik_cpu_kernels_for(p->context)->quant;
   if ((p->d + 3) / 4 * 4 > LIK_QT_KMAX) k = &lik_quant_kernels_portable; /* int64 sums */
   c.i8_tile = k->i8_tile;
   c.bits_tile = k->bits_tile;
@@ -334,7 +321,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
 enum { QUANT_BLOCK = 512 };
 
 static float x_at(const lik_quantize_problem *p, int64_t off) {
-  return p->dtype == LIK_F64 ? (float)((const double *)p->x)[off] : lik_load_f32(p->x, p->dtype, off);
+  return lik_load_f32(p->x, p->dtype, off);
 }
 
 static void quant_task(void *ctx, int tid, int64_t task) {

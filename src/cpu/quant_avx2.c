@@ -57,13 +57,7 @@ static void i8_tile_avx2(const int8_t *qp, const int32_t *qsum, const float *sq,
 
 void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                           int64_t nw, int64_t d, float *m) {
-  for (int64_t r = 0; r < nrows; r++)
-    for (int l = 0; l < LIK_QT_LANES; l++) {
-      int64_t pc = 0;
-      for (int64_t w = 0; w < nw; w++) pc += __builtin_popcountll(qw[l * nw + w] ^ rows[r][w]);
-      const float v = (float)(d - 2 * pc);
-      m[l] = v > m[l] ? v : m[l];
-    }
+  lik_bits_tile_body(qw, rows, nrows, nw, d, m); /* popcnt: one instruction here */
 }
 
 const lik_quant_kernels lik_quant_kernels_avx2 = {"avx2", i8_tile_avx2, lik_bits_tile_popcnt};

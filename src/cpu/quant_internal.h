@@ -35,11 +35,25 @@ typedef void (*lik_i8_tile_fn)(const int8_t *qp, const int32_t *qsum, const floa
 typedef void (*lik_bits_tile_fn)(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                                  int64_t nw, int64_t d, float *m);
 
-typedef struct {
+typedef struct lik_quant_kernels {
   const char *isa;
   lik_i8_tile_fn i8_tile;
   lik_bits_tile_fn bits_tile;
 } lik_quant_kernels;
+
+/* The bit tile, one body: lik_bits_tile_portable (quant.c) compiles it
+ * without ISA flags, lik_bits_tile_popcnt (quant_avx2.c) with hardware
+ * popcnt. */
+static inline void lik_bits_tile_body(const uint64_t *qw, const uint64_t *const *rows,
+                                      int64_t nrows, int64_t nw, int64_t d, float *m) {
+  for (int64_t r = 0; r < nrows; r++)
+    for (int l = 0; l < LIK_QT_LANES; l++) {
+      int64_t pc = 0;
+      for (int64_t w = 0; w < nw; w++) pc += __builtin_popcountll(qw[l * nw + w] ^ rows[r][w]);
+      const float v = (float)(d - 2 * pc);
+      m[l] = v > m[l] ? v : m[l];
+    }
+}
 
 extern const lik_quant_kernels lik_quant_kernels_portable;
 void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,

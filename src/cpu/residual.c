@@ -39,15 +39,7 @@ const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
 #define PREFETCH 4 /* tokens ahead */
 
 static const lik_res_kernels *res_kernels(const lik_context *ctx) {
-#if defined(__x86_64__)
-  const char *isa = lik_cpu_kernels_for(ctx)->isa;
-  if (!strcmp(isa, "avx512")) return &lik_res_kernels_avx512;
-  if (!strcmp(isa, "avx2")) return &lik_res_kernels_avx2;
-#elif defined(__aarch64__)
-  const char *isa = lik_cpu_kernels_for(ctx)->isa;
-  if (!strcmp(isa, "sve") || !strcmp(isa, "neon")) return &lik_res_kernels_neon;
-#endif
-  return &lik_res_kernels_portable;
+  return lik_cpu_kernels_for(ctx)->res;
 }
 
 typedef struct {
@@ -147,7 +139,7 @@ static void load_query(rctx *g) {
   memset(g->qt, 0, (size_t)(dim * g->lqp) * sizeof(float));
   for (int64_t s = 0; s < g->lq; s++) {
     const int64_t off = lik_token_offset(q, g->qi, s);
-    for (int64_t k = 0; k < dim; k++) row[k] = lik_res_load(q->data, q->dtype, off + k * q->sk);
+    for (int64_t k = 0; k < dim; k++) row[k] = lik_load_f32(q->data, q->dtype, off + k * q->sk);
     const float inv = g->rp->call.normalize ? lik_res_inv_norm(row, dim) : 1.0f;
     for (int64_t k = 0; k < dim; k++) g->qt[k * g->lqp + s] = row[k] * inv;
   }
@@ -173,7 +165,7 @@ static void table_task(void *ctx, int tid, int64_t task) {
     const lik_approx_problem *a = g->ap; /* approx: the query's centroid scores */
     for (int l = 0; l < LB; l++) {
       const int64_t s = b * LB + l;
-      dst[u * LB + l] = s < g->lq ? lik_res_load(a->cs, a->cs_dtype,
+      dst[u * LB + l] = s < g->lq ? lik_load_f32(a->cs, a->cs_dtype,
                                                  g->qi * a->cs_si + s * a->cs_ss + g->ulist[u] * a->cs_sc)
                                   : 0.0f;
     }

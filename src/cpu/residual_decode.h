@@ -28,21 +28,11 @@ typedef struct {
   float wv[256]; /* the bucket weights by bucket index (zero past 2^nbits) */
 } lik_res_table;
 
-/* Element i (element offset) of an F32/F16/BF16/F64 array as fp32. */
-static inline float lik_res_load(const void *base, lik_dtype dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return lik_tr_f16_to_f32(((const uint16_t *)base)[i]);
-    case LIK_BF16: return lik_tr_bf16_to_f32(((const uint16_t *)base)[i]);
-    case LIK_F64: return (float)((const double *)base)[i];
-    default: return ((const float *)base)[i];
-  }
-}
-
 static inline void lik_res_table_init(lik_res_table *t, const lik_codec_view *v) {
   const int cpb = 8 / v->nbits;
   memset(t->wv, 0, sizeof t->wv);
   for (int b = 0; b < (1 << v->nbits); b++)
-    t->wv[b] = lik_res_load(v->weights, v->weights_dtype, b * v->weights_s);
+    t->wv[b] = lik_load_f32(v->weights, v->weights_dtype, b * v->weights_s);
   t->cpb = cpb;
   t->nbits = v->nbits;
   t->colbert = v->layout == LIK_RESIDUAL_COLBERT;
@@ -54,7 +44,7 @@ static inline void lik_res_table_init(lik_res_table *t, const lik_codec_view *v)
 /* Centroid c as fp32 into dst[dim]. */
 static inline void lik_res_centroid(const lik_codec_view *v, int64_t c, float *dst) {
   for (int64_t k = 0; k < v->dim; k++)
-    dst[k] = lik_res_load(v->cent, v->cent_dtype, c * v->cent_sc + k * v->cent_sk);
+    dst[k] = lik_load_f32(v->cent, v->cent_dtype, c * v->cent_sc + k * v->cent_sk);
 }
 
 /* dst[k] = cent[k] + weight of dimension k (residual bytes res[p * sp]). */

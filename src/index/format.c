@@ -114,25 +114,7 @@ static int open_npy(ctx_t *c, const char *name, npy_file *f) {
 static int is_float(lik_dtype t) { return t == LIK_F16 || t == LIK_F32 || t == LIK_F64; }
 static int is_int(lik_dtype t) { return t == LIK_I32 || t == LIK_I64; }
 
-static float flt_at(const npy_file *f, int64_t i) {
-  switch (f->h.dtype) {
-    case LIK_F16: {
-      uint16_t h;
-      memcpy(&h, f->data + 2 * i, 2);
-      return lik_tr_f16_to_f32(h);
-    }
-    case LIK_F64: {
-      double d;
-      memcpy(&d, f->data + 8 * i, 8);
-      return (float)d;
-    }
-    default: {
-      float v;
-      memcpy(&v, f->data + 4 * i, 4);
-      return v;
-    }
-  }
-}
+static float flt_at(const npy_file *f, int64_t i) { return lik_load_f32(f->data, f->h.dtype, i); }
 
 static int64_t int_at(const void *data, lik_dtype t, int64_t i) {
   if (t == LIK_I32) {

@@ -19,14 +19,7 @@
 int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst) {
   int ok = 1;
   for (int64_t k = 0; k < x->dim; k++) {
-    const int64_t o = r * x->sl + k * x->sk;
-    float v;
-    switch (x->dtype) {
-      case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)x->data)[o]); break;
-      case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)x->data)[o]); break;
-      case LIK_F64: v = (float)((const double *)x->data)[o]; break;
-      default: v = ((const float *)x->data)[o]; break;
-    }
+    const float v = lik_load_f32(x->data, x->dtype, r * x->sl + k * x->sk);
     ok &= isfinite(v) != 0;
     dst[k] = v;
   }

@@ -167,14 +167,7 @@ static void load_query(const sctx *g, worker *w, int64_t qi, int64_t lq, int64_t
     const int64_t off = lik_token_offset(q, qi, s);
     float ss = 0;
     for (int64_t k = 0; k < d; k++) {
-      const int64_t o = off + k * q->sk;
-      float v;
-      switch (q->dtype) {
-        case LIK_F16: v = lik_tr_f16_to_f32(((const uint16_t *)q->data)[o]); break;
-        case LIK_BF16: v = lik_tr_bf16_to_f32(((const uint16_t *)q->data)[o]); break;
-        case LIK_F64: v = (float)((const double *)q->data)[o]; break;
-        default: v = ((const float *)q->data)[o]; break;
-      }
+      const float v = lik_load_f32(q->data, q->dtype, off + k * q->sk);
       w->qt[k * lqp + s] = v;
       ss += v * v;
     }
