@@ -90,6 +90,6 @@ static void lik_tile_sve_10x2v(const float *q, int64_t ldq, const float *dr, int
 /* w (2 vectors of fp32 lanes) is set by lik_cpu_kernels_sve_init. */
 lik_cpu_kernels lik_cpu_kernels_sve = {
     "sve", 0, MR, lik_tile_sve_10x2v, 0, NULL, lik_pack_neon,
-    &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64};
+    &lik_bw_kernels_sve_f32, &lik_bw_kernels_sve_f64};
 
 void lik_cpu_kernels_sve_init(void) { lik_cpu_kernels_sve.w = 2 * (int)svcntw(); }
