@@ -2,8 +2,8 @@
  * backward_neon.c — the backward row kernels for aarch64 (compiled on arm64
  * only, no extra flags: AdvSIMD is baseline): backward_kernel.inc with its
  * hot loop, the gathered-row axpy (its FUSED_AXPY hook), written in NEON
- * intrinsics: the neon table's (kernels_neon.c; the sve table has
- * backward_sve.c's, the same values at every vector length).
+ * intrinsics: the neon table's (kernels_neon.c), and the sve table's below
+ * 512-bit vectors (kernels_sve.c says why).
  *
  * What the x86 AVX2 instance gets from its flags (-mavx2 -mfma) the portable
  * instance already gets on aarch64 (128-bit vectors and FMA contraction are

@@ -1,7 +1,8 @@
 /*
- * backward_sve.c — the backward row kernels of the sve path (compiled on
- * arm64 only, with -march=armv8.2-a+sve: run only where dispatch.c found
- * SVE): backward_kernel.inc with its gathered-row axpy (the FUSED_AXPY hook)
+ * backward_sve.c — the backward row kernels of the sve path from 512-bit
+ * vectors (kernels_sve.c; NEON's below; compiled on arm64 only, with
+ * -march=armv8.2-a+sve: run only where dispatch.c found SVE):
+ * backward_kernel.inc with its gathered-row axpy (the FUSED_AXPY hook)
  * in SVE intrinsics, vector-length agnostic.  backward_neon.c's loop with
  * one predicated vector per step where NEON has 4 Q registers, then 1, then
  * a scalar tail:
@@ -18,8 +19,8 @@
  * (FCVT quiets a signalling NaN, as FCVTL), the scaled row is rounded once
  * (FMUL) before the FMLA, each element's FMA is the one GCC contracts the
  * portable axpy to, and no lane's value depends on the vector length
- * (tests/c/test_backward.c checks sve against portable bitwise at 128, 256
- * and 512 bits).  The rest of the .inc (norms, the Jacobian, the working
+ * (tests/c/test_backward.c checks the sve path against portable bitwise at
+ * 128, 256 and 512 bits: these rows at 512).  The rest of the .inc (norms, the Jacobian, the working
  * copies) is its C, as on every path, vectorised for AdvSIMD only
  * (CMakeLists.txt: GCC's SVE vectoriser sums the Jacobian's dot products in
  * another way, which changes their last bit).
