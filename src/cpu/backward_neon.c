@@ -102,19 +102,12 @@ AXPY(bw_neon_axpy_scaled_bf16, float, f32, 4, ldv_bf16, ld1_bf16, fmaf, 1)
 AXPY(bw_neon_axpy_f64, double, f64, 2, ldv_f64, ld1_f64, fma, 0)
 AXPY(bw_neon_axpy_scaled_f64, double, f64, 2, ldv_f64, ld1_f64, fma, 1)
 
-/* backward_kernel.inc's fused axpy of each compute type. */
-static bw_neon_f32_axpy_fn bw_neon_f32_fused_axpy(lik_dtype dt, int scaled) {
-  switch (dt) {
-    case LIK_F32: return scaled ? bw_neon_axpy_scaled_f32 : bw_neon_axpy_f32;
-    case LIK_F16: return scaled ? bw_neon_axpy_scaled_f16 : bw_neon_axpy_f16;
-    case LIK_BF16: return scaled ? bw_neon_axpy_scaled_bf16 : bw_neon_axpy_bf16;
-    default: return NULL;
-  }
-}
-
-static bw_neon_f64_axpy_fn bw_neon_f64_fused_axpy(lik_dtype dt, int scaled) {
-  return dt != LIK_F64 ? NULL : scaled ? bw_neon_axpy_scaled_f64 : bw_neon_axpy_f64;
-}
+/* backward_kernel.inc's axpys of each compute type: [scaled][dtype]. */
+static const bw_neon_f32_axpy_fn bw_neon_f32_axpys[2][3] = {
+    {bw_neon_axpy_f32, bw_neon_axpy_f16, bw_neon_axpy_bf16},
+    {bw_neon_axpy_scaled_f32, bw_neon_axpy_scaled_f16, bw_neon_axpy_scaled_bf16}};
+static const bw_neon_f64_axpy_fn bw_neon_f64_axpys[2][3] = {{bw_neon_axpy_f64},
+                                                            {bw_neon_axpy_scaled_f64}};
 
 const lik_bw_kernels lik_bw_kernels_neon_f32 = {bw_neon_f32_query_item, bw_neon_f32_doc_item,
                                                 bw_neon_f32_norm_item, bw_neon_f32_ws_item};

@@ -80,19 +80,12 @@ AXPY(bw_sve_axpy_scaled_bf16, float, svfloat32_t, 32, f32, svcntw, ldv_bf16, 1)
 AXPY(bw_sve_axpy_f64, double, svfloat64_t, 64, f64, svcntd, ldv_f64, 0)
 AXPY(bw_sve_axpy_scaled_f64, double, svfloat64_t, 64, f64, svcntd, ldv_f64, 1)
 
-/* backward_kernel.inc's fused axpy of each compute type. */
-static bw_sve_f32_axpy_fn bw_sve_f32_fused_axpy(lik_dtype dt, int scaled) {
-  switch (dt) {
-    case LIK_F32: return scaled ? bw_sve_axpy_scaled_f32 : bw_sve_axpy_f32;
-    case LIK_F16: return scaled ? bw_sve_axpy_scaled_f16 : bw_sve_axpy_f16;
-    case LIK_BF16: return scaled ? bw_sve_axpy_scaled_bf16 : bw_sve_axpy_bf16;
-    default: return NULL;
-  }
-}
-
-static bw_sve_f64_axpy_fn bw_sve_f64_fused_axpy(lik_dtype dt, int scaled) {
-  return dt != LIK_F64 ? NULL : scaled ? bw_sve_axpy_scaled_f64 : bw_sve_axpy_f64;
-}
+/* backward_kernel.inc's axpys of each compute type: [scaled][dtype]. */
+static const bw_sve_f32_axpy_fn bw_sve_f32_axpys[2][3] = {
+    {bw_sve_axpy_f32, bw_sve_axpy_f16, bw_sve_axpy_bf16},
+    {bw_sve_axpy_scaled_f32, bw_sve_axpy_scaled_f16, bw_sve_axpy_scaled_bf16}};
+static const bw_sve_f64_axpy_fn bw_sve_f64_axpys[2][3] = {{bw_sve_axpy_f64},
+                                                          {bw_sve_axpy_scaled_f64}};
 
 const lik_bw_kernels lik_bw_kernels_sve_f32 = {bw_sve_f32_query_item, bw_sve_f32_doc_item,
                                                bw_sve_f32_norm_item, bw_sve_f32_ws_item};
