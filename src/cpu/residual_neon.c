@@ -100,20 +100,20 @@ STEP_LOOP(res_neon_decode_nb8, WEIGHTS_NB8, DECODE_STEP)
 #undef CPB
 #undef B
 
+/* The step loops of each kind by log2(nbits). */
 typedef void (*step_loop_fn)(const float *, const float *, const uint8_t *, int64_t, int64_t,
                              float32x4_t *, float *);
-
-/* The step loop of kind (norm / decode) for cpb fields per byte. */
-#define STEP_LOOP_FOR(kind, cpb)                                                    \
-  ((cpb) == 8 ? res_neon_##kind##_nb1 : (cpb) == 4 ? res_neon_##kind##_nb2          \
-   : (cpb) == 2 ? res_neon_##kind##_nb4 : res_neon_##kind##_nb8)
+static const step_loop_fn norm_loops[4] = {res_neon_norm_nb1, res_neon_norm_nb2,
+                                           res_neon_norm_nb4, res_neon_norm_nb8};
+static const step_loop_fn decode_loops[4] = {res_neon_decode_nb1, res_neon_decode_nb2,
+                                             res_neon_decode_nb4, res_neon_decode_nb8};
 
 static float res_neon_inv_norm(const lik_res_table *w, int64_t width, const float *c,
                                const uint8_t *res, int64_t sp) {
   const int cpb = w->cpb, per = 8 / cpb; /* bytes per step of 8 dimensions */
   const int64_t nstep = width / per;
   float32x4_t a[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  STEP_LOOP_FOR(norm, cpb)(w->w, c, res, sp, nstep, a, NULL);
+  norm_loops[__builtin_ctz((unsigned)w->nbits)](w->w, c, res, sp, nstep, a, NULL);
   float ss[8];
   vst1q_f32(ss, a[0]);
   vst1q_f32(ss + 4, a[1]);
@@ -136,7 +136,7 @@ static void res_neon_decode(const lik_res_table *w, int64_t width, const float *
   const int cpb = w->cpb, per = 8 / cpb;
   const int64_t nstep = width / per;
   float32x4_t a[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; /* unused by the decode */
-  STEP_LOOP_FOR(decode, cpb)(w->w, c, res, sp, nstep, a, dst);
+  decode_loops[__builtin_ctz((unsigned)w->nbits)](w->w, c, res, sp, nstep, a, dst);
   lik_res_decode(w, width - nstep * per, c + 8 * nstep, res + nstep * per * sp, sp,
                  dst + 8 * nstep);
 }
