@@ -137,10 +137,10 @@ if find "$BUILD_DIR" -name '*_avx*.c.o' -o -name '*_vnni.c.o' | grep -q .; then
   echo "arm_test: x86 kernel objects in the aarch64 build" >&2
   exit 1
 fi
-# Extension instructions only in their own file's object: SVE (z registers)
-# in kernels_sve.c's, SDOT in quant_dotprod.c's; everything else runs on any
+# Extension instructions only in their own files' objects: SVE (z registers)
+# in the *_sve.c ones, SDOT in quant_dotprod.c's; everything else runs on any
 # ARMv8-A CPU, before and without the HWCAP checks.
-only_in() { # instruction pattern, the one object allowed to hold it, its name
+only_in() { # instruction pattern, the objects allowed to hold it (a name pattern), its name
   for obj in $(find "$BUILD_DIR/CMakeFiles/lik_objects.dir" -name '*.o' ! -name "$2"); do
     if aarch64-linux-gnu-objdump -d "$obj" | grep -qE "$1"; then
       echo "arm_test: $3 instructions in $obj" >&2
@@ -148,7 +148,7 @@ only_in() { # instruction pattern, the one object allowed to hold it, its name
     fi
   done
 }
-only_in '\sz[0-9]+\.[bhsdq]' kernels_sve.c.o SVE
+only_in '\sz[0-9]+\.[bhsdq]' '*_sve.c.o' SVE
 only_in '\s[su]dot\s' quant_dotprod.c.o SDOT
 built=$SECONDS
 

@@ -57,6 +57,7 @@ extern const lik_bw_kernels lik_bw_kernels_portable_f32, lik_bw_kernels_portable
 extern const lik_bw_kernels lik_bw_kernels_avx2_f32, lik_bw_kernels_avx2_f64;
 #elif defined(__aarch64__)
 extern const lik_bw_kernels lik_bw_kernels_neon_f32, lik_bw_kernels_neon_f64;
+extern const lik_bw_kernels lik_bw_kernels_sve_f32, lik_bw_kernels_sve_f64; /* SVE CPUs only */
 #endif
 
 int64_t lik_bw_scratch_elems(const lik_bw_cpu *bw);

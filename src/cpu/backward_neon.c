@@ -1,8 +1,9 @@
 /*
  * backward_neon.c — the backward row kernels for aarch64 (compiled on arm64
  * only, no extra flags: AdvSIMD is baseline): backward_kernel.inc with its
- * hot loop, the gathered-row axpy, written in NEON intrinsics.  The neon and
- * sve tables use it (kernels_neon.c, kernels_sve.c), as avx512 uses avx2's.
+ * hot loop, the gathered-row axpy (its FUSED_AXPY hook), written in NEON
+ * intrinsics: the neon table's (kernels_neon.c), and the sve table's below
+ * 512-bit vectors (kernels_sve.c says why).
  *
  * What the x86 AVX2 instance gets from its flags (-mavx2 -mfma) the portable
  * instance already gets on aarch64 (128-bit vectors and FMA contraction are
@@ -30,7 +31,7 @@
 
 #define R float
 #define KN(x) bw_neon_f32_##x
-#define OWN_GATHER
+#define FUSED_AXPY
 #include "backward_kernel.inc"
 #undef R
 #undef KN
@@ -40,7 +41,7 @@
 #include "backward_kernel.inc"
 #undef R
 #undef KN
-#undef OWN_GATHER
+#undef FUSED_AXPY
 
 /* Widen one register of a row (4 fp32 / 2 fp64 lanes) from element k, and
  * one element. */
@@ -101,48 +102,12 @@ AXPY(bw_neon_axpy_scaled_bf16, float, f32, 4, ldv_bf16, ld1_bf16, fmaf, 1)
 AXPY(bw_neon_axpy_f64, double, f64, 2, ldv_f64, ld1_f64, fma, 0)
 AXPY(bw_neon_axpy_scaled_f64, double, f64, 2, ldv_f64, ld1_f64, fma, 1)
 
-/* The fused axpy of a contiguous row of dtype dt in memory, or NULL where the
- * row must be built first (KN(row): strided, or a dtype of the other compute
- * type). */
-typedef void (*axpy_f32_fn)(float *, float, const void *, int64_t, float);
-typedef void (*axpy_f64_fn)(double *, double, const void *, int64_t, double);
-
-static axpy_f32_fn pick_f32(lik_dtype dt, int scaled) {
-  switch (dt) {
-    case LIK_F32: return scaled ? bw_neon_axpy_scaled_f32 : bw_neon_axpy_f32;
-    case LIK_F16: return scaled ? bw_neon_axpy_scaled_f16 : bw_neon_axpy_f16;
-    case LIK_BF16: return scaled ? bw_neon_axpy_scaled_bf16 : bw_neon_axpy_bf16;
-    default: return NULL;
-  }
-}
-
-static axpy_f64_fn pick_f64(lik_dtype dt, int scaled) {
-  return dt != LIK_F64 ? NULL : scaled ? bw_neon_axpy_scaled_f64 : bw_neon_axpy_f64;
-}
-
-/* KN(gather_axpy) of compute type T (SFX f32 / f64): the unified working
- * copy's row, a strided row (KN(row) into tmp) and the rest take the plain
- * axpy; a contiguous row its dtype's fused one, scaled by 1 / ||x|| under
- * normalize. */
-#define GATHER(T, SFX)                                                                         \
-  static void bw_neon_##SFX##_gather_axpy(const lik_bw_cpu *bw, int side, int64_t n,           \
-                                          int64_t l, T g, T *acc, T *tmp) {                    \
-    const lik_seqs *s = side ? &bw->call.p.d : &bw->call.p.q;                                  \
-    const int scaled = bw->call.p.normalize;                                                   \
-    const axpy_##SFX##_fn f =                                                                  \
-        s->sk == 1 && !(side ? bw->d_ws : bw->q_ws) ? pick_##SFX(s->dtype, scaled) : NULL;    \
-    if (!f) {                                                                                  \
-      bw_neon_axpy_##SFX(acc, g, bw_neon_##SFX##_row(bw, side, n, l, tmp), s->dim, 1);         \
-      return;                                                                                  \
-    }                                                                                          \
-    const T *norms = (const T *)(side ? bw->d_norm : bw->q_norm);                              \
-    const T inv = scaled ? bw_neon_##SFX##_inv_norm(norms[lik_bw_tok(s, n, l)]) : 1;           \
-    const size_t es = s->dtype == LIK_F64 ? 8 : s->dtype == LIK_F32 ? 4 : 2;                   \
-    f(acc, g, (const char *)s->data + lik_token_offset(s, n, l) * (int64_t)es, s->dim, inv);   \
-  }
-
-GATHER(float, f32)
-GATHER(double, f64)
+/* backward_kernel.inc's axpys of each compute type: [scaled][dtype]. */
+static const bw_neon_f32_axpy_fn bw_neon_f32_axpys[2][3] = {
+    {bw_neon_axpy_f32, bw_neon_axpy_f16, bw_neon_axpy_bf16},
+    {bw_neon_axpy_scaled_f32, bw_neon_axpy_scaled_f16, bw_neon_axpy_scaled_bf16}};
+static const bw_neon_f64_axpy_fn bw_neon_f64_axpys[2][3] = {{bw_neon_axpy_f64},
+                                                            {bw_neon_axpy_scaled_f64}};
 
 const lik_bw_kernels lik_bw_kernels_neon_f32 = {bw_neon_f32_query_item, bw_neon_f32_doc_item,
                                                 bw_neon_f32_norm_item, bw_neon_f32_ws_item};

@@ -1,14 +1,15 @@
 /*
  * codec.c — the residual codec on the CPU: train (quantiles of a residual
  * sample), compress (nearest centroid through the MaxSim tile kernels, then
- * bucketise and pack), decompress (residual_decode.h).
+ * bucketise and pack), decompress (residual_decode.h; the path's decode kernel,
+ * residual_internal.h).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "../core/checked.h"
 #include "cpu_internal.h"
-#include "residual_decode.h"
+#include "residual_internal.h"
 
 /* ---- train ------------------------------------------------------------------ */
 
@@ -220,6 +221,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
 
 typedef struct {
   const lik_codec_problem *p;
+  const lik_res_kernels *rk; /* the call's path: its decode */
   lik_res_table tab;
   float **scratch; /* per thread: centroid row + decoded row, 2 * d */
 } decomp_ctx;
@@ -237,8 +239,13 @@ static void decompress_task(void *ctx, int tid, int64_t task) {
   float *cent = g->scratch[tid], *x = cent + d;
   const int64_t t1 = (task + 1) * LIK_CODEC_DECODE_BLOCK < T ? (task + 1) * LIK_CODEC_DECODE_BLOCK : T;
   for (int64_t t = task * LIK_CODEC_DECODE_BLOCK; t < t1; t++) {
-    lik_res_centroid(&p->codec, lik_ct_code(ct, t * ct->code_s), cent);
-    lik_res_decode(&g->tab, p->codec.width, cent, ct->res + t * ct->res_st, ct->res_sp, x);
+    const int64_t c = lik_ct_code(ct, t * ct->code_s);
+    const float *cr = cent;
+    if (p->codec.cent_dtype == LIK_F32 && p->codec.cent_sk == 1) /* read in place */
+      cr = (const float *)p->codec.cent + c * p->codec.cent_sc;
+    else
+      lik_res_centroid(&p->codec, c, cent);
+    g->rk->decode(&g->tab, p->codec.width, cr, ct->res + t * ct->res_st, ct->res_sp, x);
     if (p->call.normalize) {
       const float inv = lik_res_inv_norm(x, d);
       for (int64_t k = 0; k < d; k++) x[k] *= inv;
@@ -250,6 +257,7 @@ static void decompress_task(void *ctx, int tid, int64_t task) {
 lik_status lik_cpu_codec_decompress(const lik_codec_problem *p) {
   decomp_ctx g;
   g.p = p;
+  g.rk = lik_res_kernels_for(p->call.context);
   lik_res_table_init(&g.tab, &p->codec);
   const int64_t ntasks = (p->x.len + LIK_CODEC_DECODE_BLOCK - 1) / LIK_CODEC_DECODE_BLOCK;
   int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;

@@ -72,8 +72,9 @@ extern const lik_cpu_kernels lik_cpu_kernels_avx512;
 #elif defined(__aarch64__) || defined(_M_ARM64)
 #define LIK_CPU_ARM64 1
 extern const lik_cpu_kernels lik_cpu_kernels_neon;
-/* SVE: w depends on the vector length, set by lik_cpu_kernels_sve_init (an
- * SVE instruction: run once, and only on a CPU with SVE; dispatch.c). */
+/* SVE: w and the backward rows depend on the vector length, set by
+ * lik_cpu_kernels_sve_init (SVE instructions: run once, and only on a CPU with
+ * SVE; dispatch.c). */
 extern lik_cpu_kernels lik_cpu_kernels_sve;
 void lik_cpu_kernels_sve_init(void);
 /* The NEON pack, also SVE's (kernels_neon.c). */

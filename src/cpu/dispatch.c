@@ -8,10 +8,13 @@
  *   x86-64:  cpuid, and xgetbv for the OS (YMM/ZMM state saved on context
  *            switch): portable < avx2 < avx512 (+VNNI for the int8 tiles).
  *   aarch64: AdvSIMD (NEON) is baseline in the ABI; Linux still reports it
- *            in getauxval(AT_HWCAP) (HWCAP_ASIMD), which is checked so that a
- *            kernel or emulator without it gets the portable path; other
- *            systems (macOS) take it as given.  SVE: HWCAP_SVE (Linux only;
- *            the kernel sets it only where it saves SVE state).
+ *            in getauxval(AT_HWCAP) (HWCAP_ASIMD), macOS in sysctlbyname
+ *            ("hw.optional.AdvSIMD"), which are checked so that a kernel or
+ *            emulator without it gets the portable path; other systems take
+ *            it as given.  SVE: HWCAP_SVE (the kernel sets it only where it
+ *            saves SVE state) / "hw.optional.arm.FEAT_SVE" (no Apple CPU has
+ *            had it so far: M4's SME streaming SVE is not it); the dot product:
+ *            HWCAP_ASIMDDP / "hw.optional.arm.FEAT_DotProd" (M1 and later).
  *            portable < neon < sve.
  */
 #include <pthread.h>
@@ -59,6 +62,16 @@ static int best_level(void) {
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1UL << 20)
 #endif
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+
+/* A macOS CPU feature flag (hw.optional.*): 1 where the name exists and is
+ * non-zero; 0 where it does not (an older macOS lacks the FEAT_ names). */
+static int apple_has(const char *name) {
+  int v = 0;
+  size_t n = sizeof v;
+  return sysctlbyname(name, &v, &n, NULL, 0) == 0 && v != 0;
+}
 #endif
 
 /* 0 = portable, 1 = neon (AdvSIMD fp32 FMA), 2 = sve. */
@@ -67,8 +80,22 @@ static int best_level(void) {
   const unsigned long hw = getauxval(AT_HWCAP);
   if (!(hw & HWCAP_ASIMD)) return 0;
   return (hw & HWCAP_SVE) ? 2 : 1;
+#elif defined(__APPLE__)
+  if (!apple_has("hw.optional.AdvSIMD")) return 0;
+  return apple_has("hw.optional.arm.FEAT_SVE") ? 2 : 1;
 #else
   return 1;
+#endif
+}
+
+/* SDOT, read once by find_best on a CPU at level >= 1. */
+static int has_dotprod(void) {
+#if defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__APPLE__)
+  return apple_has("hw.optional.arm.FEAT_DotProd");
+#else
+  return 0;
 #endif
 }
 #endif
@@ -98,10 +125,7 @@ static void find_best(void) {
     lik_cpu_kernels_sve_init();
     tables[2] = lik_cpu_kernels_sve;
   }
-#if defined(__linux__)
-  if (best >= 1 && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP))
-    tables[1].quant = tables[2].quant = &lik_quant_kernels_dotprod;
-#endif
+  if (best >= 1 && has_dotprod()) tables[1].quant = tables[2].quant = &lik_quant_kernels_dotprod;
 #endif
 }
 

@@ -89,10 +89,23 @@ static void lik_tile_sve_10x2v(const float *q, int64_t ldq, const float *dr, int
   }
 }
 
-/* w (2 vectors of fp32 lanes) is set by lik_cpu_kernels_sve_init. */
+/* w (2 vectors of fp32 lanes) and the backward rows are set by
+ * lik_cpu_kernels_sve_init. */
 lik_cpu_kernels lik_cpu_kernels_sve = {
     "sve", 0, MR, lik_tile_sve_10x2v, 0, NULL, lik_pack_neon,
     &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64, &lik_res_kernels_neon,
     &lik_quant_kernels_portable /* SDOT: dispatch.c */};
 
-void lik_cpu_kernels_sve_init(void) { lik_cpu_kernels_sve.w = 2 * (int)svcntw(); }
+/* The backward rows: backward_sve.c's from 512-bit vectors, NEON's below
+ * (the same values).  The gathered-row axpy is load / store bound; NEON's
+ * LDP / STP move 2 Q registers per instruction where an SVE load / store
+ * moves one vector, so llvm-mca puts NEON ahead at 128 bits (Neoverse V2,
+ * fp32: 4.8 against 3.9 lanes / cycle) and level or ahead at 256 (Neoverse
+ * V1), SVE ahead at 512 (A64FX: 6.0 against 3.2; docs/kernels.md). */
+void lik_cpu_kernels_sve_init(void) {
+  lik_cpu_kernels_sve.w = 2 * (int)svcntw();
+  if (svcntb() >= 64) {
+    lik_cpu_kernels_sve.bw_f32 = &lik_bw_kernels_sve_f32;
+    lik_cpu_kernels_sve.bw_f64 = &lik_bw_kernels_sve_f64;
+  }
+}

@@ -31,14 +31,14 @@
 const lik_res_kernels lik_res_kernels_portable = {res_portable_byte_table,
                                                   res_portable_centroid_row, res_portable_inv_norm,
                                                   res_portable_adc, res_portable_max_rows,
-    res_portable_centroid_rows4};
+    res_portable_centroid_rows4, res_portable_decode};
 
 #define LB LIK_RES_LB
 #define CH 256    /* tokens per kernel call */
 #define UROWS 64  /* table rows per task */
 #define PREFETCH 4 /* tokens ahead */
 
-static const lik_res_kernels *res_kernels(const lik_context *ctx) {
+const lik_res_kernels *lik_res_kernels_for(const lik_context *ctx) {
   return lik_cpu_kernels_for(ctx)->res;
 }
 
@@ -305,7 +305,7 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   memset(&g, 0, sizeof g);
   g.rp = p;
   g.d = &p->d;
-  g.rk = res_kernels(p->call.context);
+  g.rk = lik_res_kernels_for(p->call.context);
   lik_res_table_init(&g.wt, &p->codec);
   g.ncent = p->codec.ncent;
   g.dim = p->codec.dim;
@@ -320,7 +320,7 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   memset(&g, 0, sizeof g);
   g.ap = p;
   g.d = &p->d;
-  g.rk = res_kernels(p->call.context);
+  g.rk = lik_res_kernels_for(p->call.context);
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
@@ -352,6 +352,6 @@ static void cs_task(void *ctx, int tid, int64_t task) {
 
 void lik_cpu_centroid_scores(const lik_context *ctx, int nth, const float *qt, int64_t lqp,
                              const float *cent, int64_t ncent, int64_t d, float *out) {
-  cs_ctx g = {res_kernels(ctx), qt, cent, lqp, ncent, d, out};
+  cs_ctx g = {lik_res_kernels_for(ctx), qt, cent, lqp, ncent, d, out};
   lik_parallel_run(nth, (ncent + UROWS - 1) / UROWS, cs_task, &g);
 }

@@ -10,7 +10,7 @@
 
 const lik_res_kernels lik_res_kernels_avx2 = {res_avx2_byte_table, res_avx2_centroid_row,
                                               res_avx2_inv_norm, res_avx2_adc, res_avx2_max_rows,
-    res_avx2_centroid_rows4};
+    res_avx2_centroid_rows4, res_avx2_decode};
 
 #else
 typedef int lik_residual_avx2_unused;

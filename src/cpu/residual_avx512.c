@@ -68,7 +68,7 @@ static float inv_norm_avx512(const lik_res_table *w, int64_t width, const float 
 const lik_res_kernels lik_res_kernels_avx512 = {res_avx512_byte_table, res_avx512_centroid_row,
                                                 inv_norm_avx512, res_avx512_adc,
                                                 res_avx512_max_rows,
-    res_avx512_centroid_rows4};
+    res_avx512_centroid_rows4, res_avx512_decode};
 
 #else
 typedef int lik_residual_avx512_unused;

@@ -43,6 +43,10 @@ typedef struct lik_res_kernels {
    * (bitwise the same values; the PLAID index's centroid scores) */
   void (*centroid_rows4)(const float *c, int64_t d, const float *qt, int64_t lqp, float *dst,
                          int64_t ldd);
+  /* dst[k] = c[k] + weight of dimension k (residual bytes res[p*sp]), k < width * cpb:
+   * lik_res_decode's values bit for bit (the codec's decompress) */
+  void (*decode)(const lik_res_table *w, int64_t width, const float *c, const uint8_t *res,
+                 int64_t sp, float *dst);
 } lik_res_kernels;
 
 extern const lik_res_kernels lik_res_kernels_portable;
@@ -52,5 +56,10 @@ extern const lik_res_kernels lik_res_kernels_avx512;
 #elif defined(__aarch64__)
 extern const lik_res_kernels lik_res_kernels_neon; /* the neon and sve paths */
 #endif
+
+/* The kernels of a call's CPU path (lik_cpu_kernels_for's table; residual.c):
+ * the residual scorer, PLAID's approximate and centroid scores, the codec's
+ * decompress. */
+const lik_res_kernels *lik_res_kernels_for(const lik_context *ctx);
 
 #endif /* LIK_CPU_RESIDUAL_INTERNAL_H */

@@ -81,10 +81,11 @@ static void codec_free(codec_t *c) {
 /* ---- residual MaxSim ---------------------------------------------------------- */
 
 /* aarch64: the neon / sve residual kernels (residual_neon.c) compute the
- * portable instance's values bit for bit, so every third case also runs on a
- * portable context and must match exactly (a third: the second run costs as
- * much as the first under qemu); NULL elsewhere: on x86-64 the AVX2 /
- * AVX-512 kernels contract and sum in another order. */
+ * portable instance's values bit for bit, so every third residual MaxSim case
+ * (a third: the second run costs as much as the first under qemu) and every
+ * decompress also run on a portable context and must match exactly; NULL
+ * elsewhere: on x86-64 the AVX2 / AVX-512 kernels contract and sum in another
+ * order. */
 static lik_context *g_port;
 
 static void portable_context_init(void) {
@@ -95,7 +96,8 @@ static void portable_context_init(void) {
   memset(&co, 0, sizeof co);
   co.cpu_isa = "portable";
   if (lik_context_create(&co, &g_port) != LIK_OK) g_port = NULL;
-  printf("%s against portable, bitwise: checked in every third residual MaxSim case\n", isa);
+  printf("%s against portable, bitwise: checked in every third residual MaxSim case and every "
+         "decompress\n", isa);
 #endif
 }
 
@@ -301,13 +303,24 @@ static void test_decompress(int cases) {
     const int64_t rs[2] = {T, cd.width}, os[2] = {T, d};
     view_from(&Cv, rng_chance(0.5) ? LIK_I32 : LIK_I64, 1, &T, cv, 1);
     view_from(&Rv, LIK_U8, 2, rs, rv, 1);
-    view_make(&O, ot, 2, os, random_layout(2), 0xAB);
+    const layout_t ol = random_layout(2);
+    view_make(&O, ot, 2, os, ol, 0xAB);
     lik_options o = LIK_OPTIONS_INIT;
     o.normalize = normalize;
     o.num_threads = (int)rng_int(1, 3);
     const lik_status st = lik_codec_decompress(&cd.codec, &Cv.t, &Rv.t, &o, &O.t);
     CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
     CHECK(view_outside_written(&O) == 0, "wrote outside the output view");
+    if (g_port && st == LIK_OK) { /* the same on portable: bitwise, every case (cheap) */
+      view_t O2;
+      view_make(&O2, ot, 2, os, ol, 0xAB);
+      o.context = g_port;
+      const lik_status sp = lik_codec_decompress(&cd.codec, &Cv.t, &Rv.t, &o, &O2.t);
+      CHECK(sp == LIK_OK, "portable: %s", lik_last_error());
+      CHECK(O.bytes == O2.bytes && memcmp(O.base, O2.base, O.bytes) == 0,
+            "decompressed tokens differ from the portable path's");
+      view_free(&O2);
+    }
     double *x = (double *)malloc((size_t)d * sizeof(double));
     for (int64_t t = 0; st == LIK_OK && t < T; t++) {
       lik_ref_decode(cd.centf, d, cd.wtsf, nbits, cd.layout, codes[t], res + t * cd.width,
