@@ -336,11 +336,16 @@ def _compare_loss(model, make_loss, features, labels=None):
         li.unpatch_pylate()
     torch.testing.assert_close(v_lik, v_van, **F32)
     assert len(g_lik) == len(g_van) > 0
-    # fp32 through a 6-layer encoder's backward, relative to the gradients'
-    # scale (some are zero up to rounding, e.g. the attention key biases)
+    # fp32 through a 6-layer encoder's backward: each gradient tensor within
+    # 1e-4 of vanilla's in norm, plus a floor at the gradients' scale (some
+    # are zero up to rounding, e.g. the attention key biases).  Not element
+    # by element: an embedding row summed over many tokens differs by a few
+    # fp32 roundings (2.9e-9 against 1.9e-9 allowed once on this VM with
+    # every lik version), while a wrong gradient is off by O(1).
     scale = max(float(b.abs().max()) for b in g_van)
     for a, b in zip(g_lik, g_van):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5 * scale)
+        err = float((a.double() - b.double()).norm())
+        assert err <= 1e-4 * float(b.double().norm()) + 1e-5 * scale, (err, float(b.norm()), scale)
     return v_van
 
 
