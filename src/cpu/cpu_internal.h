@@ -83,8 +83,8 @@ void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok, int64_t cnt
 #endif
 
 /* The table of a call, the one place a CPU kernel's ISA is chosen: the best
- * the CPU runs (x86: cpuid + xgetbv; aarch64: getauxval(AT_HWCAP); found
- * once), or the lower path ctx asks for (dispatch.c).  Every op takes its
+ * the CPU runs (x86: cpuid + xgetbv; aarch64: getauxval(AT_HWCAP) on Linux,
+ * sysctlbyname on macOS; found once), or the lower path ctx asks for (dispatch.c).  Every op takes its
  * kernels from it: tiles and pack (driver.c, codec.c), backward rows,
  * residual scorer, low-bit tiles. */
 const lik_cpu_kernels *lik_cpu_kernels_for(const lik_context *ctx);
