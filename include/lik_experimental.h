@@ -354,18 +354,22 @@ LIK_API lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scal
  *   b       NULL or [d_out], Q's dtype.
  *   q_mask  NULL or [Nq, Lq];  d_mask  NULL or H_d's shape without d_model
  *           (BOOL or U8).
- *   opts    normalize, num_threads, stream; q_lengths / d_lengths must be
- *           NULL (padding as masks).
+ *   opts    normalize, num_threads, stream, fp32_precision; q_lengths /
+ *           d_lengths must be NULL (padding as masks).
  *   scores  F32 (or F64 for F64 inputs) [Nq, Nd] (cross) or [Nq, K] (KD).
  *   argmax  NULL or I32 scores.shape + [Lq] (for the backward).
  * Accumulation is fp32 (fp64 for F64); the projection of a token is one
- * chain over d_model ascending, so results do not depend on threads.
+ * chain over d_model ascending, so results do not depend on threads.  On
+ * CUDA the projection runs on tensor cores: F16 / BF16 operands exactly, F32
+ * as 3xTF32 (fp32 accuracy, relative error about 1e-6, as lik_maxsim's), or
+ * one TF32 product (operands rounded to 10-bit mantissas, about 1e-3) with
+ * opts->fp32_precision = LIK_FP32_TF32; the backward is fp32 on CUDA cores.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
  * [d_out], batch / mask / output shapes, d_out or d_model outside
  * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),
  * LIK_ERR_VALUE (outputs sharing memory with an input, lengths in opts),
  * LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA tensors without
- * the CUDA backend; on CUDA, inputs other than F16 / BF16 or d_out > 256),
+ * the CUDA backend; on CUDA, F64 inputs or d_out > 256),
  * LIK_ERR_CUDA.
  * CUDA: on opts->stream, no host synchronisation (docs/fused_head.md).
  */

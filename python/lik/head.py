@@ -71,6 +71,12 @@ def maxsim_from_hidden(Q, H_d, W, b=None, d_mask=None, normalize: bool = True, *
     ``b`` (closed-form backward over the argmax tokens, deterministic); when
     none of them requires grad no argmax is kept.
 
+    On CUDA (float16 / bfloat16 / float32, ``d_out <= 256``) the projection
+    runs on tensor cores: half / bf16 operands exactly, float32 as 3xTF32
+    (fp32 accuracy, about 1e-6 relative), or one TF32 product (about 1e-3)
+    under ``torch.set_float32_matmul_precision("high")`` / ``"medium"``;
+    float64 runs on the CPU only.
+
     Args:
         Q: ``[Nq, Lq, d_out]`` or ``[Lq, d_out]`` float32 / float16 /
             bfloat16 / float64 torch tensor.
@@ -96,8 +102,8 @@ def maxsim_from_hidden(Q, H_d, W, b=None, d_mask=None, normalize: bool = True, *
         ValueError: shapes disagree (``W`` not ``[d_out, d_model]``, ``b``
             not ``[d_out]``, masks, batch sizes) or devices differ; the
             message names the argument and the sizes.
-        lik.LikError: allocation failure, CUDA error, or CUDA tensors with a
-            library built without CUDA.
+        lik.LikError: allocation failure, CUDA error, CUDA tensors with a
+            library built without CUDA, or float64 / ``d_out > 256`` on CUDA.
     """
     _check(Q, H_d, W, b, q_mask, d_mask)
     single = Q.ndim == 2

@@ -1,7 +1,7 @@
 /*
  * head.cu — launchers of the fused D-side head on CUDA (extern "C"
  * lik_cuda_maxsim_from_hidden / _backward, declared in src/core/head.h):
- * half / bf16 inputs, d_out <= 256 (the projection tile's width).  Kernels:
+ * half / bf16 / fp32 inputs, d_out <= 256 (the projection tile's width).  Kernels:
  * head_fwd.cuh, head_bwd.cuh.  Every launch is on the call's stream; scratch
  * of the backward is stream-ordered (cudaMallocAsync / cudaFreeAsync).
  */
@@ -24,12 +24,11 @@ namespace {
 constexpr int64_t kMaxDout = 256;
 constexpr int64_t kQueryTokensPerCta = 256;
 
-/* Checks what this backend serves: half / bf16, d_out <= 256. */
+/* Checks what this backend serves: half / bf16 / fp32, d_out <= 256. */
 lik_status supported(const lik_problem *p) {
-  if (p->q.dtype != LIK_F16 && p->q.dtype != LIK_BF16)
-    return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden on CUDA takes float16 or bfloat16 "
-                    "inputs, got %s (use the CPU for float32 / float64)",
-                    p->q.dtype == LIK_F32 ? "float32" : "float64");
+  if (p->q.dtype == LIK_F64)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden on CUDA takes float16, bfloat16 "
+                    "or float32 inputs, got float64 (use the CPU for float64)");
   if (p->q.dim > kMaxDout)
     return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden on CUDA: d_out=%lld exceeds %lld",
                     (long long)p->q.dim, (long long)kMaxDout);
@@ -59,8 +58,10 @@ HParams hparams(const lik_head *h) {
   P.ncand = p->ncand;
   P.normalize = p->normalize ? 1 : 0;
   set_outputs(P, *p);
-  P.vec_h = vec_ok(p->d, 8);
-  P.vec_w = h->w_sk == 1 && p->d.dim % 8 == 0 && h->w_so % 8 == 0 && (uintptr_t)h->w % 16 == 0;
+  const int ev = 16 / elt_size(p->q.dtype); /* elements per 16-byte vector */
+  P.vec_h = vec_ok(p->d, ev);
+  P.vec_w = h->w_sk == 1 && p->d.dim % ev == 0 && h->w_so % ev == 0 && (uintptr_t)h->w % 16 == 0;
+  P.tf32 = p->tf32;
   return P;
 }
 
@@ -69,7 +70,7 @@ cudaError_t launch_fwd(HParams P, int64_t smem_max, cudaStream_t st, bool *too_b
   const int64_t lq = P.q.len > 0 ? P.q.len : 1;
   P.qpc = P.kd ? 1 : (int)(kQueryTokensPerCta / lq > 1 ? kQueryTokensPerCta / lq : 1);
   if (!P.kd && P.qpc > P.q.count) P.qpc = (int)(P.q.count > 0 ? P.q.count : 1);
-  const size_t smem = fwd_smem(NF, (int64_t)P.qpc * P.q.len);
+  const size_t smem = fwd_smem<T>(NF, (int64_t)P.qpc * P.q.len);
   *too_big = (int64_t)smem > smem_max;
   if (*too_big) return cudaSuccess;
   auto fn = head_fwd_kernel<T, NF>;
@@ -164,9 +165,10 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden(const lik_head *h) {
   const HParams P = hparams(h);
   cudaStream_t st = (cudaStream_t)p->stream;
   bool too_big = false;
-  const cudaError_t e = p->q.dtype == LIK_BF16
-                            ? fwd_by_width<__nv_bfloat16>(P, dev.info->smem_max, st, &too_big)
-                            : fwd_by_width<__half>(P, dev.info->smem_max, st, &too_big);
+  const cudaError_t e =
+      p->q.dtype == LIK_F32    ? fwd_by_width<float>(P, dev.info->smem_max, st, &too_big)
+      : p->q.dtype == LIK_BF16 ? fwd_by_width<__nv_bfloat16>(P, dev.info->smem_max, st, &too_big)
+                               : fwd_by_width<__half>(P, dev.info->smem_max, st, &too_big);
   if (too_big)
     return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden on CUDA: Lq=%lld query tokens do "
                     "not fit in shared memory (%lld bytes)", (long long)p->q.len,
@@ -195,7 +197,7 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   B.gw_so = bw->gw_so;
   B.gw_sk = bw->gw_sk;
   B.gb_s = bw->gb_s;
-  B.vec_gh = bw->gh.data ? vec_ok(bw->gh, 8) : 0;
+  B.vec_gh = bw->gh.data ? vec_ok(bw->gh, 16 / elt_size(p->q.dtype)) : 0;
   const int64_t d_out = p->q.dim, d_model = p->d.dim;
   B.nslot = p->q.count * p->ncand * p->q.len;
   /* fixed by the shape only, so results do not depend on the device */
@@ -216,7 +218,8 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   if ((e = sc.get((void **)&B.yhat, rows)) || (e = sc.get((void **)&B.gy, rows)) ||
       (e = sc.get((void **)&B.tok, toks)) || (e = sc.get((void **)&B.wpart, parts)))
     return cuda_fail(e, "cudaMallocAsync (maxsim_from_hidden backward scratch)");
-  e = p->q.dtype == LIK_BF16 ? bwd_by_width<__nv_bfloat16>(B, bw, st)
-                             : bwd_by_width<__half>(B, bw, st);
+  e = p->q.dtype == LIK_F32    ? bwd_by_width<float>(B, bw, st)
+      : p->q.dtype == LIK_BF16 ? bwd_by_width<__nv_bfloat16>(B, bw, st)
+                               : bwd_by_width<__half>(B, bw, st);
   return e ? cuda_fail(e, "maxsim_from_hidden backward") : LIK_OK;
 }

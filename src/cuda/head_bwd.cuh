@@ -1,6 +1,7 @@
 /*
  * head_bwd.cuh — the fused D-side head backward on CUDA, closed form over
- * the forward's argmax (lik_experimental.h).  A slot is one (i, c, s) of the
+ * the forward's argmax (lik_experimental.h); half / bf16 / fp32 inputs, all
+ * arithmetic on CUDA cores in fp32.  A slot is one (i, c, s) of the
  * argmax, x = (i * ncand + c) * Lq + s; a live slot (valid query token,
  * argmax in range and on a valid document token) names its winning token.
  *
@@ -41,6 +42,7 @@ struct BParams {
 };
 
 constexpr int SB = 32;   /* slots per slot_kernel CTA */
+constexpr int KC = 32;   /* d_model features per staged chunk of slot_kernel */
 constexpr int BTH = 128; /* threads of the backward kernels' CTAs (4 warps) */
 
 __device__ __forceinline__ float gs_at(const BParams &B, int64_t i, int64_t c) {
@@ -244,8 +246,9 @@ __global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
   const int64_t off = seq_base(B.gh, n) + t * B.gh.sl;
   if (!any) { /* most tokens: a row of zeros */
     T *gh = reinterpret_cast<T *>(const_cast<void *>(B.gh.data));
+    constexpr int EV = Stage<T>::EV;
     if (B.vec_gh)
-      for (int64_t k = lane * 8; k < d_model; k += 256)
+      for (int64_t k = lane * EV; k < d_model; k += 32 * EV)
         *reinterpret_cast<uint4 *>(gh + off + k) = make_uint4(0, 0, 0, 0);
     else
       for (int64_t k = lane; k < d_model; k += 32) gh[off + k * B.gh.sk] = from_f<T>(0.f);

@@ -1,10 +1,12 @@
 /*
- * head_fwd.cuh — the fused D-side head forward on CUDA (half / bf16 inputs):
- * one CTA (8 warps) per (document, block of queries) walks the document in
- * tiles of BT = 128 tokens.  Per tile: the projection P = H_tile @ W^T on
- * tensor cores (WMMA m16n16k16, fp32 accumulate; K chunks of KC features in
- * two shared buffers, the next chunk's 16-byte global loads in flight during
- * the current chunk's MMAs), + b and the L2 normalisation in fp32 in shared
+ * head_fwd.cuh — the fused D-side head forward on CUDA (half / bf16 / fp32
+ * inputs): one CTA (8 warps) per (document, block of queries) walks the
+ * document in tiles of BT = 128 tokens.  Per tile: the projection
+ * P = H_tile @ W^T on tensor cores (fp32 accumulate; WMMA m16n16k16 for half
+ * / bf16, m16n16k8 tf32 for fp32: 3xTF32 as the forward's, or one TF32
+ * product with the call's tf32 option; K chunks of 64 bytes of features per
+ * row in two shared buffers, the next chunk's 16-byte global loads in flight
+ * during the current chunk's MMAs), + b and the L2 normalisation in fp32 in shared
  * memory, then every query token of the block takes its max over the tile in
  * fp32 (CUDA cores; 8 lanes per query token, tokens interleaved so shared
  * reads do not conflict).  The running max / argmax per query token lives in shared
@@ -15,7 +17,7 @@
 
 #include <mma.h>
 
-#include "common.cuh"
+#include "ptx.cuh"
 
 namespace lik_cuda {
 namespace head {
@@ -37,22 +39,90 @@ struct HParams {
   int64_t asi, asj, ass;
   int qpc;             /* queries per CTA (cross), 1 for KD */
   int vec_h, vec_w;    /* 16-byte loads of H_d rows / W rows are legal */
+  int tf32;            /* fp32: one TF32 product per term, not 3xTF32 */
 };
 
 constexpr int BT = 128;  /* document tokens per tile (8 warps x 16 rows) */
-constexpr int KC = 32;   /* d_model features per staged chunk */
-constexpr int HLD = KC + 8;
 constexpr int NTH = 256;
 constexpr int LPQ = BT / 16; /* lanes per query token in the MaxSim step */
+
+/* The staging of element type T: KC d_model features (64 bytes) of a row per
+ * K chunk, rows HLD elements apart in shared memory, EV elements per 16-byte
+ * vector load. */
+template <typename T> struct Stage {
+  static constexpr int KC = 64 / (int)sizeof(T);
+  static constexpr int HLD = KC + 8;
+  static constexpr int EV = 16 / (int)sizeof(T);
+};
+
+namespace wm = nvcuda::wmma;
+
+/* A warp's products of one K chunk: its 16 rows of the H_d tile (hs) against
+ * the NF blocks of 16 rows of W (ws), into acc[NF].  half / bf16: m16n16k16,
+ * operands exact. */
+template <typename T> struct TileMma {
+  using Acc = wm::fragment<wm::accumulator, 16, 16, 16, float>;
+  template <int NF> __device__ static void chunk(Acc *acc, const T *hs, const T *ws, int) {
+    constexpr int LD = Stage<T>::HLD;
+#pragma unroll
+    for (int kk = 0; kk < Stage<T>::KC; kk += 16) {
+      wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> a;
+      wm::load_matrix_sync(a, hs + kk, LD);
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> b;
+        wm::load_matrix_sync(b, ws + f * 16 * LD + kk, LD);
+        wm::mma_sync(acc[f], a, b, acc[f]);
+      }
+    }
+  }
+};
+
+/* fp32: m16n16k8 on tf32 operands, each split as ptx.cuh's tf32_split (big +
+ * small) and summed as its 3xTF32 (small*big + big*small + big*big, fp32
+ * accuracy); with tf32, one product of operands rounded to tf32 once. */
+template <> struct TileMma<float> {
+  using Acc = wm::fragment<wm::accumulator, 16, 16, 8, float>;
+  template <typename Frag> __device__ static void split(Frag &big, Frag &small, int tf32) {
+#pragma unroll
+    for (int i = 0; i < big.num_elements; ++i) {
+      uint32_t hi, lo = 0;
+      if (tf32) hi = tf32_rna(big.x[i]);
+      else tf32_split(__float_as_uint(big.x[i]), hi, lo);
+      big.x[i] = __uint_as_float(hi);
+      small.x[i] = __uint_as_float(lo);
+    }
+  }
+  template <int NF> __device__ static void chunk(Acc *acc, const float *hs, const float *ws, int tf32) {
+    constexpr int LD = Stage<float>::HLD;
+#pragma unroll
+    for (int kk = 0; kk < Stage<float>::KC; kk += 8) {
+      wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32, wm::row_major> a, as;
+      wm::load_matrix_sync(a, hs + kk, LD);
+      split(a, as, tf32);
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32, wm::col_major> b, bs;
+        wm::load_matrix_sync(b, ws + f * 16 * LD + kk, LD);
+        split(b, bs, tf32);
+        if (!tf32) {
+          wm::mma_sync(acc[f], as, b, acc[f]);
+          wm::mma_sync(acc[f], a, bs, acc[f]);
+        }
+        wm::mma_sync(acc[f], a, b, acc[f]);
+      }
+    }
+  }
+};
 
 __device__ __forceinline__ bool tok_valid(const KMask &m, const KSeq &s, int64_t n, int64_t l) {
   return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
 }
 
 /* Bytes of dynamic shared memory of head_fwd_kernel<T, NF> for nqt query tokens. */
-__host__ __device__ constexpr size_t fwd_smem(int nf, int64_t nqt) {
-  return 2 * ((size_t)BT * HLD * 2 + (size_t)nf * 16 * HLD * 2) + (size_t)BT * (nf * 16 + 4) * 4 +
-         (size_t)nqt * 8 + BT;
+template <typename T> __host__ __device__ constexpr size_t fwd_smem(int nf, int64_t nqt) {
+  return 2 * ((size_t)BT + (size_t)nf * 16) * Stage<T>::HLD * sizeof(T) +
+         (size_t)BT * (nf * 16 + 4) * 4 + (size_t)nqt * 8 + BT;
 }
 
 /* One K chunk of the H_d tile and of W: fetch() issues the global loads of
@@ -60,7 +130,8 @@ __host__ __device__ constexpr size_t fwd_smem(int nf, int64_t nqt) {
  * MMAs, put() stores them into the other shared buffer after them.  Views
  * that forbid vector loads take the scalar path inside put(). */
 template <typename T, int DO> struct ChunkLoader {
-  static constexpr int HV = BT * KC / 8 / NTH, WV = (DO * KC / 8 + NTH - 1) / NTH;
+  static constexpr int KC = Stage<T>::KC, HLD = Stage<T>::HLD, EV = Stage<T>::EV;
+  static constexpr int HV = BT * KC / EV / NTH, WV = (DO * KC / EV + NTH - 1) / NTH;
   uint4 hr[HV], wr[WV];
   __device__ __forceinline__ void fetch(const HParams &P, const T *H, const T *W, int64_t hbase,
                                         int64_t t0, int64_t k0, const unsigned char *tv, int tid) {
@@ -68,8 +139,8 @@ template <typename T, int DO> struct ChunkLoader {
     if (P.vec_h)
 #pragma unroll
       for (int v = 0; v < HV; ++v) {
-        const int u = tid + v * NTH, r = u / (KC / 8);
-        const int64_t k = k0 + u % (KC / 8) * 8;
+        const int u = tid + v * NTH, r = u / (KC / EV);
+        const int64_t k = k0 + u % (KC / EV) * EV;
         hr[v] = tv[r] && k < d_model
                     ? __ldg(reinterpret_cast<const uint4 *>(H + hbase + (t0 + r) * P.h.sl + k))
                     : make_uint4(0, 0, 0, 0);
@@ -77,9 +148,9 @@ template <typename T, int DO> struct ChunkLoader {
     if (P.vec_w)
 #pragma unroll
       for (int v = 0; v < WV; ++v) {
-        const int u = tid + v * NTH, o = u / (KC / 8);
-        const int64_t k = k0 + u % (KC / 8) * 8;
-        wr[v] = u < DO * KC / 8 && o < d_out && k < d_model
+        const int u = tid + v * NTH, o = u / (KC / EV);
+        const int64_t k = k0 + u % (KC / EV) * EV;
+        wr[v] = u < DO * KC / EV && o < d_out && k < d_model
                     ? __ldg(reinterpret_cast<const uint4 *>(W + o * P.w_so + k))
                     : make_uint4(0, 0, 0, 0);
       }
@@ -92,7 +163,7 @@ template <typename T, int DO> struct ChunkLoader {
 #pragma unroll
       for (int v = 0; v < HV; ++v) {
         const int u = tid + v * NTH;
-        *reinterpret_cast<uint4 *>(Hs + u / (KC / 8) * HLD + u % (KC / 8) * 8) = hr[v];
+        *reinterpret_cast<uint4 *>(Hs + u / (KC / EV) * HLD + u % (KC / EV) * EV) = hr[v];
       }
     } else {
       for (int u = tid; u < BT * KC; u += NTH) {
@@ -106,7 +177,8 @@ template <typename T, int DO> struct ChunkLoader {
 #pragma unroll
       for (int v = 0; v < WV; ++v) {
         const int u = tid + v * NTH;
-        if (u < DO * KC / 8) *reinterpret_cast<uint4 *>(Ws + u / (KC / 8) * HLD + u % (KC / 8) * 8) = wr[v];
+        if (u < DO * KC / EV)
+          *reinterpret_cast<uint4 *>(Ws + u / (KC / EV) * HLD + u % (KC / EV) * EV) = wr[v];
       }
     } else {
       for (int u = tid; u < DO * KC; u += NTH) {
@@ -120,8 +192,7 @@ template <typename T, int DO> struct ChunkLoader {
 
 template <typename T, int NF>
 __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
-  namespace wm = nvcuda::wmma;
-  constexpr int DO = NF * 16, PLD = DO + 4;
+  constexpr int DO = NF * 16, PLD = DO + 4, KC = Stage<T>::KC, HLD = Stage<T>::HLD;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t lq = P.q.len, ld = P.h.len, d_out = P.q.dim, d_model = P.h.dim;
   const int64_t n = blockIdx.x; /* document: j (cross) or i*K + k (KD) */
@@ -150,7 +221,7 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
     __syncthreads();
     if (tid < BT) tv[tid] = t0 + tid < ld && tok_valid(P.hm, P.h, n, t0 + tid);
     __syncthreads();
-    wm::fragment<wm::accumulator, 16, 16, 16, float> acc[NF];
+    typename TileMma<T>::Acc acc[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) wm::fill_fragment(acc[f], 0.f);
     ld_.fetch(P, H, W, hbase, t0, 0, tv, tid);
@@ -159,18 +230,8 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
     for (int64_t c = 0; c < nchunk; ++c) {
       const int cur = (int)(c & 1);
       if (c + 1 < nchunk) ld_.fetch(P, H, W, hbase, t0, (c + 1) * KC, tv, tid);
-      const T *hs = Hs + cur * BT * HLD, *ws = Ws + cur * DO * HLD;
-#pragma unroll
-      for (int kk = 0; kk < KC; kk += 16) {
-        wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> a;
-        wm::load_matrix_sync(a, hs + warp * 16 * HLD + kk, HLD);
-#pragma unroll
-        for (int f = 0; f < NF; ++f) {
-          wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> bf;
-          wm::load_matrix_sync(bf, ws + f * 16 * HLD + kk, HLD);
-          wm::mma_sync(acc[f], a, bf, acc[f]);
-        }
-      }
+      TileMma<T>::template chunk<NF>(acc, Hs + cur * BT * HLD + warp * 16 * HLD, Ws + cur * DO * HLD,
+                                     P.tf32);
       /* the other buffer was last read before the previous barrier */
       if (c + 1 < nchunk)
         ld_.put(P, H, W, hbase, t0, (c + 1) * KC, tv, tid, Hs + (1 - cur) * BT * HLD,

@@ -1,8 +1,9 @@
 /*
- * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh, quant.cu;
- * sm_80+ unless marked): thread-block clusters, cp.async, transaction barriers with bulk
- * copies and TMA loads (sm_90+), named barriers, ldmatrix, mma.sync (bf16 /
- * fp16, 3xTF32 for fp32, int8 and fp8).  The sm_90a wgmma wrappers are wgmma.cuh.
+ * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh, quant.cu,
+ * head_fwd.cuh's fp32 split; sm_80+ unless marked): thread-block clusters, cp.async,
+ * transaction barriers with bulk copies and TMA loads (sm_90+), named barriers, ldmatrix,
+ * mma.sync (bf16 / fp16, 3xTF32 for fp32, int8 and fp8).  The sm_90a wgmma wrappers are
+ * wgmma.cuh.
  */
 #ifndef LIK_CUDA_PTX_CUH
 #define LIK_CUDA_PTX_CUH

@@ -1,12 +1,13 @@
 """GPU suite of the fused D-side head (lik.maxsim_from_hidden): the CUDA
-kernels against the CPU backend in float64 on the same (bf16 / fp16 rounded)
-values; the CPU backend is itself tested against the float64 F.linear ->
-normalize -> MaxSim reference in tests/python/test_head.py.
+kernels against the CPU backend in float64 on the same (bf16 / fp16 / fp32
+rounded) values; the CPU backend is itself tested against the float64
+F.linear -> normalize -> MaxSim reference in tests/python/test_head.py.
 
-The CUDA projection multiplies half / bf16 operands exactly and accumulates
-in fp32, the MaxSim runs in fp32, gradients are written in the input dtype:
-scores are compared at fp32 tolerance, gradients at the input dtype's.
-Marked ``gpu``; skipped without torch + CUDA.
+The CUDA projection multiplies half / bf16 operands exactly, fp32 ones as
+3xTF32 (fp32 accuracy; one TF32 product under torch's "high" fp32 matmul
+precision), and accumulates in fp32, the MaxSim runs in fp32, gradients are
+written in the input dtype: scores are compared at fp32 tolerance, gradients
+at the input dtype's.  Marked ``gpu``; skipped without torch + CUDA.
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ def close(got, ref, rel, what):
     assert err <= rel, f"{what}: relative error {err.item():.3g} > {rel}"
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+# relative tolerances: scores (per element, against 1 + |score|), gradients (norm-wise)
+SCORE_TOL = {torch.bfloat16: 1e-4, torch.float16: 1e-4, torch.float32: 2e-5}
+GRAD_TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("normalize", [True, False])
 @pytest.mark.parametrize("d_model,d_out,kd", [(1, 1, 0), (3, 17, 0), (17, 128, 2), (96, 17, 0),
                                               (96, 128, 0), (768, 128, 0), (384, 96, 3), (40, 256, 0)])
@@ -64,26 +70,46 @@ def test_cuda_matches_cpu(rng, dtype, normalize, d_model, d_out, kd):
     s, grads = run(xs, qm, dm, normalize, "cuda", g)
     rs, rgrads = run([x.double() for x in xs], qm, dm, normalize, "cpu", g)
     err = (s - rs).abs()
-    assert bool((err <= 1e-4 * (1 + rs.abs())).all()), f"scores: max err {err.max().item()}"
-    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    assert bool((err <= SCORE_TOL[dtype] * (1 + rs.abs())).all()), f"scores: max err {err.max().item()}"
     for name, a, e in zip("QHWb", grads, rgrads):
-        close(a, e, tol, f"grad_{name}")
+        close(a, e, GRAD_TOL[dtype], f"grad_{name}")
     assert bool((grads[0][~qm] == 0).all()) and bool((grads[1][~dm] == 0).all())
 
 
-def test_cuda_deterministic_and_empty(rng):
-    xs, qm, dm = inputs(rng, 2, 32, 7, 300, 768, 128, torch.bfloat16)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_deterministic_and_empty(rng, dtype):
+    xs, qm, dm = inputs(rng, 2, 32, 7, 300, 768, 128, dtype)
     g = torch.from_numpy(rng.standard_normal((2, 7)))
     a = run(xs, qm, dm, True, "cuda", g)
     b = run(xs, qm, dm, True, "cuda", g)
     assert torch.equal(a[0], b[0]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
     for nq, nd, ld in ((0, 3, 5), (2, 0, 5), (2, 3, 0)):
-        ys, _, _ = inputs(rng, nq, 4, nd, ld, 8, 16, torch.bfloat16, masks=False)
+        ys, _, _ = inputs(rng, nq, 4, nd, ld, 8, 16, dtype, masks=False)
         s, grads = run(ys, None, None, True, "cuda", torch.ones(nq, nd, dtype=torch.float64))
         assert s.shape == (nq, nd) and bool((s == 0).all()) and all(bool((x == 0).all()) for x in grads)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_cuda_fp32_tf32_option(rng, normalize):
+    """torch's "high" fp32 matmul precision: one TF32 product per term (the
+    option reaches the kernel: it differs from 3xTF32), within TF32's error."""
+    xs, qm, dm = inputs(rng, 3, 9, 5, 131, 768, 128, torch.float32)
+    rs = lik.maxsim_from_hidden(*[x.double() for x in xs], d_mask=dm, normalize=normalize, q_mask=qm)
+    args = dict(d_mask=dm.cuda(), normalize=normalize, q_mask=qm.cuda())
+    exact = lik.maxsim_from_hidden(*[x.cuda() for x in xs], **args).cpu().double()
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        tf32 = lik.maxsim_from_hidden(*[x.cuda() for x in xs], **args).cpu().double()
+    finally:
+        torch.set_float32_matmul_precision(before)
+    scale = 1 + rs.abs()
+    assert bool(((exact - rs).abs() <= 2e-5 * scale).all())
+    err = ((tf32 - rs).abs() / scale).max().item()
+    assert 2e-5 < err <= 1e-2, f"TF32 scores: relative error {err:.3g}"
+
+
 def test_cuda_unsupported_dtype(rng):
-    xs, _, _ = inputs(rng, 1, 2, 2, 3, 4, 5, torch.float32, masks=False)
-    with pytest.raises(lik.LikError, match="float16 or bfloat16"):
+    xs, _, _ = inputs(rng, 1, 2, 2, 3, 4, 5, torch.float64, masks=False)
+    with pytest.raises(lik.LikError, match="float16, bfloat16 or float32 inputs, got float64"):
         lik.maxsim_from_hidden(*[x.cuda() for x in xs])

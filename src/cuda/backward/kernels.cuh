@@ -236,10 +236,13 @@ __device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, cons
  * element offset off of SS), in lane order, into a row accumulator whose
  * columns the lanes own (CPL per chunk of 32 * CPL): registers racc (REG:
  * d <= 32 * CPL) or the warp's shared-memory row sacc; 8 source rows in
- * flight. */
-template <typename T, typename R, int CPL, bool REG>
-__device__ __forceinline__ void add_terms(const Params &P, const KSeq &SS, bool ok, R gg, int64_t off,
-                                          R (&racc)[CPL], R *sacc) {
+ * flight.  WIDE (P.vec_src: d a multiple of CPL, aligned rows): a lane's CPL
+ * columns are all inside d or all past it and one wide load reads them, so
+ * the 8 loads issue without the per-element fallback between them
+ * (add_terms picks once per call). */
+template <typename T, typename R, int CPL, bool REG, bool WIDE>
+__device__ __forceinline__ void add_terms_as(const Params &P, const KSeq &SS, bool ok, R gg,
+                                             int64_t off, R (&racc)[CPL], R *sacc) {
   const int lane = threadIdx.x & 31;
   const int CW = 32 * CPL;
   const int nch = P.nch;
@@ -264,8 +267,10 @@ __device__ __forceinline__ void add_terms(const Params &P, const KSeq &SS, bool 
       R v[U][CPL];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (u < cnt && lim > 0)
-          load_cols<T, R, CPL>(src + o[u] + (int64_t)col * SS.sk, SS.sk, lim, P.vec_src != 0, v[u]);
+        if (u < cnt && lim > 0) {
+          if (WIDE) Vec<T, R, CPL>::load(src + o[u] + col, v[u]);
+          else load_cols<T, R, CPL>(src + o[u] + (int64_t)col * SS.sk, SS.sk, lim, P.vec_src != 0, v[u]);
+        }
       if (lim > 0) {
         if (REG) {
 #pragma unroll
@@ -286,6 +291,13 @@ __device__ __forceinline__ void add_terms(const Params &P, const KSeq &SS, bool 
       }
     }
   }
+}
+
+template <typename T, typename R, int CPL, bool REG>
+__device__ __forceinline__ void add_terms(const Params &P, const KSeq &SS, bool ok, R gg, int64_t off,
+                                          R (&racc)[CPL], R *sacc) {
+  if (P.vec_src) add_terms_as<T, R, CPL, REG, true>(P, SS, ok, gg, off, racc, sacc);
+  else add_terms_as<T, R, CPL, REG, false>(P, SS, ok, gg, off, racc, sacc);
 }
 
 /* ---- grad_Q: a warp per query token ---------------------------------------------
@@ -655,16 +667,25 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
                    warp * wwords;
   T *out = reinterpret_cast<T *>(const_cast<void *>(P.gd.data));
   const int64_t gbase = seq_base(P.gd, n);
-  for (int64_t t = warp; t < len; t += NW) {
-    R z[CPL];
+  /* the zeros: one 16-byte streaming store per thread and step over the
+   * document's span where its rows are one aligned block, else row by row */
+  const int64_t span = len * dim * (int64_t)sizeof(T);
+  uint4 *flat = reinterpret_cast<uint4 *>(out + gbase);
+  if (P.gd.sk == 1 && P.gd.sl == dim && span % 16 == 0 && ((uintptr_t)flat & 15) == 0) {
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    for (int64_t i = tid; i < span / 16; i += NT) __stcs(flat + i, z);
+  } else {
+    for (int64_t t = warp; t < len; t += NW) {
+      R z[CPL];
 #pragma unroll
-    for (int k = 0; k < CPL; ++k) z[k] = (R)0;
-    for (int ch = 0; ch < P.nch; ++ch) {
-      const int col = ch * CW + lane * CPL;
-      const int lim = (int)min((int64_t)CPL, dim - col);
-      if (lim > 0)
-        store_cols<T, R, CPL>(out + gbase + t * P.gd.sl + (int64_t)col * P.gd.sk, P.gd.sk, lim,
-                              P.vec_out != 0, z);
+      for (int k = 0; k < CPL; ++k) z[k] = (R)0;
+      for (int ch = 0; ch < P.nch; ++ch) {
+        const int col = ch * CW + lane * CPL;
+        const int lim = (int)min((int64_t)CPL, dim - col);
+        if (lim > 0)
+          store_cols<T, R, CPL>(out + gbase + t * P.gd.sl + (int64_t)col * P.gd.sk, P.gd.sk, lim,
+                                P.vec_out != 0, z);
+      }
     }
   }
   for (int64_t i = lane; i < wwords; i += 32) done[i] = 0u;
