@@ -141,6 +141,9 @@ def test_padded_validate(rng):
     assert torch.equal(lk.maxsim_padded(queries, documents, bad, dl), lk.maxsim_padded(queries, documents, clamped, dl))
     with pytest.raises(ValueError, match="a length exceeds the padded extent"):
         lk.padded.pack_padded(queries, documents, bad, dl1, validate=True)
+    for q_len, d_len in ((bad, dl), (ql, dl + documents.shape[2])):  # the seed's always-on assert
+        with pytest.raises(RuntimeError):
+            lk.padded.pack_padded(queries, documents, q_len, d_len)
     zero = ql.clone()
     zero[0] = 0
     with pytest.raises(ValueError, match="query_lengths must all be > 0"):

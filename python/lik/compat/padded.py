@@ -32,8 +32,11 @@ def pack_padded(queries, documents, query_lengths, doc_lengths, *, validate: boo
         query_lengths: ``[B]`` int32 / int64, entries in ``[0, Lq]``.
         doc_lengths: ``[B, C]`` int32 / int64, entries in ``[0, Ld]``.
         validate: check on the host that every length is in ``[1, L]``
-            (ValueError); False clamps them to ``[0, L]`` (the seed asserts
-            asynchronously instead).
+            (ValueError); False asserts ``length <= L`` on the lengths'
+            device without a host read, as the seed does
+            (``torch._assert_async``: a RuntimeError, on CUDA at the next
+            synchronisation, and the CUDA context is then unusable), and
+            clamps negative lengths to 0.
 
     Returns:
         :class:`PackedBatch` with int32 ``cu_seqlens_q``, ``cu_seqlens_d``,
@@ -41,9 +44,14 @@ def pack_padded(queries, documents, query_lengths, doc_lengths, *, validate: boo
 
     Raises:
         TypeError, ValueError: as :func:`lik.pack_padded`.
+        RuntimeError: ``validate=False`` and a length past the padded extent.
     """
     if validate:
         _check_positive(query_lengths, doc_lengths)
+    else:
+        for x, ext in ((query_lengths, queries.shape[-2:-1]), (doc_lengths, documents.shape[-2:-1])):
+            if isinstance(x, torch.Tensor) and ext:
+                torch._assert_async(x.le(ext[0]).all())
     b = _padded.pack_padded(queries, documents, query_lengths, doc_lengths, validate=validate)
     return dataclasses.replace(
         b,
