@@ -173,7 +173,10 @@ LIK_API lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor
  * when opts->normalize (PLAID's convention; raw q and c + w otherwise).
  *
  *   Q            [Nq, Lq, d] or [Lq, d] (Nq = 1, dim dropped), F32/F16/BF16/F64
- *                (computed in fp32).
+ *                (computed in fp32; on CUDA an F16 / BF16 Q, and an F32 / F64
+ *                one whose d needs more shared memory than the device has
+ *                for fp32 tiles (d > 1088 on an H100 / H200), multiply on fp16
+ *                tensor cores under normalize, bf16 without, with fp32 sums).
  *   codec        centroids [C, d], bucket_weights [2^nbits], nbits, layout.
  *   codes        [Nd, Ld] I32/I64; entries past a document's length are
  *                never read (padding may hold anything).

@@ -85,18 +85,19 @@ static int64_t grid_for(int64_t items, const Device &dev, int occ) {
   return items < cap ? items : cap;
 }
 
-/* Shared memory of residual_maxsim for QB query rows and bn-token tiles. */
-static int64_t layout(KRes &P, int qb, int bn) {
-  const int64_t ldr = P.dpad + 8, chunks = P.dpad / 8;
+/* Shared memory of residual_maxsim for QB query rows, bn-token tiles and
+ * T of es bytes (rows padded by 16 bytes: conflict-free ldmatrix). */
+static int64_t layout(KRes &P, int qb, int bn, int es) {
+  const int64_t ldr = P.dpad + 16 / es, chunks = P.dpad / 8;
   int64_t off = 256 * sizeof(float); /* weights */
   P.off_wt = off;
-  off += 256 * 8 * 2; /* the byte table: 256 x 8/nbits weights as 16-bit T */
+  if (es == 2) off += 256 * 8 * 2; /* half types' byte table: 256 x 8/nbits weights */
   P.bn = bn;
   P.ldr = ldr;
   P.off_q = off;
-  off += qb * ldr * 2;
+  off += qb * ldr * es;
   P.off_x = off;
-  off += bn * ldr * 2;
+  off += bn * ldr * es;
   P.off_part = off;
   off += bn * chunks * 4;
   P.off_inv = off;
@@ -144,21 +145,35 @@ static lik_status launch_t(KRes &P, int mt, int64_t items, const Device &dev,
   }
 }
 
+/* Query rows per block (16, 32 or 64) and tile tokens (64, else 32) that
+ * fit for T of es bytes: the shared memory, or 0 where none fits. */
+static int64_t fit(KRes &P, int es, const Device &dev, int *mt) {
+  int bn = 64;
+  *mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4;
+  int64_t smem = layout(P, 16 * *mt, bn, es);
+  while (smem > dev.info->smem_max && (bn > 32 || *mt > 1)) {
+    if (bn > 32) bn = 32;
+    else *mt /= 2;
+    smem = layout(P, 16 * *mt, bn, es);
+  }
+  return smem > dev.info->smem_max ? 0 : smem;
+}
+
 lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream) {
   P.dpad = (int)((P.c.dim + 15) / 16 * 16);
-  /* query rows per block (16, 32 or 64) and tile tokens (64, else 32) that fit */
-  int mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4, bn = 64;
-  int64_t smem = layout(P, 16 * mt, bn);
-  while (smem > dev.info->smem_max && (bn > 32 || mt > 1)) {
-    if (bn > 32) bn = 32;
-    else mt /= 2;
-    smem = layout(P, 16 * mt, bn);
+  int mt;
+  /* an fp32 / fp64 query scores in fp32 (3xTF32) where its tiles fit; the
+   * PLAID search's lists, and d past that, on half types */
+  if (!P.list && (P.q_dt == LIK_F32 || P.q_dt == LIK_F64)) {
+    const int64_t smem = fit(P, 4, dev, &mt);
+    if (smem) return launch_t<float, false>(P, mt, items, dev, stream, smem);
   }
-  if (smem > dev.info->smem_max)
+  const int64_t smem = fit(P, 2, dev, &mt);
+  if (!smem)
     return lik_fail(LIK_ERR_UNSUPPORTED,
                     "centroids: d=%lld is too large for the CUDA residual kernel (%lld bytes of "
                     "shared memory, the device allows %lld)",
-                    (long long)P.c.dim, (long long)smem, (long long)dev.info->smem_max);
+                    (long long)P.c.dim, (long long)layout(P, 16, 32, 2), (long long)dev.info->smem_max);
   if (P.list)
     return P.normalize ? launch_t<__half, true>(P, mt, items, dev, stream, smem)
                        : launch_t<__nv_bfloat16, true>(P, mt, items, dev, stream, smem);

@@ -11,17 +11,21 @@
  * bit-reversed into the LIK order), dimension e at bits e*nbits.
  *
  * residual_maxsim (one CTA of 4 warps per (query, document) item, grid-
- * stride): the query block (QB = 16*MT rows, normalised, as T = fp16 when
- * normalize else bf16) sits in shared memory; the document is streamed in
- * tiles of BN tokens.  The codes and residual offsets of SUPER tiles are read
- * in one round trip; all 128 threads then decode a tile into shared memory as
- * T: each thread first issues the loads of up to 8 groups of 8 dimensions
- * (the group's nbits residual bytes, its 16-byte fp16 centroid slice), then
- * adds centroid and weights as T pairs, the weights of a whole byte read from
- * a per-call table of the 256 byte values (the bit layout folded in), and
- * sums the squares in fp32 (per token in a fixed order -> 1 / ||x||).  Warp
- * w takes n8 tiles w, w + 4, ... and computes S = Q_blk . X^T with
- * mma.sync.m16n8k16 (fp32 accumulation; A and B by ldmatrix), scales each
+ * stride): the query block (QB = 16*MT rows, normalised, as T) sits in
+ * shared memory; T = float for an fp32 / fp64 Q outside the PLAID search's
+ * lists (fp32 accuracy: 3xTF32), else fp16 when normalize and bf16 without
+ * (range).  The document is streamed in tiles of BN tokens.  The codes and
+ * residual offsets of SUPER tiles are read in one round trip; all 128
+ * threads then decode a tile into shared memory as T: for half types each
+ * thread first issues the loads of up to 8 groups of 8 dimensions (the
+ * group's nbits residual bytes, its 16-byte fp16 centroid slice), then adds
+ * centroid and weights as T pairs, the weights of a whole byte read from a
+ * per-call table of the 256 byte values (the bit layout folded in); float
+ * tiles hold decode8's fp32 values.  The squares are summed in fp32 (per
+ * token in a fixed order -> 1 / ||x||).  Warp w takes n8 tiles w, w + 4,
+ * ... and computes S = Q_blk . X^T with mma.sync (m16n8k16 of T, or
+ * m16n8k8.tf32 x 3 for float; fp32 accumulation; A and B by ldmatrix over
+ * 32-byte k-steps), scales each
  * column by its 1 / ||x||, masks tokens past the length (or with a code
  * outside [0, C): never read) and keeps a running max / argmax per query row
  * in registers (strict >: lowest index).  At the end of an item: quad
@@ -355,31 +359,47 @@ __device__ void token_codes(const KRes &P, int64_t j, int64_t len, int64_t t0, i
 }
 
 /* The tile of bn tokens whose codes are tcode[0 .. bn) into xs (as T),
- * 1 / ||x|| into inv. */
+ * 1 / ||x|| into inv.  Half types: centroid + weight added in T from the
+ * byte table wt; float: decode8's fp32 values (decompress's, exactly). */
 template <typename T>
-__device__ void decode_tile(const KRes &P, const T *wt, const int64_t *tcode,
+__device__ void decode_tile(const KRes &P, const float *wv, const T *wt, const int64_t *tcode,
                             const int64_t *troff, T *xs, float *part, float *inv) {
   const int chunks = P.dpad / 8, total = P.bn * chunks;
-  constexpr int NB = 8; /* groups in flight per thread */
-  for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
-    Group gr[NB];
+  if constexpr (std::is_same<T, float>::value) {
+    for (int c = threadIdx.x; c < total; c += blockDim.x) {
+      const int tk = c / chunks, q8 = c % chunks;
+      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, ss = 0.f;
+      if (tcode[tk] >= 0)
+        decode8(P.c, wv, tcode[tk], P.t.res + troff[tk], P.t.res_sp, P.t.res_vec, 8 * (int64_t)q8, x);
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-      const int c = c0 + b * blockDim.x;
-      if (c < total && tcode[c / chunks] >= 0)
-        gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
-                          P.t.res_vec, 8 * (int64_t)(c % chunks));
+      for (int e = 0; e < 8; e++) ss = fmaf(x[e], x[e], ss);
+      float4 *o = (float4 *)(xs + tk * P.ldr + 8 * q8);
+      o[0] = make_float4(x[0], x[1], x[2], x[3]);
+      o[1] = make_float4(x[4], x[5], x[6], x[7]);
+      part[c] = ss;
     }
+  } else {
+    constexpr int NB = 8; /* groups in flight per thread */
+    for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
+      Group gr[NB];
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-      const int c = c0 + b * blockDim.x;
-      if (c < total) {
-        const int tk = c / chunks, q8 = c % chunks;
-        uint4 x = make_uint4(0, 0, 0, 0);
-        float ss = 0.f;
-        if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
-        *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
-        part[c] = ss;
+      for (int b = 0; b < NB; b++) {
+        const int c = c0 + b * blockDim.x;
+        if (c < total && tcode[c / chunks] >= 0)
+          gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
+                            P.t.res_vec, 8 * (int64_t)(c % chunks));
+      }
+#pragma unroll
+      for (int b = 0; b < NB; b++) {
+        const int c = c0 + b * blockDim.x;
+        if (c < total) {
+          const int tk = c / chunks, q8 = c % chunks;
+          uint4 x = make_uint4(0, 0, 0, 0);
+          float ss = 0.f;
+          if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
+          *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
+          part[c] = ss;
+        }
       }
     }
   }
@@ -395,6 +415,7 @@ __device__ void decode_tile(const KRes &P, const T *wt, const int64_t *tcode,
 template <typename T, int MT, int NPW, bool LIST>
 __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   constexpr int QB = 16 * MT;
+  constexpr int KS = 32 / sizeof(T); /* elements of one 32-byte k-step (k16 of half, k8 of tf32) */
   extern __shared__ __align__(16) unsigned char smem[];
   float *wv = (float *)smem;
   T *wt = (T *)(smem + P.off_wt);
@@ -404,7 +425,7 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   float *red_v = (float *)(smem + P.off_rv), *rowv = (float *)(smem + P.off_row);
   int *red_i = (int *)(smem + P.off_ri);
   load_weights(P.c, wv);
-  byte_table<T>(P.c, wv, wt);
+  if constexpr (!std::is_same<T, float>::value) byte_table<T>(P.c, wv, wt);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, tq = lane % 4;
   const int64_t nqb = (P.lq + QB - 1) / QB, items = P.nq * P.t.count;
   const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
@@ -434,7 +455,7 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
         __syncthreads(); /* qs written; the previous tile's xs, tcode read */
         const int64_t sub = t0 % (SUPER * P.bn);
         if (sub == 0) token_codes(P, j, len, t0, tcode, troff);
-        decode_tile<T>(P, wt, tcode + sub, troff + sub, xs, part, inv);
+        decode_tile<T>(P, wv, wt, tcode + sub, troff + sub, xs, part, inv);
         float acc[NPW][MT][4];
 #pragma unroll
         for (int n = 0; n < NPW; n++)
@@ -442,17 +463,17 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
           for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[n][mt][e] = 0.f;
-        for (int k0 = 0; k0 < P.dpad; k0 += 16) {
+        for (int k0 = 0; k0 < P.dpad; k0 += KS) {
           uint32_t a[MT][4], b[NPW][2];
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
-            const int row = mt * 16 + (lane / 8 % 2) * 8 + lane % 8, kk = k0 + (lane / 16) * 8;
+            const int row = mt * 16 + (lane / 8 % 2) * 8 + lane % 8, kk = k0 + (lane / 16) * (KS / 2);
             ldsm_x4(qs_a + (uint32_t)((row * P.ldr + kk) * sizeof(T)), a[mt][0], a[mt][1], a[mt][2],
                     a[mt][3]);
           }
 #pragma unroll
           for (int n = 0; n < NPW; n++) {
-            const int tok = (warp + 4 * n) * 8 + lane % 8, kk = k0 + (lane / 8 % 2) * 8;
+            const int tok = (warp + 4 * n) * 8 + lane % 8, kk = k0 + (lane / 8 % 2) * (KS / 2);
             ldsm_x2(xs_a + (uint32_t)((tok * P.ldr + kk) * sizeof(T)), b[n][0], b[n][1]);
           }
 #pragma unroll
