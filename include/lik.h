@@ -192,13 +192,14 @@ typedef struct lik_options {
    * exactly a prefix mask, which it may replace (faster on CUDA).  Entries
    * must lie in [0, L] (L = Lq / Ld): LIK_ERR_VALUE naming the entry on the
    * CPU; on CUDA they are not read on the host and are clamped to [0, L].
-   * Packed calls take their lengths from cu_seqlens, and the low-bit calls
-   * and the fused head of lik_experimental.h take none (masks only):
-   * non-NULL there is LIK_ERR_VALUE.  A backward must get the forward's
+   * Packed calls take their lengths from cu_seqlens, and the low-bit calls,
+   * the fused head and residual MaxSim of lik_experimental.h take none
+   * (masks, doc_lengths): non-NULL there is LIK_ERR_VALUE.  A backward must get the forward's
    * lengths. */
   const lik_tensor *q_lengths;
   const lik_tensor *d_lengths;
-  lik_fp32_precision fp32_precision; /* forward only (another value:
+  lik_fp32_precision fp32_precision; /* forward only, and
+                                        lik_maxsim_residual* (another value:
                                         LIK_ERR_VALUE); the CUDA backward of
                                         fp32 inputs keeps fp32 accuracy   */
 } lik_options;

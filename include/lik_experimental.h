@@ -176,13 +176,15 @@ LIK_API lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor
  *                (computed in fp32; on CUDA an F16 / BF16 Q, and an F32 / F64
  *                one whose d needs more shared memory than the device has
  *                for fp32 tiles (d > 1088 on an H100 / H200), multiply on fp16
- *                tensor cores under normalize, bf16 without, with fp32 sums).
+ *                tensor cores under normalize, bf16 without, with fp32 sums;
+ *                opts->fp32_precision = LIK_FP32_TF32 lets an fp32 Q's tiles
+ *                take one TF32 product).
  *   codec        centroids [C, d], bucket_weights [2^nbits], nbits, layout.
  *   codes        [Nd, Ld] I32/I64; entries past a document's length are
  *                never read (padding may hold anything).
  *   residuals    U8 [Nd, Ld, d * nbits / 8].
  *   doc_lengths  [Nd] I32/I64, each in [0, Ld].
- *   opts         normalize, num_threads, stream.
+ *   opts         normalize, num_threads, stream, fp32_precision.
  *   scores       F32 [Nq, Nd] ([Nd] for 2-D Q).  An empty document scores 0.
  *   argmax       NULL or I32 scores.shape + [Lq]: the winning token of the
  *                document per query token, lowest index on ties, -1 for an
@@ -191,8 +193,10 @@ LIK_API lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor
  *                all score -inf or NaN adds 0 (argmax -1).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (d of Q / centroids, residual width !=
  * d * nbits / 8, batch sizes, outputs), LIK_ERR_DTYPE, LIK_ERR_VALUE (nbits,
- * a length outside [0, Ld], a code outside [0, C), naming the entry),
- * LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED, LIK_ERR_CUDA.
+ * a length outside [0, Ld], a code outside [0, C), naming the entry; an
+ * opts->fp32_precision other than the two values; opts->q_lengths or
+ * d_lengths set), LIK_ERR_DEVICE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED,
+ * LIK_ERR_CUDA.
  */
 LIK_API lik_status lik_maxsim_residual(const lik_tensor *Q, const lik_codec *codec,
                                        const lik_tensor *codes, const lik_tensor *residuals,

@@ -28,7 +28,9 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   lik_clear_error();
   lik_status st;
   lik_residual_problem p = {0};
-  if ((st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q"))) return st;
+  if ((st = lik_check_no_lengths(opts, "the residual calls take doc_lengths / cu_seqlens_d")) ||
+      (st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q")))
+    return st;
   if ((st = lik_codec_view_from(codec, 0, 1, &p.codec))) return st;
   if (Q->shape[Q->ndim - 1] != p.codec.dim)
     return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match centroids' d=%lld",

@@ -10,6 +10,7 @@
 void lik_call_from(lik_call *c, const lik_options *opts) {
   c->context = lik_context_of(opts);
   c->normalize = opts ? opts->normalize != 0 : 0;
+  c->tf32 = opts && opts->fp32_precision == LIK_FP32_TF32;
   c->num_threads =
       opts && opts->num_threads > 0 ? opts->num_threads : lik_context_threads(c->context);
   c->stream = opts ? opts->stream : NULL;

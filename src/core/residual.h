@@ -105,6 +105,7 @@ static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_lay
 /* What a call takes from its options and tensors, resolved. */
 typedef struct {
   int normalize;
+  int tf32;             /* fp32 queries on CUDA: one TF32 product (LIK_FP32_TF32) */
   int num_threads;      /* >= 1 */
   lik_context *context; /* never NULL */
   void *stream;

@@ -106,7 +106,8 @@ void lik_fill_options(lik_problem *p, const lik_options *opts);
 lik_status lik_fill_lengths(lik_problem *p, const lik_tensor *Q, const lik_tensor *D,
                             const lik_options *opts);
 
-/* Calls that take no lik_options lengths (packed, low-bit, fused head): opts
+/* Calls that take no lik_options lengths (packed, low-bit, fused head,
+ * residual MaxSim): opts
  * carries no lengths and a valid fp32_precision, else LIK_ERR_VALUE with
  * why ("packed calls take their lengths from cu_seqlens") in the message. */
 lik_status lik_check_no_lengths(const lik_options *opts, const char *why);

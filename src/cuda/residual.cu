@@ -249,5 +249,6 @@ extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   P.q_sk = p->q.sk;
   set_outputs(P, *p);
   P.normalize = p->call.normalize;
+  P.tf32 = p->call.tf32;
   return launch_residual(P, P.nq * P.t.count, dev, (cudaStream_t)p->call.stream);
 }

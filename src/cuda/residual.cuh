@@ -13,7 +13,8 @@
  * residual_maxsim (one CTA of 4 warps per (query, document) item, grid-
  * stride): the query block (QB = 16*MT rows, normalised, as T) sits in
  * shared memory; T = float for an fp32 / fp64 Q outside the PLAID search's
- * lists (fp32 accuracy: 3xTF32), else fp16 when normalize and bf16 without
+ * lists (fp32 accuracy: 3xTF32; one TF32 product under LIK_FP32_TF32),
+ * else fp16 when normalize and bf16 without
  * (range).  The document is streamed in tiles of BN tokens.  The codes and
  * residual offsets of SUPER tiles are read in one round trip; all 128
  * threads then decode a tile into shared memory as T: for half types each
@@ -476,6 +477,22 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
             const int tok = (warp + 4 * n) * 8 + lane % 8, kk = k0 + (lane / 8 % 2) * (KS / 2);
             ldsm_x2(xs_a + (uint32_t)((tok * P.ldr + kk) * sizeof(T)), b[n][0], b[n][1]);
           }
+          if constexpr (std::is_same<T, float>::value)
+            if (P.tf32) { /* one TF32 product (LIK_FP32_TF32): operands rounded once */
+#pragma unroll
+              for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int x = 0; x < 4; x++) a[mt][x] = tf32_rna(__uint_as_float(a[mt][x]));
+#pragma unroll
+              for (int n = 0; n < NPW; n++)
+#pragma unroll
+                for (int x = 0; x < 2; x++) b[n][x] = tf32_rna(__uint_as_float(b[n][x]));
+#pragma unroll
+              for (int n = 0; n < NPW; n++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) mma_tf32(acc[n][mt], a[mt], b[n]);
+              continue;
+            }
 #pragma unroll
           for (int n = 0; n < NPW; n++)
 #pragma unroll

@@ -63,6 +63,7 @@ struct KRes {
    * document list[i * list_sn + j] of the index when j < list_n[i] */
   const int32_t *list, *list_n;
   int64_t list_sn;
+  int tf32;                 /* float tiles: one TF32 product (LIK_FP32_TF32) */
 };
 
 /* Element i of an F16 / BF16 / F64 / F32 array as fp32 (the residual kernels'

@@ -541,6 +541,16 @@ static void test_errors(void) {
   lik_codec k = {&C, NULL, &W, 2, LIK_RESIDUAL_COLBERT};
   expect(lik_maxsim_residual(&Q, &k, &Cp, &Rp, &L, NULL, &S, &A), LIK_OK, "", "valid padded");
   expect(lik_maxsim_residual_varlen(&Q, &k, &Ck, &Rk, &Cu, NULL, &S, &A), LIK_OK, "", "valid packed");
+  lik_options o = LIK_OPTIONS_INIT;
+  o.fp32_precision = LIK_FP32_TF32; /* CUDA's; the CPU keeps fp32 */
+  expect(lik_maxsim_residual(&Q, &k, &Cp, &Rp, &L, &o, &S, &A), LIK_OK, "", "fp32_precision TF32");
+  o.fp32_precision = (lik_fp32_precision)2;
+  expect(lik_maxsim_residual(&Q, &k, &Cp, &Rp, &L, &o, &S, NULL), LIK_ERR_VALUE,
+         "opts: fp32_precision 2", "fp32_precision 2");
+  o.fp32_precision = LIK_FP32_HIGHEST;
+  o.d_lengths = &L;
+  expect(lik_maxsim_residual_varlen(&Q, &k, &Ck, &Rk, &Cu, &o, &S, NULL), LIK_ERR_VALUE,
+         "d_lengths: the residual calls take doc_lengths", "opts lengths");
   k.nbits = 3;
   expect(lik_maxsim_residual(&Q, &k, &Cp, &Rp, &L, NULL, &S, NULL), LIK_ERR_VALUE, "nbits: 3", "nbits 3");
   k.nbits = 4;

@@ -145,6 +145,28 @@ def test_fp32_grad_matches_dense(rng, nbits, normalize):
     torch.testing.assert_close(Qa.grad, Qb.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_fp32_follows_matmul_precision(rng):
+    """torch "high" lets an fp32 query's tiles take one TF32 product (lik.h
+    LIK_FP32_TF32): scores within TF32's error of the CPU's, and not those of
+    "highest" (the option reaches the kernel)."""
+    codes, res, cu, cent, w = _index(rng, 4, 96, 40, [70, 3, 33])
+    Q = torch.from_numpy(rng.standard_normal((2, 20, 96)).astype(np.float32))
+    cpu = lik.maxsim_residual_varlen(Q, codes, res, cu, cent, w, 4, normalize=False)
+    args = _cuda(Q, codes, res, cu, cent, w)
+    exact = lik.maxsim_residual_varlen(*args, 4, normalize=False)
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        tf32 = lik.maxsim_residual_varlen(*args, 4, normalize=False)
+    finally:
+        torch.set_float32_matmul_precision(old)
+    x = plaid.decompress(codes, res, cent, w, 4, normalize=False)
+    scale = Q.double().norm(dim=-1).sum(-1, keepdim=True) * float(x.double().norm(dim=-1).max())
+    assert torch.all((exact.cpu().double() - cpu.double()).abs() <= 2.0**-16 * scale + 1e-6)
+    assert torch.all((tf32.cpu().double() - cpu.double()).abs() <= 2.0**-9 * scale + 1e-6)
+    assert not torch.equal(tf32, exact)
+
+
 @pytest.mark.parametrize("nbits", (1, 2, 4, 8))
 @pytest.mark.parametrize("layout", ("colbert", "lik"))
 def test_decompress_matches_cpu(rng, nbits, layout):
