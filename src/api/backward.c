@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "../core/backend.h"
 #include "../core/validate.h"
 
 /* ---- shared checks --------------------------------------------------------- */
@@ -15,10 +16,7 @@ static lik_status check_device(lik_problem *p, const lik_tensor *const *ts,
                                const char *const *names, int n) {
   lik_status st = lik_check_devices(ts, names, n, &p->device, &p->device_id);
   if (st) return st;
-#ifndef LIK_WITH_CUDA
-  if (p->device == LIK_CUDA)
-    return lik_no_cuda_backend();
-#endif
+  if (!lik_backend_of(p->device)->maxsim_backward) return lik_no_entry("lik_maxsim_backward");
   return LIK_OK;
 }
 
@@ -28,10 +26,7 @@ static lik_backward strategy_of(const lik_options *opts) {
 
 /* The backend of a validated backward call. */
 static lik_status route(lik_bw *bw, const lik_options *opts) {
-#ifdef LIK_WITH_CUDA
-  if (bw->p.device == LIK_CUDA) return lik_cuda_maxsim_backward(bw);
-#endif
-  return lik_cpu_maxsim_backward(bw, strategy_of(opts));
+  return lik_backend_of(bw->p.device)->maxsim_backward(bw, strategy_of(opts));
 }
 
 static lik_status check_strategy(const lik_options *opts) {

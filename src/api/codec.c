@@ -3,6 +3,7 @@
  * validate once, describe the call, route it to a backend.
  */
 #include "../core/checked.h"
+#include "../core/backend.h"
 #include "../core/residual_check.h"
 
 static lik_status cuda_unsupported(const char *what) {
@@ -110,12 +111,6 @@ lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,
   p.x = lik_seqs_from(out);
   lik_call_from(&p.call, opts);
   if (p.tok.len == 0) return LIK_OK;
-  if (p.call.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_codec_decompress(&p);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_codec_decompress(&p);
+  const lik_backend *b = lik_backend_of(p.call.device);
+  return b->codec_decompress ? b->codec_decompress(&p) : lik_no_entry("lik_codec_decompress");
 }

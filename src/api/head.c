@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "lik_experimental.h"
+#include "../core/backend.h"
 #include "../core/head.h"
 #include "../core/validate.h"
 
@@ -79,25 +80,14 @@ static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H
 }
 
 static lik_status route_forward(const lik_head *h) {
-  if (h->p.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_maxsim_from_hidden(h);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_maxsim_from_hidden(h);
+  const lik_backend *b = lik_backend_of(h->p.device);
+  return b->maxsim_from_hidden ? b->maxsim_from_hidden(h) : lik_no_entry("lik_maxsim_from_hidden");
 }
 
 static lik_status route_backward(const lik_head_bw *bw) {
-  if (bw->h.p.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_maxsim_from_hidden_backward(bw);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_maxsim_from_hidden_backward(bw);
+  const lik_backend *b = lik_backend_of(bw->h.p.device);
+  return b->maxsim_from_hidden_backward ? b->maxsim_from_hidden_backward(bw)
+                                        : lik_no_entry("lik_maxsim_from_hidden_backward");
 }
 
 /* argmax: I32 grid + [Lq]; output = 1 also checks it is writable once. */

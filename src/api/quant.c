@@ -6,18 +6,9 @@
  */
 #include "lik_experimental.h"
 
+#include "../core/backend.h"
 #include "../core/quant.h"
 #include "../core/validate.h"
-
-static lik_status no_cuda_quant(const char *call) {
-#ifdef LIK_WITH_CUDA
-  return lik_fail(LIK_ERR_UNSUPPORTED, "%s: CUDA tensors are not supported (the quantisers "
-                  "run on the CPU)", call);
-#else
-  (void)call;
-  return lik_no_cuda_backend();
-#endif
-}
 
 static int is_int8_or_fp8(lik_dtype t) {
   return t == LIK_I8 || t == LIK_F8E4M3 || t == LIK_F8E5M2;
@@ -82,15 +73,8 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
 
 static lik_status route(const lik_quant_problem *p, const char *call) {
   if (p->q.count == 0 || p->d_seqs.count == 0) return LIK_OK;
-  if (p->device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    (void)call;
-    return lik_cuda_maxsim_quant(p);
-#else
-    return no_cuda_quant(call);
-#endif
-  }
-  return lik_cpu_maxsim_quant(p);
+  const lik_backend *b = lik_backend_of(p->device);
+  return b->maxsim_quant ? b->maxsim_quant(p) : lik_no_entry(call);
 }
 
 lik_status lik_maxsim_scaled(const lik_tensor *Q, const lik_tensor *scale_Q,
@@ -199,7 +183,7 @@ static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const
   if ((st = lik_check_devices(ts, names, scale ? 3 : 2, &dev, &dev_id)) ||
       (st = lik_check_disjoint(ts, names, scale ? 3 : 2, scale ? 2 : 1)))
     return st;
-  if (dev == LIK_CUDA) return no_cuda_quant(call);
+  if (dev == LIK_CUDA) return lik_no_entry(call);
   p->x = X->data;
   p->dtype = X->dtype;
   p->d = d;

@@ -3,6 +3,7 @@
  * lik_plaid_approx_score: validate once, describe the call, route it to the
  * CPU or CUDA backend.
  */
+#include "../core/backend.h"
 #include "../core/residual_check.h"
 
 /* scores F32 grid[0 .. ndim), argmax NULL or I32 grid + [lq]. */
@@ -72,14 +73,8 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   }
   lik_call_from(&p.call, opts);
   if (p.q.count == 0 || p.d.count == 0) return LIK_OK;
-  if (p.call.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_maxsim_residual(&p);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_maxsim_residual(&p);
+  const lik_backend *b = lik_backend_of(p.call.device);
+  return b->maxsim_residual ? b->maxsim_residual(&p) : lik_no_entry("lik_maxsim_residual");
 }
 
 lik_status lik_maxsim_residual(const lik_tensor *Q, const lik_codec *codec,
@@ -143,12 +138,6 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   p.score_sj = scores->strides[ndim - 1];
   lik_call_from(&p.call, opts);
   if (p.nq == 0 || p.d.count == 0) return LIK_OK;
-  if (p.call.device == LIK_CUDA) {
-#ifdef LIK_WITH_CUDA
-    return lik_cuda_plaid_approx(&p);
-#else
-    return lik_no_cuda_backend();
-#endif
-  }
-  return lik_cpu_plaid_approx(&p);
+  const lik_backend *b = lik_backend_of(p.call.device);
+  return b->plaid_approx ? b->plaid_approx(&p) : lik_no_entry("lik_plaid_approx_score");
 }

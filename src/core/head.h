@@ -36,9 +36,7 @@ typedef struct {
 
 lik_status lik_cpu_maxsim_from_hidden(const lik_head *h);
 lik_status lik_cpu_maxsim_from_hidden_backward(const lik_head_bw *bw);
-#ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim_from_hidden(const lik_head *h);
 lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw);
-#endif
 
 #endif /* LIK_HEAD_H */

@@ -170,7 +170,6 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
  * lowmem or unified (auto resolved by the caller or here). */
 lik_status lik_cpu_maxsim_backward(const lik_bw *bw, lik_backward strategy);
 
-#ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim(const lik_problem *p);
 lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                              int64_t out_si, int64_t out_sr, int64_t *out_indices,
@@ -180,7 +179,6 @@ lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
  * destination-owned one (src/cuda/backward.cu).  Packed: p.q.len is the
  * argmax extent (>= every query's length), cu_seqlens / pair indices stay on
  * the device, q_total / d_total are the rows of Q / D. */
-lik_status lik_cuda_maxsim_backward(const lik_bw *bw);
-#endif
+lik_status lik_cuda_maxsim_backward(const lik_bw *bw, lik_backward strategy);
 
 #endif /* LIK_PROBLEM_H */

@@ -71,9 +71,7 @@ typedef struct {
 
 /* Backends. */
 lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p);
-#ifdef LIK_WITH_CUDA
 lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p);
-#endif
 void lik_cpu_quantize(const lik_quantize_problem *p);
 
 #endif /* LIK_QUANT_H */

@@ -163,10 +163,8 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p);
  * chain in ascending k (independent of the thread count). */
 void lik_cpu_centroid_scores(const lik_context *ctx, int nth, const float *qt, int64_t lqp,
                              const float *cent, int64_t ncent, int64_t d, float *out);
-#ifdef LIK_WITH_CUDA
 lik_status lik_cuda_codec_decompress(const lik_codec_problem *p);
 lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p);
 lik_status lik_cuda_plaid_approx(const lik_approx_problem *p);
-#endif
 
 #endif /* LIK_CORE_RESIDUAL_H */

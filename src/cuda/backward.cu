@@ -368,7 +368,8 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
 using namespace lik_cuda;
 using namespace lik_cuda::bw;
 
-extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp) {
+extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp, lik_backward strategy) {
+  (void)strategy; /* every strategy is this one kernel family */
   const lik_problem *p = &bwp->p;
   const bool want_q = bwp->gq.data && p->q.count > 0;
   const bool want_d = bwp->gd.data && p->d.count > 0;
