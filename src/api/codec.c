@@ -3,6 +3,7 @@
  * validate once, describe the call, route it to a backend.
  */
 #include "../core/checked.h"
+#include "../core/context.h"
 #include "../core/residual_check.h"
 
 static lik_status cuda_unsupported(const char *what) {
@@ -45,7 +46,7 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
                     "copy exceeds the address space)", lik_shape_str(residuals, s));
   }
   if (n == 0) return lik_fail(LIK_ERR_VALUE, "residuals: the sample is empty");
-  return lik_cpu_codec_train(residuals, nbits, (float *)bucket_cutoffs->data,
+  return lik_cpu_codec_train(lik_context_default(), residuals, nbits, (float *)bucket_cutoffs->data,
                              bucket_cutoffs->strides[0], (float *)bucket_weights->data,
                              bucket_weights->strides[0]);
 }
