@@ -86,8 +86,8 @@ static lik_status build_csr(lik_ws *ws, const lik_index *key, int64_t nkeys, int
   int64_t *pairs = (int64_t *)lik_ws_array(ws, np, sizeof(int64_t), 0);
   int64_t *fill = (int64_t *)lik_ws_array(ws, nkeys, sizeof(int64_t), 0);
   if (!start || !pairs || !fill)
-    return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate the pair index (%lld pairs)",
-                    (long long)np);
+    return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate the pair index (%lld pairs, %lld "
+                    "keys: 8 bytes each)", (long long)np, (long long)nkeys);
   for (int64_t p = 0; p < np; p++) start[lik_index_at(key, p) + 1]++;
   for (int64_t n = 0; n < nkeys; n++) start[n + 1] += start[n];
   memcpy(fill, start, (size_t)nkeys * sizeof(int64_t));
@@ -134,8 +134,8 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
     bw->q_norm = lik_ws_array(&ws, ntq, rs, 1);
     bw->d_norm = lik_ws_array(&ws, ntd, rs, 1);
     if (!bw->q_norm || !bw->d_norm) {
-      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens)",
-                    (long long)ntq, (long long)ntd);
+      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens "
+                    "of %zu bytes)", (long long)ntq, (long long)ntd, rs);
       goto done;
     }
     bw_run(job, JOB_NORM, 0, p->q.count, nt);

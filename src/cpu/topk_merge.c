@@ -45,8 +45,8 @@ lik_status lik_cpu_topk_merge(const lik_merge *m) {
   run.heap = sizes_ok ? (int64_t *)lik_ws_alloc(&ws, heap_b) : NULL;
   lik_status st = LIK_OK;
   if (!run.lists || !run.heap)
-    st = lik_fail(LIK_ERR_ALLOC, "topk_merge: cannot allocate scratch for %d threads x R=%lld lists",
-                  nt, (long long)m->R);
+    st = lik_fail(LIK_ERR_ALLOC, "topk_merge: cannot allocate %zu + %zu bytes of scratch (%d "
+                  "threads x R=%lld lists)", lists_b, heap_b, nt, (long long)m->R);
   else
     lik_parallel_run(nt, ntasks, merge_task, &run);
   lik_ws_close(&ws);
