@@ -23,6 +23,14 @@
 
 #define WS_ALIGN 64 /* a cache line: per-thread blocks share none */
 
+/* The most a slot keeps between calls.  A call whose scratch is larger (the
+ * unified backward's working copies, a retrieve over many queries) allocates
+ * and frees it as before the workspace existed: its work dwarfs the
+ * allocation, and memory held idle would add to the process's peak when the
+ * caller's own allocations peak between calls (bench/RESULTS.md,
+ * 2026-12-05). */
+#define WS_KEEP ((size_t)8 << 20)
+
 struct lik_ws_slot {
   lik_ws_arena a;
   atomic_int busy;
@@ -60,8 +68,8 @@ void lik_ws_close(lik_ws *ws) {
     free(a->extra);
     a->extra = next;
   }
-  if (a->total > a->want) a->want = a->total;
-  if (grew || !ws->s) { /* the next call makes one block of want bytes */
+  if (a->total > a->want && a->total <= WS_KEEP) a->want = a->total;
+  if (grew || !ws->s || a->cap > WS_KEEP) { /* the next call makes one block of want bytes */
     free(a->block);
     a->block = NULL;
     a->cap = 0;

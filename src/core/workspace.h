@@ -12,11 +12,14 @@
  * threads, and lik_ws_close gives them all back at its end.  A slot's block
  * is reused as long as it holds the whole call; a call that needs more gets
  * the rest as extra blocks freed at close, and the slot's next call makes one
- * block of the largest total seen.  So a context concurrently used by
- * several threads stays safe (each call owns its slot), a thread's calls
- * reuse one block, and the memory held is, per slot, the largest call's
- * scratch: the peak of a call is unchanged, the memory stays between calls.
- * lik_context_free releases it; the default context's lives with the process.
+ * block of the largest total seen, up to 8 MiB (WS_KEEP): a block above it
+ * is freed at close, so a large call (unified backward copies, a wide
+ * retrieve) allocates as it did before, its work dwarfing the allocation,
+ * and memory held between calls never exceeds 8 MiB a slot.  So a context
+ * concurrently used by several threads stays safe (each call owns its slot),
+ * small and medium calls allocate nothing once warm, and a process's peak
+ * memory is unchanged within 8 MiB a slot.  lik_context_free releases it;
+ * the default context's lives with the process.
  *
  * Under AddressSanitizer the unused bytes of a block are poisoned, so an
  * overflow from one buffer into the next is reported as with malloc.
