@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "backward_internal.h"
 #include "cpu_internal.h"
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 #include "residual_internal.h"
 
@@ -195,13 +194,10 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   off += (size_t)g.block * sizeof(int32_t);
   int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
-  if (!(g.scratch = lik_ws_blocks(&ws, nth, off, &g.stride))) {
-    lik_ws_close(&ws);
-    return lik_fail(LIK_ERR_ALLOC, "lik_codec: cannot allocate %d threads x %zu bytes of "
-                    "compress scratch", nth, off);
-  }
-  lik_parallel_run(nth, ntasks, compress_task, &g);
+  const lik_status st = lik_parallel_run_ws(&ws, nth, ntasks, off, &g.scratch, &g.stride,
+                                            compress_task, &g, "lik_codec compress");
   lik_ws_close(&ws);
+  if (st) return st;
   const long long bad = atomic_load(&g.bad);
   if (bad != INT64_MAX)
     return lik_fail(LIK_ERR_VALUE,
@@ -262,12 +258,8 @@ lik_status lik_cpu_codec_decompress(const lik_codec_problem *p) {
   const size_t bytes = (size_t)(2 * p->codec.dim) * sizeof(float);
   lik_ws ws;
   lik_ws_open(&ws, p->call.context);
-  if (!(g.scratch = lik_ws_blocks(&ws, nth, bytes, &g.stride))) {
-    lik_ws_close(&ws);
-    return lik_fail(LIK_ERR_ALLOC, "lik_codec: cannot allocate %d threads x %zu bytes of "
-                    "decompress scratch", nth, bytes);
-  }
-  lik_parallel_run(nth, ntasks, decompress_task, &g);
+  const lik_status st = lik_parallel_run_ws(&ws, nth, ntasks, bytes, &g.scratch, &g.stride,
+                                            decompress_task, &g, "lik_codec decompress");
   lik_ws_close(&ws);
-  return LIK_OK;
+  return st;
 }

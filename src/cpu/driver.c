@@ -27,7 +27,6 @@
 #include <stdint.h>
 
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 
 #define LIK_DOC_CHUNK_BYTES (128 * 1024)
@@ -282,14 +281,9 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
   if (T > 256) T = 256;
   lik_ws ws;
   lik_ws_open(&ws, p->context);
-  if (!(g.scratch = lik_ws_blocks(&ws, T, g.scratch_bytes, &g.stride))) {
-    lik_ws_close(&ws);
-    return lik_fail(LIK_ERR_ALLOC,
-                    "CPU scratch: cannot allocate %lld threads x %zu bytes (query panels of "
-                    "%lld x Lq=%lld x d=%lld fp32 values)",
-                    (long long)T, g.scratch_bytes, (long long)qb, (long long)g.lq, (long long)d);
-  }
-  lik_parallel_run((int)T, ntasks, task, &g);
+  const lik_status st =
+      lik_parallel_run_ws(&ws, (int)T, ntasks, g.scratch_bytes, &g.scratch, &g.stride, task, &g,
+                          "CPU forward (query panels, document rows)");
   lik_ws_close(&ws);
-  return LIK_OK;
+  return st;
 }

@@ -10,7 +10,6 @@
 #include "../core/dtype.h"
 #include "../core/head.h"
 #include "../core/validate.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 
 #define HEAD_BLOCK_BYTES (1 << 20) /* projected rows per forward task */

@@ -10,7 +10,6 @@
 #include <math.h>
 
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 
 #define F64_BLOCK 16
@@ -99,14 +98,8 @@ lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o) {
                     (long long)p->q.dim, (long long)p->d.len);
   lik_ws ws;
   lik_ws_open(&ws, p->context);
-  if (!(g.scratch = lik_ws_blocks(&ws, T, g.bytes, &g.stride))) {
-    lik_ws_close(&ws);
-    return lik_fail(LIK_ERR_ALLOC,
-                    "CPU scratch: cannot allocate %lld threads x %zu bytes (d=%lld + Ld=%lld "
-                    "doubles)",
-                    (long long)T, g.bytes, (long long)p->q.dim, (long long)p->d.len);
-  }
-  lik_parallel_run((int)T, ntasks, task_f64, &g);
+  const lik_status st = lik_parallel_run_ws(&ws, (int)T, ntasks, g.bytes, &g.scratch, &g.stride,
+                                            task_f64, &g, "CPU F64 forward (d + Ld doubles)");
   lik_ws_close(&ws);
-  return LIK_OK;
+  return st;
 }

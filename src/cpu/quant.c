@@ -20,7 +20,6 @@
 
 #include "../core/checked.h"
 #include "../core/quant.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 #include "quant_internal.h"
 

@@ -17,7 +17,6 @@
  * tokens ascending), so results do not depend on the thread count.
  */
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 #include "residual_internal.h"
 

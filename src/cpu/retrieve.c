@@ -10,7 +10,6 @@
  * ties by lower index), the sort and the merge of src/cpu/topk.c.
  */
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 #include "topk.h"
 
@@ -37,8 +36,10 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   int64_t heap[4];
   lik_status st = LIK_OK;
   if (!blk || !col || !cs || !ci || !cnt) {
-    st = lik_fail(LIK_ERR_ALLOC, "retrieve: cannot allocate scratch for Nq=%lld, block=%lld, k=%lld "
-                  "(%zu bytes of block scores)", (long long)nq, (long long)B, (long long)k, blk_bytes);
+    st = lik_fail(LIK_ERR_ALLOC,
+                  "retrieve: cannot allocate scratch for Nq=%lld, block=%lld, k=%lld (%zu bytes "
+                  "of block scores)",
+                  (long long)nq, (long long)B, (long long)k, blk_bytes);
     goto done;
   }
   /* cs/ci[0, B): the sorted newcomers of a query; [B, B + k): the merge. */

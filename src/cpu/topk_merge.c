@@ -5,7 +5,6 @@
  * not depend on the thread count.
  */
 #include "../core/checked.h"
-#include "../core/workspace.h"
 #include "cpu_internal.h"
 #include "topk.h"
 
