@@ -150,8 +150,8 @@ static lik_status ws_run(lik_context *ctx, int j, unsigned char **out, size_t *b
     }
     lik_tensor S = {s, LIK_F32, 3, {b->nd, b->nq, K}, {(int64_t)b->nq * K, K, 1}, LIK_CPU, 0};
     lik_tensor I = {ix, LIK_I64, 3, {b->nd, b->nq, K}, {(int64_t)b->nq * K, K, 1}, LIK_CPU, 0};
-    lik_tensor OS = {*out, LIK_F32, 2, {b->nq, TOPK}, {TOPK, 1}, LIK_CPU, 0};
-    lik_tensor OI = {*out + (size_t)b->nq * TOPK * 4, LIK_I64, 2, {b->nq, TOPK}, {TOPK, 1},
+    lik_tensor OI = {*out, LIK_I64, 2, {b->nq, TOPK}, {TOPK, 1}, LIK_CPU, 0};
+    lik_tensor OS = {*out + (size_t)b->nq * TOPK * 8, LIK_F32, 2, {b->nq, TOPK}, {TOPK, 1},
                      LIK_CPU, 0};
     st = lik_topk_merge(&S, &I, NULL, TOPK, &opts, &OS, &OI);
     free(s);
@@ -169,8 +169,8 @@ static lik_status ws_run(lik_context *ctx, int j, unsigned char **out, size_t *b
     const int k = 7;
     *bytes = (size_t)b->nq * k * 12;
     *out = malloc(*bytes);
-    lik_tensor S = {*out, LIK_F32, 2, {b->nq, k}, {k, 1}, LIK_CPU, 0};
-    lik_tensor I = {*out + (size_t)b->nq * k * 4, LIK_I64, 2, {b->nq, k}, {k, 1}, LIK_CPU, 0};
+    lik_tensor I = {*out, LIK_I64, 2, {b->nq, k}, {k, 1}, LIK_CPU, 0}; /* int64 first: aligned */
+    lik_tensor S = {*out + (size_t)b->nq * k * 8, LIK_F32, 2, {b->nq, k}, {k, 1}, LIK_CPU, 0};
     st = lik_retrieve(&Q, &D, NULL, NULL, k, &opts, &S, &I);
   } else {
     const int bw = b->op == WS_BW_UNIFIED || b->op == WS_BW_LOWMEM;
@@ -226,6 +226,7 @@ static void group_workspace_reuse(void) {
   for (int round = 0; round < 3; round++)
     for (int i = 0; i < WS_NJOBS; i++) {
       const int j = round == 1 ? WS_NJOBS - 1 - i : (i * 5 + round) % WS_NJOBS;
+      if (j == WS_NJOBS - 1 && round > 0) continue; /* the large job: once (slow) */
       case_begin("round %d, job %d (op %d)", round, j, ws_jobs[j].op);
       CHECK(ws_matches(c, j), "shared context: not bitwise the fresh context's result (%s)",
             lik_last_error());
