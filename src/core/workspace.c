@@ -62,14 +62,13 @@ void lik_ws_open(lik_ws *ws, lik_context *ctx) {
 
 void lik_ws_close(lik_ws *ws) {
   lik_ws_arena *a = ws->a;
-  const int grew = a->extra != NULL;
   while (a->extra) {
     void *next = *(void **)a->extra;
     free(a->extra);
     a->extra = next;
   }
   if (a->total > a->want && a->total <= WS_KEEP) a->want = a->total;
-  if (grew || !ws->s || a->cap > WS_KEEP) { /* the next call makes one block of want bytes */
+  if (!ws->s || a->cap > WS_KEEP || a->cap < a->want) { /* the next call makes one of want bytes */
     free(a->block);
     a->block = NULL;
     a->cap = 0;
