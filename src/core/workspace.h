@@ -52,8 +52,8 @@ typedef struct {
 } lik_ws;
 
 /* Takes a slot of ctx (the call's resolved context; NULL: the default
- * context's) for this call.  Cannot fail: without memory for a new slot the call's buffers are
- * its own, freed at close. */
+ * context's) for this call.  Cannot fail: without memory for a new slot,
+ * the call's buffers are its own, freed at close. */
 void lik_ws_open(lik_ws *ws, lik_context *ctx);
 
 /* Gives back every buffer of the call and the slot. */
