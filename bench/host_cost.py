@@ -16,8 +16,10 @@ Rows:
   ``requires_grad`` inputs (the forward that saves the argmax);
 * peers (CUDA): late-interaction-kernels 0.4.5 ``maxsim``, flash-maxsim 0.3.0
   ``flash_maxsim_batched``;
-* CPU: the C API, ``lik.maxsim`` on numpy arrays and on torch tensors, one
-  thread (the fixed cost of a call: validation, scratch, the thread runner).
+* CPU: the C API (``lik_maxsim``; ``lik_retrieve``, top 4 of 16 such
+  documents; ``lik_maxsim_backward``, both gradients), ``lik.maxsim`` on numpy
+  arrays and on torch tensors, one thread (the fixed cost of a call:
+  validation, scratch, the thread runner).
 """
 
 from __future__ import annotations
@@ -51,15 +53,24 @@ def per_call_us(fn, calls: int, sync=lambda: None, rounds: int = 7) -> float:
     return statistics.median(out)
 
 
-def c_api_call(lib, _lib, Q, D, S, opts):
-    """A closure calling lik_maxsim with views and options made once."""
-    keep = [_lib.view(x) for x in (Q, D, S)]
-    q, d, s = (ctypes.byref(t) for _, t in keep)
-    o = ctypes.byref(opts)
-    fn = lib.lik_maxsim
+def c_call(_lib, fn, *args):
+    """A closure calling the C function fn with its views and options made once:
+    an array or tensor becomes a lik_tensor view, options (a ctypes Structure)
+    are passed by reference, None (NULL) and ctypes scalars as they are."""
+    keep, cargs = [], []
+    for a in args:
+        if a is None or isinstance(a, ctypes._SimpleCData):
+            cargs.append(a)
+        elif isinstance(a, ctypes.Structure):
+            keep.append(a)
+            cargs.append(ctypes.byref(a))
+        else:
+            owner, t = _lib.view(a)
+            keep.append((owner, t))
+            cargs.append(ctypes.byref(t))
 
     def call():
-        if fn(q, d, None, None, o, s, None):
+        if fn(*cargs):
             raise RuntimeError(_lib.lib.lik_last_error().decode())
 
     call.keep = keep
@@ -89,8 +100,19 @@ def main() -> None:
     Qn = np.random.randn(1, 16, 16).astype(np.float32)
     Dn = np.random.randn(1, 16, 16).astype(np.float32)
     Sn = np.empty((1, 1), np.float32)
+    opts = _lib.make_options()
     rows["CPU: C API lik_maxsim"] = per_call_us(
-        c_api_call(lib, _lib, Qn, Dn, Sn, _lib.make_options()), N)
+        c_call(_lib, lib.lik_maxsim, Qn, Dn, None, None, opts, Sn, None), N)
+    # retrieve (top 4 of 16 documents) and backward (both gradients) of the same shapes
+    D16 = np.random.randn(16, 16, 16).astype(np.float32)
+    rows["CPU: C API lik_retrieve (16 documents, top 4)"] = per_call_us(
+        c_call(_lib, lib.lik_retrieve, Qn, D16, None, None, ctypes.c_int64(4), opts,
+               np.empty((1, 4), np.float32), np.empty((1, 4), np.int64)), N)
+    An = np.empty((1, 1, 16), np.int32)
+    c_call(_lib, lib.lik_maxsim, Qn, Dn, None, None, opts, Sn, An)()
+    rows["CPU: C API lik_maxsim_backward (grad_Q and grad_D)"] = per_call_us(
+        c_call(_lib, lib.lik_maxsim_backward, Qn, Dn, None, None, An, np.ones((1, 1), np.float32),
+               opts, np.empty_like(Qn), np.empty_like(Dn)), N)
     rows["CPU: lik.maxsim (numpy)"] = per_call_us(lambda: lik.maxsim(Qn, Dn), N)
     Qt, Dt = torch.from_numpy(Qn), torch.from_numpy(Dn)
     rows["CPU: lik.maxsim (torch)"] = per_call_us(lambda: lik.maxsim(Qt, Dt), N)
@@ -104,7 +126,8 @@ def main() -> None:
         D = torch.randn(1, 16, 16, device=dev, dtype=torch.bfloat16)
         S = torch.empty(1, 1, device=dev, dtype=torch.float32)
         opts = _lib.make_options(stream=_lib.cuda_stream_of(Q))
-        rows["CUDA: C API lik_maxsim"] = per_call_us(c_api_call(lib, _lib, Q, D, S, opts), N, sync)
+        rows["CUDA: C API lik_maxsim"] = per_call_us(
+            c_call(_lib, lib.lik_maxsim, Q, D, None, None, opts, S, None), N, sync)
         with torch.no_grad():
             rows["CUDA: lik.maxsim"] = per_call_us(lambda: lik.maxsim(Q, D), N, sync)
         Qg, Dg = Q.clone().requires_grad_(), D.clone().requires_grad_()

@@ -158,7 +158,7 @@ typedef enum lik_backward {
 
 /* A context: what calls read of their environment (thread count, CPU kernel
  * path, CUDA switches), resolved once, plus the backends' cached device
- * properties.  Created and freed with lik_experimental.h's
+ * properties and the CPU calls' scratch (reused across calls).  Created and freed with lik_experimental.h's
  * lik_context_create / lik_context_free; NULL selects the process's default
  * context, made on first use from the environment variables LIK_NUM_THREADS,
  * LIK_CPU_ISA and LIK_CUDA_WGMMA / LIK_CUDA_SPLIT / LIK_CUDA_BULK /

@@ -57,9 +57,14 @@ extern "C" {
  * A lik_context (lik.h) resolves once what every call would otherwise read of
  * its environment, and keeps per-device state of the backends (the CUDA
  * backend caches device properties, function attributes and occupancy there,
- * so a warm call makes no query).  Pass it in lik_options.context; NULL
- * selects the default context.  A context may be used by many threads at
- * once; free it only when no call that uses it is running.
+ * so a warm call makes no query), and the host workspace of the CPU calls:
+ * their scratch, kept and reused, so a warm call allocates nothing (each
+ * running call has an arena of its own; the context keeps as many as calls
+ * ever ran on it at once, each at most 8 MiB between calls; larger scratch
+ * is allocated per call).  Pass it in lik_options.context; NULL selects the
+ * default context, whose workspace lives as long as the process.  A context
+ * may be used by many threads at once; free it only when no call that uses
+ * it is running (lik_context_free releases its workspace).
  */
 
 /* CUDA features a context can turn off (they exist to compare kernel

@@ -4,11 +4,8 @@
  */
 #include "../core/checked.h"
 #include "../core/backend.h"
+#include "../core/context.h"
 #include "../core/residual_check.h"
-
-static lik_status cuda_unsupported(const char *what) {
-  return lik_fail(LIK_ERR_UNSUPPORTED, "%s runs on the CPU: pass CPU tensors", what);
-}
 
 /* A 1-D F32 output of n entries. */
 static lik_status check_vector_out(lik_tensor *t, const char *name, int64_t n) {
@@ -36,7 +33,7 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
   if ((st = lik_check_devices(ts, names, 3, &dev, &dev_id)) ||
       (st = lik_check_disjoint(ts, names, 3, 2)))
     return st;
-  if (dev == LIK_CUDA) return cuda_unsupported("lik_codec_train");
+  if (dev == LIK_CUDA) return lik_no_entry("lik_codec_train");
   int64_t n = 1; /* fits int64: lik_check_tensor */
   size_t bytes;
   for (int i = 0; i < residuals->ndim; i++) n *= residuals->shape[i];
@@ -46,7 +43,7 @@ lik_status lik_codec_train(const lik_tensor *residuals, int nbits, lik_tensor *b
                     "copy exceeds the address space)", lik_shape_str(residuals, s));
   }
   if (n == 0) return lik_fail(LIK_ERR_VALUE, "residuals: the sample is empty");
-  return lik_cpu_codec_train(residuals, nbits, (float *)bucket_cutoffs->data,
+  return lik_cpu_codec_train(lik_context_default(), residuals, nbits, (float *)bucket_cutoffs->data,
                              bucket_cutoffs->strides[0], (float *)bucket_weights->data,
                              bucket_weights->strides[0]);
 }
@@ -82,7 +79,7 @@ lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
   if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 5, 2)))
     return st;
-  if (p.call.device == LIK_CUDA) return cuda_unsupported("lik_codec_compress");
+  if (p.call.device == LIK_CUDA) return lik_no_entry("lik_codec_compress");
   if (T > 0 && p.codec.ncent == 0)
     return lik_fail(LIK_ERR_VALUE, "centroids: C=0 centroids cannot code T=%lld tokens",
                     (long long)T);

@@ -72,8 +72,8 @@ lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *indices,
   m.o_sc = out_scores->strides[1];
   m.o_iq = out_indices->strides[0];
   m.o_ic = out_indices->strides[1];
-  m.num_threads = opts && opts->num_threads > 0 ? opts->num_threads
-                                                : lik_context_threads(lik_context_of(opts));
+  m.context = lik_context_of(opts);
+  m.num_threads = opts && opts->num_threads > 0 ? opts->num_threads : lik_context_threads(m.context);
   if ((st = lik_check_merge_lists(&m))) return st;
   return lik_cpu_topk_merge(&m);
 }

@@ -41,6 +41,5 @@ const lik_backend *lik_backend_of(lik_device_type device) {
 
 lik_status lik_no_entry(const char *call) {
   if (!cuda.maxsim) return lik_no_cuda_backend();
-  return lik_fail(LIK_ERR_UNSUPPORTED, "%s: CUDA tensors are not supported (it runs on the CPU)",
-                  call);
+  return lik_fail(LIK_ERR_UNSUPPORTED, "%s runs on the CPU: pass CPU tensors", call);
 }

@@ -31,7 +31,7 @@ const lik_backend *lik_backend_of(lik_device_type device);
 
 /* The error of a call whose backend has no entry for it: a build without
  * CUDA (lik_no_cuda_backend's message), or an op that runs on the CPU only
- * ("call: CUDA tensors are not supported (it runs on the CPU)"). */
+ * ("call runs on the CPU: pass CPU tensors"). */
 lik_status lik_no_entry(const char *call);
 
 #endif /* LIK_CORE_BACKEND_H */

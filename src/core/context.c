@@ -1,5 +1,5 @@
 /* context.c — lik_context: resolution of the options, the default context,
- * backend state slots. */
+ * backend state slots, the host workspace's slots. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "workspace.h"
 
 struct lik_context {
   int num_threads;     /* >= 1 */
@@ -15,6 +16,7 @@ struct lik_context {
   _Atomic(void *) backend;       /* one backend state (CUDA) */
   void (*backend_destroy)(void *);
   pthread_mutex_t lock;          /* creation of the backend state */
+  _Atomic(lik_ws_slot *) ws;     /* the host workspace's slots (workspace.h) */
 };
 
 static int env_threads(void) {
@@ -67,6 +69,7 @@ static void init(lik_context *c, const lik_context_options *o) {
   c->cpu_level = level >= 0 ? level : 3;
   c->cuda_off = env_cuda_off() | (o ? o->cuda_off : 0);
   atomic_init(&c->backend, NULL);
+  atomic_init(&c->ws, NULL);
   pthread_mutex_init(&c->lock, NULL);
 }
 
@@ -87,6 +90,7 @@ lik_context *lik_context_of(const lik_options *opts) {
 int lik_context_threads(const lik_context *ctx) { return ctx->num_threads; }
 int lik_context_cpu_level(const lik_context *ctx) { return ctx->cpu_level; }
 unsigned lik_context_cuda_off(const lik_context *ctx) { return ctx->cuda_off; }
+_Atomic(lik_ws_slot *) *lik_context_ws(lik_context *ctx) { return &ctx->ws; }
 
 void *lik_context_backend_state(lik_context *ctx, void *(*create)(void),
                                 void (*destroy)(void *)) {
@@ -112,6 +116,7 @@ void lik_context_delete(lik_context *ctx) {
   if (!ctx || ctx == &default_ctx) return;
   void *s = atomic_load(&ctx->backend);
   if (s && ctx->backend_destroy) ctx->backend_destroy(s);
+  lik_ws_free_slots(atomic_load(&ctx->ws));
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
 }

@@ -3,7 +3,8 @@
  * call reads of its environment, resolved once.  A context holds the thread
  * count, the CPU kernel path asked for, the CUDA switches and, per backend, a
  * lazily created state (the CUDA backend keeps device properties and kernel
- * attributes there, so a warm call queries nothing).
+ * attributes there, so a warm call queries nothing) and the host workspace
+ * of the CPU ops (workspace.h: scratch reused across calls).
  *
  * The default context (opts->context == NULL) is created on first use from
  * the environment: LIK_NUM_THREADS, LIK_CPU_ISA, LIK_CUDA_WGMMA / _SPLIT /
@@ -37,7 +38,8 @@ void *lik_context_backend_state(lik_context *ctx, void *(*create)(void),
                                 void (*destroy)(void *));
 
 /* A context from validated options (NULL: as the default); NULL when out of
- * memory.  lik_context_delete releases it (and its backend state); the
+ * memory.  lik_context_delete releases it (its backend state and its
+ * workspace: no call may be using it); the
  * default context is never released. */
 lik_context *lik_context_new(const lik_context_options *options);
 void lik_context_delete(lik_context *ctx);

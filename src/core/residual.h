@@ -151,8 +151,10 @@ typedef struct {
 } lik_approx_problem;
 
 /* Backends (src/cpu/codec.c, src/cpu/residual.c, src/cuda/residual.cu). */
-lik_status lik_cpu_codec_train(const lik_tensor *residuals, int nbits, float *cutoffs,
-                               int64_t cutoffs_s, float *weights, int64_t weights_s);
+/* ctx: the context whose workspace holds the sorted sample. */
+lik_status lik_cpu_codec_train(lik_context *ctx, const lik_tensor *residuals, int nbits,
+                               float *cutoffs, int64_t cutoffs_s, float *weights,
+                               int64_t weights_s);
 lik_status lik_cpu_codec_compress(const lik_codec_problem *p);
 lik_status lik_cpu_codec_decompress(const lik_codec_problem *p);
 lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p);

@@ -45,6 +45,7 @@ typedef struct {
   int64_t *out_i;
   int64_t o_sq, o_sc, o_iq, o_ic;
   int num_threads; /* resolved: >= 1 */
+  lik_context *context; /* resolved: never NULL (its workspace holds the scratch) */
 } lik_merge;
 
 /* List r of query q of m. */

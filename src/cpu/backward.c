@@ -1,5 +1,6 @@
 /*
- * backward.c — the CPU backward driver: strategy, scratch, threads; plus the
+ * backward.c — the CPU backward driver: strategy, scratch (the context's
+ * workspace, src/core/workspace.h), threads; plus the
  * portable instance of the row kernels (backward_kernel.inc).
  *
  * Phases (each a parallel loop over sequences, items claimed from an atomic
@@ -9,7 +10,6 @@
  *   3. grad_Q:    one item per query   (rows owned by the item)
  *   4. grad_D:    one item per document (rows owned by the item)
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "../core/checked.h"
@@ -46,7 +46,8 @@ typedef struct {
   lik_bw_cpu *bw;
   const lik_bw_kernels *k;
   int kind, side;
-  void **scratch; /* per thread */
+  char *scratch; /* query / document items: thread t's at scratch + t * stride */
+  size_t stride;
 } bw_job;
 
 static void bw_task(void *ctx, int tid, int64_t n) {
@@ -54,35 +55,17 @@ static void bw_task(void *ctx, int tid, int64_t n) {
   switch (job->kind) {
   case JOB_NORM: job->k->norm_item(job->bw, job->side, n); break;
   case JOB_WS: job->k->ws_item(job->bw, job->side, n); break;
-  case JOB_QUERY: job->k->query_item(job->bw, n, job->scratch[tid]); break;
-  default: job->k->doc_item(job->bw, n, job->scratch[tid]); break;
+  case JOB_QUERY: job->k->query_item(job->bw, n, job->scratch + (size_t)tid * job->stride); break;
+  default: job->k->doc_item(job->bw, n, job->scratch + (size_t)tid * job->stride); break;
   }
 }
 
-/* Runs items 0..count-1 on the shared thread runner (threads.c), each thread
- * with scratch_bytes of its own.  Threads whose scratch cannot be allocated
- * are not started (the others run their items: same results); no scratch at
- * all is LIK_ERR_ALLOC. */
-static lik_status bw_run(lik_bw_cpu *bw, const lik_bw_kernels *k, int kind, int side, int64_t count,
-                         size_t scratch_bytes) {
-  if (count <= 0) return LIK_OK;
-  enum { MAX_THREADS = 256 };
-  void *scratch[MAX_THREADS] = {0};
-  int nt = bw->call.p.num_threads < 1 ? 1 : bw->call.p.num_threads;
-  if (nt > count) nt = (int)count;
-  if (nt > MAX_THREADS) nt = MAX_THREADS;
-  if (scratch_bytes) {
-    int got = 0;
-    while (got < nt && (scratch[got] = malloc(scratch_bytes)) != NULL) got++;
-    if (got == 0)
-      return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate %zu bytes of scratch",
-                      scratch_bytes);
-    nt = got;
-  }
-  bw_job job = {bw, k, kind, side, scratch};
+/* Runs items 0..count-1 of job's kind and side on the shared thread runner
+ * (threads.c), on at most nt threads (the blocks of job.scratch). */
+static void bw_run(bw_job job, int kind, int side, int64_t count, int nt) {
+  job.kind = kind;
+  job.side = side;
   lik_parallel_run(nt, count, bw_task, &job);
-  for (int t = 0; t < nt; t++) free(scratch[t]);
-  return LIK_OK;
 }
 
 static int64_t max_len(const lik_seqs *s) {
@@ -96,23 +79,18 @@ static int64_t max_len(const lik_seqs *s) {
 }
 
 /* CSR of the pair list grouped by key (pair_q or pair_d), ascending p. */
-static lik_status build_csr(const lik_index *key, int64_t nkeys, int64_t np, int64_t **start_out,
-                            int64_t **pairs_out) {
-  int64_t *start = (int64_t *)calloc((size_t)nkeys + 1, sizeof(int64_t));
-  int64_t *pairs = (int64_t *)calloc((size_t)(np > 0 ? np : 1), sizeof(int64_t));
-  int64_t *fill = (int64_t *)calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(int64_t));
-  if (!start || !pairs || !fill) {
-    free(start);
-    free(pairs);
-    free(fill);
-    return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate the pair index (%lld pairs)",
-                    (long long)np);
-  }
+static lik_status build_csr(lik_ws *ws, const lik_index *key, int64_t nkeys, int64_t np,
+                            const int64_t **start_out, const int64_t **pairs_out) {
+  int64_t *start = (int64_t *)lik_ws_array(ws, nkeys + 1, sizeof(int64_t), 1);
+  int64_t *pairs = (int64_t *)lik_ws_array(ws, np, sizeof(int64_t), 0);
+  int64_t *fill = (int64_t *)lik_ws_array(ws, nkeys, sizeof(int64_t), 0);
+  if (!start || !pairs || !fill)
+    return lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate the pair index (%lld pairs, %lld "
+                    "keys: 8 bytes each)", (long long)np, (long long)nkeys);
   for (int64_t p = 0; p < np; p++) start[lik_index_at(key, p) + 1]++;
   for (int64_t n = 0; n < nkeys; n++) start[n + 1] += start[n];
   memcpy(fill, start, (size_t)nkeys * sizeof(int64_t));
   for (int64_t p = 0; p < np; p++) pairs[fill[lik_index_at(key, p)]++] = p;
-  free(fill);
   *start_out = start;
   *pairs_out = pairs;
   return LIK_OK;
@@ -130,38 +108,37 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   bw->use_f64 = p->q.dtype == LIK_F64;
   const size_t rs = bw->use_f64 ? sizeof(double) : sizeof(float);
   const lik_cpu_kernels *isa = lik_cpu_kernels_for(p->context);
-  const lik_bw_kernels *k = bw->use_f64 ? isa->bw_f64 : isa->bw_f32;
+  bw_job job = {bw, bw->use_f64 ? isa->bw_f64 : isa->bw_f32, 0, 0, NULL, 0};
+  const int nt = p->num_threads < 1 ? 1 : p->num_threads > 256 ? 256 : p->num_threads;
   bw->lq_max = max_len(&p->q);
   bw->ld_max = max_len(&p->d);
   atomic_init(&bw->bad, 0);
   atomic_init(&bw->bad_where, -1);
 
   lik_status st = LIK_OK;
-  int64_t *qs = NULL, *qp = NULL, *dst = NULL, *dp = NULL;
-  void *qn = NULL, *dn = NULL, *qws = NULL, *dws = NULL;
   const int64_t ntq = lik_bw_ntok(&p->q), ntd = lik_bw_ntok(&p->d), dim = p->q.dim;
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
 
   if (p->pairing == LIK_PAIRING_LIST) {
-    if (want_q && (st = build_csr(&p->pair_q, p->q.count, p->ncand, &qs, &qp))) goto done;
-    if (want_d && (st = build_csr(&p->pair_d, p->d.count, p->ncand, &dst, &dp))) goto done;
-    bw->q_start = qs;
-    bw->q_pairs = qp;
-    bw->d_start = dst;
-    bw->d_pairs = dp;
+    if (want_q && (st = build_csr(&ws, &p->pair_q, p->q.count, p->ncand, &bw->q_start,
+                                  &bw->q_pairs)))
+      goto done;
+    if (want_d && (st = build_csr(&ws, &p->pair_d, p->d.count, p->ncand, &bw->d_start,
+                                  &bw->d_pairs)))
+      goto done;
   }
 
   if (p->normalize) {
-    qn = calloc((size_t)(ntq > 0 ? ntq : 1), rs);
-    dn = calloc((size_t)(ntd > 0 ? ntd : 1), rs);
-    if (!qn || !dn) {
-      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens)",
-                    (long long)ntq, (long long)ntd);
+    bw->q_norm = lik_ws_array(&ws, ntq, rs, 1);
+    bw->d_norm = lik_ws_array(&ws, ntd, rs, 1);
+    if (!bw->q_norm || !bw->d_norm) {
+      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate token norms (%lld + %lld tokens "
+                    "of %zu bytes)", (long long)ntq, (long long)ntd, rs);
       goto done;
     }
-    bw->q_norm = qn;
-    bw->d_norm = dn;
-    if ((st = bw_run(bw, k, JOB_NORM, 0, p->q.count, 0))) goto done;
-    if ((st = bw_run(bw, k, JOB_NORM, 1, p->d.count, 0))) goto done;
+    bw_run(job, JOB_NORM, 0, p->q.count, nt);
+    bw_run(job, JOB_NORM, 1, p->d.count, nt);
   }
 
   /* Strategy.  grad_Q gathers D rows, grad_D gathers Q rows: unified makes
@@ -171,43 +148,43 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
     if ((want_q && lik_mul_i64(ntd, dim, &nd_el)) || (want_d && lik_mul_i64(ntq, dim, &nq_el)) ||
         lik_add_i64(nd_el, nq_el, &ws_bytes) || lik_mul_i64(ws_bytes, (int64_t)rs, &ws_bytes))
       ws_bytes = INT64_MAX; /* beyond any allocation: fails below */
-    int unified = strategy == LIK_BACKWARD_UNIFIED;
     /* auto = lowmem: on the CPU the working copies cost more (allocation,
      * first touch, memory traffic) than the per-gather conversions they save,
      * for every dtype measured (bench/cpu_train.py). */
-    if (unified && ws_bytes > 0) {
-      if (want_q && ws_bytes < INT64_MAX) dws = calloc((size_t)nd_el, rs);
-      if (want_d && ws_bytes < INT64_MAX) qws = calloc((size_t)nq_el, rs);
-      if ((want_q && !dws) || (want_d && !qws)) {
-        free(dws);
-        free(qws);
-        dws = qws = NULL;
-        if (strategy == LIK_BACKWARD_UNIFIED) {
-          st = lik_fail(LIK_ERR_ALLOC,
-                        "backward: cannot allocate the unified working copies (%lld bytes); "
-                        "use backward=lowmem",
-                        (long long)ws_bytes);
-          goto done;
-        }
+    if (strategy == LIK_BACKWARD_UNIFIED && ws_bytes > 0) {
+      if (ws_bytes < INT64_MAX) {
+        if (want_q) bw->d_ws = lik_ws_array(&ws, nd_el, rs, 1);
+        if (want_d) bw->q_ws = lik_ws_array(&ws, nq_el, rs, 1);
       }
-      bw->d_ws = dws;
-      bw->q_ws = qws;
-      if (dws && (st = bw_run(bw, k, JOB_WS, 1, p->d.count, 0))) goto done;
-      if (qws && (st = bw_run(bw, k, JOB_WS, 0, p->q.count, 0))) goto done;
+      if ((want_q && !bw->d_ws) || (want_d && !bw->q_ws)) {
+        st = lik_fail(LIK_ERR_ALLOC,
+                      "backward: cannot allocate the unified working copies (%lld bytes); "
+                      "use backward=lowmem",
+                      (long long)ws_bytes);
+        goto done;
+      }
+      if (bw->d_ws) bw_run(job, JOB_WS, 1, p->d.count, nt);
+      if (bw->q_ws) bw_run(job, JOB_WS, 0, p->q.count, nt);
     }
   }
 
   {
+    /* One block per thread for both item phases. */
+    const int64_t nq_items = want_q ? p->q.count : 0, nd_items = want_d ? p->d.count : 0;
+    const int64_t items = nq_items > nd_items ? nq_items : nd_items;
+    const int nts = items < nt ? (int)items : nt;
     size_t scratch;
-    if (lik_bytes(lik_bw_scratch_elems(bw), rs, &scratch)) {
-      st = lik_fail(LIK_ERR_ALLOC, "backward: scratch of %lld elements per thread exceeds the "
-                    "address space (L=%lld, d=%lld)", (long long)lik_bw_scratch_elems(bw),
+    if (lik_bytes(lik_bw_scratch_elems(bw), rs, &scratch) ||
+        !(job.scratch = lik_ws_blocks(&ws, nts, scratch, &job.stride))) {
+      st = lik_fail(LIK_ERR_ALLOC, "backward: cannot allocate %d threads x %lld elements of %zu "
+                    "bytes of scratch (L=%lld, d=%lld)", nts,
+                    (long long)lik_bw_scratch_elems(bw), rs,
                     (long long)(bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max),
                     (long long)dim);
       goto done;
     }
-    if (want_q && (st = bw_run(bw, k, JOB_QUERY, 0, p->q.count, scratch))) goto done;
-    if (want_d && (st = bw_run(bw, k, JOB_DOC, 1, p->d.count, scratch))) goto done;
+    if (want_q) bw_run(job, JOB_QUERY, 0, p->q.count, nts);
+    if (want_d) bw_run(job, JOB_DOC, 1, p->d.count, nts);
   }
   if (atomic_load(&bw->bad)) {
     const long long w = (long long)atomic_load(&bw->bad_where);
@@ -218,13 +195,6 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   }
 
 done:
-  free(qs);
-  free(qp);
-  free(dst);
-  free(dp);
-  free(qn);
-  free(dn);
-  free(qws);
-  free(dws);
+  lik_ws_close(&ws);
   return st;
 }

@@ -26,7 +26,7 @@ static float quantile(const float *v, int64_t n, double q) {
   return (float)((double)v[lo] + t * ((double)v[hi] - (double)v[lo]));
 }
 
-lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
+lik_status lik_cpu_codec_train(lik_context *ctx, const lik_tensor *r, int nbits, float *cutoffs,
                                int64_t cutoffs_s, float *weights, int64_t weights_s) {
   int64_t shape[LIK_MAX_DIMS] = {1, 1, 1, 1}, strides[LIK_MAX_DIMS] = {0, 0, 0, 0};
   const int off = LIK_MAX_DIMS - r->ndim; /* right-align to 4 dims */
@@ -35,10 +35,14 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
     strides[off + i] = r->strides[i];
   }
   const int64_t n = shape[0] * shape[1] * shape[2] * shape[3]; /* n x 4 bytes fit: lik_codec_train */
-  float *v = (float *)malloc((size_t)n * sizeof(float));
-  if (!v)
+  lik_ws ws;
+  lik_ws_open(&ws, ctx);
+  float *v = (float *)lik_ws_array(&ws, n, sizeof(float), 0);
+  if (!v) {
+    lik_ws_close(&ws);
     return lik_fail(LIK_ERR_ALLOC, "lik_codec_train: cannot allocate %lld bytes for the sample",
                     (long long)n * 4);
+  }
   int64_t m = 0;
   for (int64_t a = 0; a < shape[0]; a++)
     for (int64_t b = 0; b < shape[1]; b++)
@@ -48,7 +52,7 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
           v[m] = lik_load_f32(r->data, r->dtype, o);
           if (!isfinite(v[m])) {
             const int nan = isnan(v[m]);
-            free(v);
+            lik_ws_close(&ws);
             return lik_fail(LIK_ERR_VALUE, "residuals: value %lld (flat, row-major) is %s",
                             (long long)m, nan ? "NaN" : "infinite");
           }
@@ -57,7 +61,7 @@ lik_status lik_cpu_codec_train(const lik_tensor *r, int nbits, float *cutoffs,
   const int nb = 1 << nbits;
   for (int i = 1; i < nb; i++) cutoffs[(i - 1) * cutoffs_s] = quantile(v, n, (double)i / nb);
   for (int i = 0; i < nb; i++) weights[i * weights_s] = quantile(v, n, (i + 0.5) / nb);
-  free(v);
+  lik_ws_close(&ws);
   return LIK_OK;
 }
 
@@ -74,8 +78,8 @@ typedef struct {
   int64_t cpad, R, block;
   float cut[255];
   int ncut;
-  char **scratch;
-  size_t off_rows, off_m, off_ix;
+  char *scratch; /* one block per thread: thread t's at scratch + t * stride */
+  size_t stride, off_rows, off_m, off_ix;
   atomic_llong bad; /* lowest token without a finite best centroid, or INT64_MAX */
 } comp_ctx;
 
@@ -92,7 +96,7 @@ static void compress_task(void *ctx, int tid, int64_t task) {
   const int64_t d = p->codec.dim, w = kt->w, T = p->x.len;
   const int64_t t0 = task * g->block, nt = t0 + g->block < T ? g->block : T - t0;
   const int64_t npan = (nt + w - 1) / w;
-  char *sc = g->scratch[tid];
+  char *sc = g->scratch + (size_t)tid * g->stride;
   float *pan = (float *)sc, *rows = (float *)(sc + g->off_rows), *m = (float *)(sc + g->off_m);
   int32_t *ix = (int32_t *)(sc + g->off_ix);
 
@@ -145,10 +149,6 @@ static void compress_task(void *ctx, int tid, int64_t task) {
   }
 }
 
-static lik_status alloc_fail(const char *what, size_t bytes) {
-  return lik_fail(LIK_ERR_ALLOC, "lik_codec: cannot allocate %zu bytes for %s", bytes, what);
-}
-
 lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   comp_ctx g;
   memset(&g, 0, sizeof g);
@@ -167,12 +167,14 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   if (lik_bytes2(g.cpad, d, sizeof(float), &rows_b) || lik_bytes(g.cpad, sizeof(int32_t), &tix_b))
     return lik_fail(LIK_ERR_ALLOC, "lik_codec: C=%lld centroid rows of d=%lld fp32 values exceed the "
                     "address space", (long long)C, (long long)d);
-  g.crows = (float *)malloc(rows_b);
-  g.ctix = (int32_t *)malloc(tix_b);
+  lik_ws ws;
+  lik_ws_open(&ws, p->call.context);
+  g.crows = (float *)lik_ws_alloc(&ws, rows_b);
+  g.ctix = (int32_t *)lik_ws_alloc(&ws, tix_b);
   if (!g.crows || !g.ctix) {
-    free(g.crows);
-    free(g.ctix);
-    return alloc_fail("the centroid rows", rows_b);
+    lik_ws_close(&ws);
+    return lik_fail(LIK_ERR_ALLOC, "lik_codec: cannot allocate %zu + %zu bytes for the centroid "
+                    "rows", rows_b, tix_b);
   }
   for (int64_t c = 0; c < g.cpad; c++) {
     g.ctix[c] = (int32_t)(c < C ? c : C - 1);
@@ -192,19 +194,9 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   off += (size_t)g.block * sizeof(int32_t);
   int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
-  char *ptrs[256];
-  g.scratch = ptrs;
-  lik_status st = LIK_OK;
-  int made = 0;
-  for (; made < nth; made++)
-    if (!(ptrs[made] = (char *)malloc(off))) {
-      st = alloc_fail("compress scratch", off);
-      break;
-    }
-  if (!st) lik_parallel_run(nth, ntasks, compress_task, &g);
-  for (int t = 0; t < made; t++) free(ptrs[t]);
-  free(g.crows);
-  free(g.ctix);
+  const lik_status st = lik_parallel_run_ws(&ws, nth, ntasks, off, &g.scratch, &g.stride,
+                                            compress_task, &g, "lik_codec compress");
+  lik_ws_close(&ws);
   if (st) return st;
   const long long bad = atomic_load(&g.bad);
   if (bad != INT64_MAX)
@@ -223,7 +215,8 @@ typedef struct {
   const lik_codec_problem *p;
   const lik_res_kernels *rk; /* the call's path: its decode */
   lik_res_table tab;
-  float **scratch; /* per thread: centroid row + decoded row, 2 * d */
+  char *scratch; /* per thread (at scratch + t * stride): centroid row + decoded row, 2 * d */
+  size_t stride;
 } decomp_ctx;
 
 static void store_row(const lik_seqs *s, int64_t t, const float *v) {
@@ -236,7 +229,7 @@ static void decompress_task(void *ctx, int tid, int64_t task) {
   const lik_codec_problem *p = g->p;
   const lik_ctokens *ct = &p->tok;
   const int64_t d = p->codec.dim, T = p->x.len;
-  float *cent = g->scratch[tid], *x = cent + d;
+  float *cent = (float *)(g->scratch + (size_t)tid * g->stride), *x = cent + d;
   const int64_t t1 = (task + 1) * LIK_CODEC_DECODE_BLOCK < T ? (task + 1) * LIK_CODEC_DECODE_BLOCK : T;
   for (int64_t t = task * LIK_CODEC_DECODE_BLOCK; t < t1; t++) {
     const int64_t c = lik_ct_code(ct, t * ct->code_s);
@@ -262,15 +255,11 @@ lik_status lik_cpu_codec_decompress(const lik_codec_problem *p) {
   const int64_t ntasks = (p->x.len + LIK_CODEC_DECODE_BLOCK - 1) / LIK_CODEC_DECODE_BLOCK;
   int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
-  float *ptrs[256];
-  g.scratch = ptrs;
   const size_t bytes = (size_t)(2 * p->codec.dim) * sizeof(float);
-  for (int t = 0; t < nth; t++)
-    if (!(ptrs[t] = (float *)malloc(bytes))) {
-      for (int u = 0; u < t; u++) free(ptrs[u]);
-      return alloc_fail("decompress scratch", bytes);
-    }
-  lik_parallel_run(nth, ntasks, decompress_task, &g);
-  for (int t = 0; t < nth; t++) free(ptrs[t]);
-  return LIK_OK;
+  lik_ws ws;
+  lik_ws_open(&ws, p->call.context);
+  const lik_status st = lik_parallel_run_ws(&ws, nth, ntasks, bytes, &g.scratch, &g.stride,
+                                            decompress_task, &g, "lik_codec decompress");
+  lik_ws_close(&ws);
+  return st;
 }

@@ -33,6 +33,7 @@
 
 #include "../core/dtype.h"
 #include "../core/problem.h"
+#include "../core/workspace.h"
 
 typedef void (*lik_tile_fn)(const float *q, int64_t ldq, const float *dr,
                             int64_t d, const int32_t *tix, int64_t nrows,
@@ -138,6 +139,14 @@ static inline void lik_pack_simd(const lik_seqs *s, int64_t n, const int32_t *to
  * share, so this cannot fail. */
 typedef void (*lik_task_fn)(void *ctx, int tid, int64_t task);
 void lik_parallel_run(int nthreads, int64_t ntasks, lik_task_fn fn, void *ctx);
+
+/* lik_parallel_run with a block of bytes of ws per thread: *scratch and
+ * *stride are set before the threads start (thread tid's block at *scratch +
+ * tid * *stride).  LIK_ERR_ALLOC naming what, the threads and the bytes when
+ * the blocks cannot be had (nothing runs then). */
+lik_status lik_parallel_run_ws(lik_ws *ws, int nthreads, int64_t ntasks, size_t bytes,
+                               char **scratch, size_t *stride, lik_task_fn fn, void *ctx,
+                               const char *what);
 
 /* ---- drivers --------------------------------------------------------------- */
 

@@ -25,7 +25,6 @@
  */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "../core/checked.h"
 #include "cpu_internal.h"
@@ -44,7 +43,8 @@ typedef struct {
   int64_t R;           /* doc rows per packed chunk, multiple of kt->mr */
   size_t off_m, off_ix, off_m2, off_ix2, off_qtok, off_qn, off_qid, off_qrow,
       off_drows, off_dtix, scratch_bytes;
-  char **scratch;      /* one block per thread */
+  char *scratch;       /* one block per thread: thread t's at scratch + t * stride */
+  size_t stride;
 } drv;
 
 static size_t align_up(size_t x) { return (x + LIK_ALIGN - 1) & ~(size_t)(LIK_ALIGN - 1); }
@@ -144,7 +144,7 @@ static void task(void *ctx, int tid, int64_t t) {
   const drv *g = (const drv *)ctx;
   const lik_problem *p = g->p;
   const int64_t d = p->q.dim;
-  char *sc = g->scratch[tid];
+  char *sc = g->scratch + (size_t)tid * g->stride;
   float *qpan = (float *)sc;
   float *mx = (float *)(sc + g->off_m);
   int32_t *ixs = (int32_t *)(sc + g->off_ix);
@@ -255,8 +255,8 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
   int64_t ntasks = nqb * ncb;
   if (T > ntasks) T = ntasks;
 
-  /* Per-thread scratch, allocated before any thread starts so a failure
-   * returns cleanly. */
+  /* Per-thread scratch from the context's workspace (src/core/workspace.h),
+   * taken before any thread starts so a failure returns cleanly. */
   size_t off = 0, at0;
   int64_t lanes, qvals, qtoks;
   if (lik_mul_i64(qb, g.lq_pad, &lanes) || lik_mul_i64(lanes, d, &qvals) ||
@@ -278,20 +278,12 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
                     (long long)qb, (long long)g.lq, (long long)d);
   g.scratch_bytes = off;
 
-  char *ptrs[256];
   if (T > 256) T = 256;
-  g.scratch = ptrs;
-  for (int64_t t = 0; t < T; t++) {
-    ptrs[t] = aligned_alloc(LIK_ALIGN, g.scratch_bytes);
-    if (!ptrs[t]) {
-      for (int64_t u = 0; u < t; u++) free(ptrs[u]);
-      return lik_fail(LIK_ERR_ALLOC,
-                      "CPU scratch: cannot allocate %zu bytes per thread (query panels of "
-                      "%lld x Lq=%lld x d=%lld fp32 values)",
-                      g.scratch_bytes, (long long)qb, (long long)g.lq, (long long)d);
-    }
-  }
-  lik_parallel_run((int)T, ntasks, task, &g);
-  for (int64_t t = 0; t < T; t++) free(ptrs[t]);
-  return LIK_OK;
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
+  const lik_status st =
+      lik_parallel_run_ws(&ws, (int)T, ntasks, g.scratch_bytes, &g.scratch, &g.stride, task, &g,
+                          "CPU forward (query panels, document rows)");
+  lik_ws_close(&ws);
+  return st;
 }

@@ -5,7 +5,6 @@
  */
 #include <math.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 
 #include "../core/checked.h"
 #include "../core/dtype.h"
@@ -106,28 +105,22 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* nthreads blocks of bytes each into ptrs; 0 on success (nothing held on failure). */
-static int alloc_blocks(char **ptrs, int64_t nthreads, size_t bytes) {
-  for (int64_t t = 0; t < nthreads; t++)
-    if (!(ptrs[t] = malloc(bytes ? bytes : 1))) {
-      while (t--) free(ptrs[t]);
-      return 1;
-    }
-  return 0;
+/* nthreads blocks of bytes each from ws into ptrs; 0 on success. */
+static int alloc_blocks(lik_ws *ws, char **ptrs, int64_t nthreads, size_t bytes) {
+  size_t stride;
+  char *base = lik_ws_blocks(ws, nthreads, bytes, &stride);
+  for (int64_t t = 0; base && t < nthreads; t++) ptrs[t] = base + (size_t)t * stride;
+  return base == NULL;
 }
 
-static void free_blocks(char **ptrs, int64_t nthreads) {
-  for (int64_t t = 0; t < nthreads; t++) free(ptrs[t]);
-}
-
-/* REAL W^T and b, loaded once per call; NULL on allocation failure. */
-static void *load_weights(const lik_head *h, size_t real, void **bias) {
+/* REAL W^T and b (from ws), loaded once per call; NULL on allocation failure. */
+static void *load_weights(lik_ws *ws, const lik_head *h, size_t real, void **bias) {
   const int64_t d_out = h->p.q.dim, d_model = h->p.d.dim;
   size_t bytes;
   int64_t n;
   if (lik_mul_i64(d_out, d_model, &n) || lik_add_i64(n, d_out, &n) || lik_bytes(n, real, &bytes))
     return NULL;
-  char *wt = malloc(bytes);
+  char *wt = lik_ws_alloc(ws, bytes);
   if (!wt) return NULL;
   *bias = wt + (size_t)(d_out * d_model) * real;
   if (real == 8)
@@ -163,10 +156,12 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
     return lik_fail(LIK_ERR_ALLOC, "fused head: a block of %lld documents x Ld=%lld x "
                     "d_out=%lld values exceeds the address space",
                     (long long)g.nb, (long long)ld, (long long)d_out);
-  void *bias = NULL, *wt = load_weights(h, real, &bias);
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
+  void *bias = NULL, *wt = load_weights(&ws, h, real, &bias);
   char *ptrs[HEAD_MAX_THREADS];
-  if (!wt || alloc_blocks(ptrs, T, bytes)) {
-    free(wt);
+  if (!wt || alloc_blocks(&ws, ptrs, T, bytes)) {
+    lik_ws_close(&ws);
     return lik_fail(LIK_ERR_ALLOC, "fused head: cannot allocate W^T (d_out=%lld x "
                     "d_model=%lld) and %lld blocks of %zu bytes", (long long)d_out,
                     (long long)d_model, (long long)T, bytes);
@@ -176,8 +171,7 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
   g.scratch = ptrs;
   atomic_init(&g.failed, 0);
   lik_parallel_run((int)T, ntasks, f64 ? head_fwd_task_f64 : head_fwd_task_f32, &g);
-  free_blocks(ptrs, T);
-  free(wt);
+  lik_ws_close(&ws);
   if (atomic_load(&g.failed))
     return lik_fail(LIK_ERR_ALLOC, "fused head: MaxSim scratch for a block of %lld documents "
                     "could not be allocated", (long long)g.nb);
@@ -215,18 +209,18 @@ static lik_status number_winners(head_bwd *g) {
   return LIK_OK;
 }
 
-/* Allocates the winner lists and rows once nwin is known. */
-static lik_status alloc_rows(head_bwd *g, size_t real, int64_t d_out) {
+/* Allocates the winner lists and rows (from ws) once nwin is known. */
+static lik_status alloc_rows(head_bwd *g, lik_ws *ws, size_t real, int64_t d_out) {
   size_t b1, b2, b3, b4;
   if (lik_bytes(g->nwin, sizeof(int64_t), &b1) || lik_bytes(g->nwin, sizeof(int32_t), &b2) ||
       lik_bytes2(g->nwin, d_out, real, &b3) || lik_bytes(g->nwin, real, &b4))
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: %lld winning tokens x d_out=%lld",
                     (long long)g->nwin, (long long)d_out);
-  g->win_doc = malloc(b1 ? b1 : 1);
-  g->win_tok = malloc(b2 ? b2 : 1);
-  g->yhat = malloc(b3 ? b3 : 1);
-  g->gy = malloc(b3 ? b3 : 1);
-  g->wnorm = malloc(b4 ? b4 : 1);
+  g->win_doc = lik_ws_alloc(ws, b1);
+  g->win_tok = lik_ws_alloc(ws, b2);
+  g->yhat = lik_ws_alloc(ws, b3);
+  g->gy = lik_ws_alloc(ws, b3);
+  g->wnorm = lik_ws_alloc(ws, b4);
   if (!g->win_doc || !g->win_tok || !g->yhat || !g->gy || !g->wnorm)
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: cannot allocate rows for %lld "
                     "winning tokens x d_out=%lld", (long long)g->nwin, (long long)d_out);
@@ -238,7 +232,7 @@ static lik_status alloc_rows(head_bwd *g, size_t real, int64_t d_out) {
   return LIK_OK;
 }
 
-static lik_status run_backward(head_bwd *g, const lik_head_bw *bw) {
+static lik_status run_backward(head_bwd *g, const lik_head_bw *bw, lik_ws *ws) {
   const lik_problem *p = &bw->h.p;
   const int f64 = p->q.dtype == LIK_F64;
   const size_t real = f64 ? 8 : 4;
@@ -252,24 +246,23 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw) {
   int64_t ndocs1;
   if (lik_add_i64(g->ndocs, 1, &ndocs1) || lik_bytes(ndocs1, sizeof(int64_t), &first_b))
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: %lld documents", (long long)g->ndocs);
-  g->tok_row = malloc(bytes ? bytes : 1);
-  g->win_first = malloc(first_b);
+  g->tok_row = lik_ws_alloc(ws, bytes);
+  g->win_first = lik_ws_alloc(ws, first_b);
   if (!g->tok_row || !g->win_first)
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: cannot allocate a map of %lld tokens",
                     (long long)ntok);
   lik_status st;
-  if ((st = number_winners(g)) || (st = alloc_rows(g, real, d_out))) return st;
+  if ((st = number_winners(g)) || (st = alloc_rows(g, ws, real, d_out))) return st;
   void *bias = NULL;
-  void *wt = load_weights(&bw->h, real, &bias);
+  void *wt = load_weights(ws, &bw->h, real, &bias);
   int64_t T = p->num_threads < HEAD_MAX_THREADS ? p->num_threads : HEAD_MAX_THREADS;
   const int64_t scratch_vals = d_model + d_out > HEAD_WCOLS * d_out ? d_model + d_out
                                                                     : HEAD_WCOLS * d_out;
   char *ptrs[HEAD_MAX_THREADS];
-  if (!wt || alloc_blocks(ptrs, T, (size_t)scratch_vals * real)) {
-    free(wt);
+  if (!wt || alloc_blocks(ws, ptrs, T, (size_t)scratch_vals * real))
     return lik_fail(LIK_ERR_ALLOC, "fused head backward: cannot allocate W^T (d_out=%lld x "
-                    "d_model=%lld) and per-thread rows", (long long)d_out, (long long)d_model);
-  }
+                    "d_model=%lld) and %lld threads x %lld values", (long long)d_out,
+                    (long long)d_model, (long long)T, (long long)scratch_vals);
   g->wt = wt;
   g->bias = bias;
   g->scratch = ptrs;
@@ -285,8 +278,6 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw) {
     else
       head_bw_b_f32(g, (float *)ptrs[0]);
   }
-  free_blocks(ptrs, T);
-  free(wt);
   return LIK_OK;
 }
 
@@ -295,13 +286,9 @@ lik_status lik_cpu_maxsim_from_hidden_backward(const lik_head_bw *bw) {
   memset(&g, 0, sizeof g);
   g.bw = bw;
   g.ndocs = bw->h.p.d.count;
-  lik_status st = run_backward(&g, bw);
-  free(g.tok_row);
-  free(g.win_first);
-  free(g.win_doc);
-  free(g.win_tok);
-  free(g.yhat);
-  free(g.gy);
-  free(g.wnorm);
+  lik_ws ws;
+  lik_ws_open(&ws, bw->h.p.context);
+  lik_status st = run_backward(&g, bw, &ws);
+  lik_ws_close(&ws);
   return st;
 }

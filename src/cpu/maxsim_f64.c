@@ -8,7 +8,6 @@
  * similarity is -inf wins a max nothing else won (lik.h).
  */
 #include <math.h>
-#include <stdlib.h>
 
 #include "../core/checked.h"
 #include "cpu_internal.h"
@@ -20,7 +19,8 @@ typedef struct {
   lik_cpu_out o;
   int64_t nout, ncand;
   size_t bytes;
-  char **scratch;
+  char *scratch; /* one block per thread: thread t's at scratch + t * stride */
+  size_t stride;
 } f64drv;
 
 static double norm_div(const double *x, int64_t sk, int64_t d) {
@@ -74,7 +74,7 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
 
 static void task_f64(void *ctx, int tid, int64_t t) {
   const f64drv *g = (const f64drv *)ctx;
-  double *qrow = (double *)g->scratch[tid];
+  double *qrow = (double *)(g->scratch + (size_t)tid * g->stride);
   double *dnorm = qrow + g->p->q.dim;
   int64_t total = g->nout * g->ncand;
   for (int64_t f = t * F64_BLOCK; f < total && f < (t + 1) * F64_BLOCK; f++)
@@ -96,18 +96,10 @@ lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o) {
   if (lik_bytes(p->q.dim + p->d.len + 1, sizeof(double), &g.bytes))
     return lik_fail(LIK_ERR_ALLOC, "CPU scratch: d=%lld + Ld=%lld doubles exceed the address space",
                     (long long)p->q.dim, (long long)p->d.len);
-  char *ptrs[256];
-  g.scratch = ptrs;
-  for (int64_t t = 0; t < T; t++) {
-    ptrs[t] = malloc(g.bytes);
-    if (!ptrs[t]) {
-      for (int64_t u = 0; u < t; u++) free(ptrs[u]);
-      return lik_fail(LIK_ERR_ALLOC,
-                      "CPU scratch: cannot allocate %zu bytes per thread (d=%lld + Ld=%lld doubles)",
-                      g.bytes, (long long)p->q.dim, (long long)p->d.len);
-    }
-  }
-  lik_parallel_run((int)T, ntasks, task_f64, &g);
-  for (int64_t t = 0; t < T; t++) free(ptrs[t]);
-  return LIK_OK;
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
+  const lik_status st = lik_parallel_run_ws(&ws, (int)T, ntasks, g.bytes, &g.scratch, &g.stride,
+                                            task_f64, &g, "CPU F64 forward (d + Ld doubles)");
+  lik_ws_close(&ws);
+  return st;
 }

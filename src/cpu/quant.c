@@ -16,7 +16,6 @@
  * to fp32.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../core/checked.h"
@@ -285,11 +284,13 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
       lik_bytes(nq1, sizeof(int32_t), &valid_b) || lik_bytes(p->q.len + 1, sizeof(int32_t), &tok_b))
     return lik_fail(LIK_ERR_ALLOC, "lik: Nq=%lld queries of Lq=%lld tokens exceed the address space",
                     (long long)nq, (long long)p->q.len);
-  c.qbuf = aligned_alloc(64, (size_t)qbytes + 64);
-  c.qfirst = malloc(first_b);
-  c.qvalid = malloc(valid_b);
-  c.dscratch = aligned_alloc(64, (size_t)scratch);
-  int32_t *tok = malloc(tok_b);
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
+  c.qbuf = lik_ws_alloc(&ws, (size_t)qbytes + 64);
+  c.qfirst = lik_ws_alloc(&ws, first_b);
+  c.qvalid = lik_ws_alloc(&ws, valid_b);
+  c.dscratch = lik_ws_alloc(&ws, (size_t)scratch);
+  int32_t *tok = lik_ws_alloc(&ws, tok_b);
   lik_status st = LIK_OK;
   if (!c.qbuf || !c.qfirst || !c.qvalid || !c.dscratch || !tok) {
     st = lik_fail(LIK_ERR_ALLOC, "lik: cannot allocate packed queries and document rows "
@@ -308,11 +309,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
     c.qfirst[nq] = pn;
     lik_parallel_run(nthreads, ntasks, doc_task, &c);
   }
-  free(c.qbuf);
-  free(c.qfirst);
-  free(c.qvalid);
-  free(c.dscratch);
-  free(tok);
+  lik_ws_close(&ws);
   return st;
 }
 

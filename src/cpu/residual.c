@@ -16,8 +16,6 @@
  * ascending, strict-> max, lowest index on ties; the score summed over query
  * tokens ascending), so results do not depend on the thread count.
  */
-#include <stdlib.h>
-
 #include "../core/checked.h"
 #include "cpu_internal.h"
 #include "residual_internal.h"
@@ -67,18 +65,19 @@ typedef struct {
   int64_t ntab_tasks;
   /* work split over documents */
   int64_t dblock, ndblocks;
-  char **scratch;
-  size_t off_urow, off_inv, off_m, off_ix;
+  char *scratch; /* one block per thread: thread t's at scratch + t * stride */
+  size_t stride, off_urow, off_inv, off_m, off_ix;
 } rctx;
 
-/* a x b x c elements of elem bytes, 64-byte aligned (a table row never
- * straddles a cache line), never NULL for a zero count; NULL when a count is
- * negative or the size does not fit (src/core/checked.h). */
-static void *xmalloc(int64_t a, int64_t b, int64_t c, size_t elem) {
+/* a x b x c elements of elem bytes from the call's workspace, 64-byte
+ * aligned (a table row never straddles a cache line), never NULL for a zero
+ * count; NULL when a count is negative, the size does not fit
+ * (src/core/checked.h) or memory is out. */
+static void *xalloc(lik_ws *ws, int64_t a, int64_t b, int64_t c, size_t elem) {
   int64_t n;
   size_t bytes;
   if (lik_mul_i64(a, b, &n) || lik_bytes2(n, c, elem, &bytes) || bytes > SIZE_MAX - 128) return NULL;
-  return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  return lik_ws_alloc(ws, (bytes + 63) / 64 * 64 + 64);
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -175,7 +174,7 @@ static void table_task(void *ctx, int tid, int64_t task) {
 static void doc_task(void *ctx, int tid, int64_t task) {
   rctx *g = (rctx *)ctx;
   const lik_ctokens *d = g->d;
-  char *sc = g->scratch[tid];
+  char *sc = g->scratch + (size_t)tid * g->stride;
   int64_t *roff = (int64_t *)sc;
   int32_t *urow = (int32_t *)(sc + g->off_urow);
   float *inv = (float *)(sc + g->off_inv), *m = (float *)(sc + g->off_m);
@@ -221,28 +220,16 @@ static void doc_task(void *ctx, int tid, int64_t task) {
 
 /* ---- the call -------------------------------------------------------------------- */
 
-static void release(rctx *g) {
-  for (int t = 0; t < 256 && g->scratch[t]; t++) free(g->scratch[t]);
-  free(g->used);
-  free(g->umap);
-  free(g->ulist);
-  free(g->cent);
-  free(g->inv);
-  free(g->qt);
-  free(g->tab);
-  free(g->qc);
-}
-
-/* Steps 1 and 2 and every allocation; 0 on allocation failure. */
-static int prepare(rctx *g, int nth) {
+/* Steps 1 and 2 and every allocation (from ws); 0 on allocation failure. */
+static int prepare(rctx *g, int nth, lik_ws *ws) {
   const lik_ctokens *d = g->d;
-  g->used = g->ncent < INT64_MAX ? (uint8_t *)calloc((size_t)g->ncent + 1, 1) : NULL;
-  g->umap = (int32_t *)xmalloc(g->ncent, 1, 1, sizeof(int32_t));
+  g->used = g->ncent < INT64_MAX ? (uint8_t *)lik_ws_array(ws, g->ncent + 1, 1, 1) : NULL;
+  g->umap = (int32_t *)xalloc(ws, g->ncent, 1, 1, sizeof(int32_t));
   if (!g->used || !g->umap) return 0;
   lik_parallel_run(nth, g->ndblocks, mark_task, g);
   for (int64_t c = 0; c < g->ncent; c++) g->umap[c] = g->used[c] ? (int32_t)g->nused++ : -1;
-  g->ulist = (int32_t *)xmalloc(g->nused, 1, 1, sizeof(int32_t));
-  g->qc = (float *)xmalloc(g->nlb, g->nused, LB, sizeof(float));
+  g->ulist = (int32_t *)xalloc(ws, g->nused, 1, 1, sizeof(int32_t));
+  g->qc = (float *)xalloc(ws, g->nlb, g->nused, LB, sizeof(float));
   if (!g->ulist || !g->qc) return 0;
   for (int64_t c = 0; c < g->ncent; c++)
     if (g->umap[c] >= 0) g->ulist[g->umap[c]] = (int32_t)c;
@@ -251,12 +238,12 @@ static int prepare(rctx *g, int nth) {
     if (cv->cent_dtype == LIK_F32 && cv->cent_sk == 1) {
       g->cin = (const float *)cv->cent;
       g->cin_s = cv->cent_sc;
-    } else if (!(g->cent = (float *)xmalloc(g->nused, g->dim, 1, sizeof(float)))) {
+    } else if (!(g->cent = (float *)xalloc(ws, g->nused, g->dim, 1, sizeof(float)))) {
       return 0;
     }
-    g->inv = (float *)xmalloc(lik_ct_ntok(d), 1, 1, sizeof(float));
-    g->qt = (float *)xmalloc(g->lqp + 1, g->dim, 1, sizeof(float));
-    g->tab = (float *)xmalloc(g->nlb, g->width, 256 * LB, sizeof(float));
+    g->inv = (float *)xalloc(ws, lik_ct_ntok(d), 1, 1, sizeof(float));
+    g->qt = (float *)xalloc(ws, g->lqp + 1, g->dim, 1, sizeof(float));
+    g->tab = (float *)xalloc(ws, g->nlb, g->width, 256 * LB, sizeof(float));
     if (!g->inv || !g->qt || !g->tab) return 0;
     if (g->cent) lik_parallel_run(nth, (g->nused + UROWS - 1) / UROWS, cent_task, g);
     lik_parallel_run(nth, g->ndblocks, norm_task, g);
@@ -271,21 +258,19 @@ static int prepare(rctx *g, int nth) {
   off += (size_t)g->lqp * sizeof(float);
   g->off_ix = off;
   off += (size_t)g->lqp * sizeof(int32_t);
-  for (int t = 0; t < nth; t++)
-    if (!(g->scratch[t] = (char *)malloc(off))) return 0;
-  return 1;
+  return (g->scratch = lik_ws_blocks(ws, nth, off, &g->stride)) != NULL;
 }
 
-static lik_status run(rctx *g, int num_threads) {
+static lik_status run(rctx *g, int num_threads, lik_context *ctx) {
   const int nth = num_threads < 256 ? num_threads : 256;
-  char *ptrs[256] = {0};
-  g->scratch = ptrs;
   g->lqp = (g->lq + LB - 1) / LB * LB;
   g->nlb = g->lqp / LB;
   g->dblock = (g->d->count + 8 * nth - 1) / (8 * nth);
   g->ndblocks = (g->d->count + g->dblock - 1) / g->dblock;
   lik_status st = LIK_OK;
-  if (prepare(g, nth)) {
+  lik_ws ws;
+  lik_ws_open(&ws, ctx);
+  if (prepare(g, nth, &ws)) {
     const int64_t ntables = g->ntab_tasks + g->nlb * ((g->nused + UROWS - 1) / UROWS);
     for (g->qi = 0; g->qi < g->nq; g->qi++) {
       if (g->rp) load_query(g);
@@ -296,7 +281,7 @@ static lik_status run(rctx *g, int num_threads) {
     st = lik_fail(LIK_ERR_ALLOC, "residual scoring: cannot allocate its tables (%lld centroids, "
                   "%lld tokens)", (long long)g->ncent, (long long)lik_ct_ntok(g->d));
   }
-  release(g);
+  lik_ws_close(&ws);
   return st;
 }
 
@@ -312,7 +297,7 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->call.num_threads);
+  return run(&g, p->call.num_threads, p->call.context);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
@@ -324,7 +309,7 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->call.num_threads);
+  return run(&g, p->call.num_threads, p->call.context);
 }
 
 /* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */

@@ -4,13 +4,11 @@
  * scores a block into scratch [Nq, block], then each query's block is merged
  * into its running top-k, which lives in the caller's output arrays (sorted
  * by score descending, then document index ascending).  Scratch is
- * O(Nq * block + k).
+ * O(Nq * block + k), from the context's workspace (src/core/workspace.h).
  *
  * Order: lik_topk_better (src/core/topk.h; NaN ranks below every number,
  * ties by lower index), the sort and the merge of src/cpu/topk.c.
  */
-#include <stdlib.h>
-
 #include "../core/checked.h"
 #include "cpu_internal.h"
 #include "topk.h"
@@ -28,16 +26,20 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   size_t blk_bytes = 0;
   const int sizes_ok = !lik_mul_i64(nq, B, &nblk) && !lik_bytes(nblk, sizeof(float), &blk_bytes) &&
                        !lik_add_i64(B, k, &ncand);
-  float *blk = sizes_ok ? (float *)malloc(blk_bytes) : NULL;
-  lik_hit *col = (lik_hit *)malloc((size_t)B * sizeof(lik_hit));
-  float *cs = sizes_ok ? (float *)calloc((size_t)ncand, sizeof(float)) : NULL;
-  int64_t *ci = sizes_ok ? (int64_t *)calloc((size_t)ncand, sizeof(int64_t)) : NULL;
-  int64_t *cnt = (int64_t *)calloc((size_t)nq, sizeof(int64_t));
+  lik_ws ws;
+  lik_ws_open(&ws, p->context);
+  float *blk = sizes_ok ? (float *)lik_ws_alloc(&ws, blk_bytes) : NULL;
+  lik_hit *col = (lik_hit *)lik_ws_array(&ws, B, sizeof(lik_hit), 0);
+  float *cs = sizes_ok ? (float *)lik_ws_array(&ws, ncand, sizeof(float), 0) : NULL;
+  int64_t *ci = sizes_ok ? (int64_t *)lik_ws_array(&ws, ncand, sizeof(int64_t), 0) : NULL;
+  int64_t *cnt = (int64_t *)lik_ws_array(&ws, nq, sizeof(int64_t), 1);
   int64_t heap[4];
   lik_status st = LIK_OK;
   if (!blk || !col || !cs || !ci || !cnt) {
-    st = lik_fail(LIK_ERR_ALLOC, "retrieve: cannot allocate scratch for Nq=%lld, block=%lld, k=%lld",
-                  (long long)nq, (long long)B, (long long)k);
+    st = lik_fail(LIK_ERR_ALLOC,
+                  "retrieve: cannot allocate scratch for Nq=%lld, block=%lld, k=%lld (%zu bytes "
+                  "of block scores)",
+                  (long long)nq, (long long)B, (long long)k, blk_bytes);
     goto done;
   }
   /* cs/ci[0, B): the sorted newcomers of a query; [B, B + k): the merge. */
@@ -80,10 +82,6 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
     }
   }
 done:
-  free(blk);
-  free(col);
-  free(cs);
-  free(ci);
-  free(cnt);
+  lik_ws_close(&ws);
   return st;
 }

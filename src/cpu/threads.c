@@ -198,3 +198,13 @@ void lik_parallel_run(int nthreads, int64_t ntasks, lik_task_fn fn, void *ctx) {
   if (nthreads == 1) work(&j, 0);
   else if (!run_pool(&j, nthreads)) run_own(&j, nthreads);
 }
+
+lik_status lik_parallel_run_ws(lik_ws *ws, int nthreads, int64_t ntasks, size_t bytes,
+                               char **scratch, size_t *stride, lik_task_fn fn, void *ctx,
+                               const char *what) {
+  if (!(*scratch = lik_ws_blocks(ws, nthreads, bytes, stride)))
+    return lik_fail(LIK_ERR_ALLOC, "%s: cannot allocate %d threads x %zu bytes of scratch", what,
+                    nthreads, bytes);
+  lik_parallel_run(nthreads, ntasks, fn, ctx);
+  return LIK_OK;
+}

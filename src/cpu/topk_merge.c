@@ -4,8 +4,6 @@
  * blocks on lik_parallel_run; each query has one owner, so the result does
  * not depend on the thread count.
  */
-#include <stdlib.h>
-
 #include "../core/checked.h"
 #include "cpu_internal.h"
 #include "topk.h"
@@ -40,15 +38,16 @@ lik_status lik_cpu_topk_merge(const lik_merge *m) {
   size_t lists_b = 0, heap_b = 0;
   const int sizes_ok = !lik_bytes2(nt, m->R, sizeof(lik_topk_list), &lists_b) &&
                        !lik_bytes2(nt, m->R, 2 * sizeof(int64_t), &heap_b);
-  run.lists = sizes_ok ? (lik_topk_list *)malloc(lists_b) : NULL;
-  run.heap = sizes_ok ? (int64_t *)malloc(heap_b) : NULL;
+  lik_ws ws;
+  lik_ws_open(&ws, m->context);
+  run.lists = sizes_ok ? (lik_topk_list *)lik_ws_alloc(&ws, lists_b) : NULL;
+  run.heap = sizes_ok ? (int64_t *)lik_ws_alloc(&ws, heap_b) : NULL;
   lik_status st = LIK_OK;
   if (!run.lists || !run.heap)
-    st = lik_fail(LIK_ERR_ALLOC, "topk_merge: cannot allocate scratch for %d threads x R=%lld lists",
-                  nt, (long long)m->R);
+    st = lik_fail(LIK_ERR_ALLOC, "topk_merge: cannot allocate %zu + %zu bytes of scratch (%d "
+                  "threads x R=%lld lists)", lists_b, heap_b, nt, (long long)m->R);
   else
     lik_parallel_run(nt, ntasks, merge_task, &run);
-  free(run.lists);
-  free(run.heap);
+  lik_ws_close(&ws);
   return st;
 }

@@ -114,7 +114,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
   rt.strides[1] = 1;
   rt.device = LIK_CPU;
   float cut[255], wts[256];
-  if ((st = lik_cpu_codec_train(&rt, o->nbits, cut, 1, wts, 1))) goto out;
+  if ((st = lik_cpu_codec_train(o->call.context, &rt, o->nbits, cut, 1, wts, 1))) goto out;
   const float thr = lik_plaid_quantile(norms, H, 0.75);
 
   lik_plaid_index *ix = lik_plaid_new(o->nbits, dim, K, c16, cut, wts, avg);
