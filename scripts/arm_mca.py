@@ -40,6 +40,7 @@ FILES = [
      ["neoverse-v2", "neoverse-v1", "a64fx"]),
     ("quant_dotprod.c", ["-march=armv8.2-a+dotprod"], ["i8_tile_sdot"],
      ["neoverse-v2", "neoverse-v1", "apple-m1"]),
+    ("quant_sve.c", ["-march=armv8.2-a+sve"], ["i8_tile_sve"], ["neoverse-v2", "neoverse-v1", "a64fx"]),
     # the backward's gathered-row axpy (one function per source dtype); the
     # portable instance's, for comparison, is the one loop of its query item
     ("backward_neon.c", [], ["bw_neon_axpy_f32", "bw_neon_axpy_f16", "bw_neon_axpy_bf16",

@@ -138,9 +138,10 @@ if find "$BUILD_DIR" -name '*_avx*.c.o' -o -name '*_vnni.c.o' | grep -q .; then
   echo "arm_test: x86 kernel objects in the aarch64 build" >&2
   exit 1
 fi
-# Extension instructions only in their own files' objects: SVE (z registers)
-# in the *_sve.c ones, SDOT in quant_dotprod.c's; everything else runs on any
-# ARMv8-A CPU, before and without the HWCAP checks.
+# Extension instructions only in their own files' objects: SVE (z registers,
+# SVE's SDOT included) in the *_sve.c ones, AdvSIMD SDOT (v registers) in
+# quant_dotprod.c's; everything else runs on any ARMv8-A CPU, before and
+# without the HWCAP checks.
 only_in() { # instruction pattern, the objects allowed to hold it (a name pattern), its name
   for obj in $(find "$BUILD_DIR/CMakeFiles/lik_objects.dir" -name '*.o' ! -name "$2"); do
     if aarch64-linux-gnu-objdump -d "$obj" | grep -qE "$1"; then
@@ -150,7 +151,7 @@ only_in() { # instruction pattern, the objects allowed to hold it (a name patter
   done
 }
 only_in '\sz[0-9]+\.[bhsdq]' '*_sve.c.o' SVE
-only_in '\s[su]dot\s' quant_dotprod.c.o SDOT
+only_in '\s[su]dot\s+v' quant_dotprod.c.o SDOT
 built=$SECONDS
 
 timeout --foreground "${ARM_TEST_TIMEOUT:-900}" \

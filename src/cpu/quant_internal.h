@@ -66,9 +66,11 @@ void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *const *rows, int64
                           int64_t nw, int64_t d, float *m);
 #elif defined(__aarch64__) || defined(_M_ARM64)
 /* NEON: the portable int8 tile and a CNT bit tile (quant_neon.c); SDOT: its
- * int8 tile and NEON's bit tile (quant_dotprod.c). */
+ * int8 tile and NEON's bit tile (quant_dotprod.c); SVE: its SDOT int8 tile
+ * and NEON's bit tile (quant_sve.c). */
 extern const lik_quant_kernels lik_quant_kernels_neon;
 extern const lik_quant_kernels lik_quant_kernels_dotprod;
+extern const lik_quant_kernels lik_quant_kernels_sve;
 void lik_bits_tile_neon(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                         int64_t nw, int64_t d, float *m);
 #endif
