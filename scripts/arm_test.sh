@@ -4,8 +4,9 @@
 # (cmake/aarch64-linux-gnu.cmake: library + C tests + fuzz replays + the `lik`
 # command; CUDA off) and runs ctest, every test program through qemu-aarch64
 # (CMAKE_CROSSCOMPILING_EMULATOR): each kernel test on the portable, neon and
-# sve paths (test_plaid_index's sve run at 128-bit vectors: wider ones are
-# 20x slower under QEMU, tests/c/CMakeLists.txt says why), test_harness (every ARM path against src/ref), thread invariance;
+# sve paths (test_plaid_index's sve run and test_maxsim_isa_* at 128-bit
+# vectors: wider ones are 20x slower under QEMU, tests/c/CMakeLists.txt says
+# why), test_harness (every ARM path against src/ref), thread invariance;
 # the SVE path again at vector lengths 128, 256 and 512 bits
 # (QEMU_CPU=max,sve-max-vq=1|2|4: the harness and test_maxsim's ties and thread
 # invariance, label "sve"), and LIK_CPU_ISA=sve on a CPU without SVE
