@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """scripts/arm_mca.py — the modelled throughput of the aarch64 kernels, without
 ARM hardware: compiles src/cpu/kernels_neon.c, kernels_sve.c, quant_dotprod.c,
-backward_neon.c and residual_neon.c (and, to compare, the portable backward.c
-and residual.c) with the cross compiler and the flags of a Release build
+quant_sve.c, backward_neon.c, backward_sve.c and residual_neon.c (and, to
+compare, the portable backward.c and residual.c) with the cross compiler and the flags of a Release build
 (-std=gnu11 -O3: GNU C contracts a * b + c into FMAs, as the build does; and
 each file's own flags, CMakeLists.txt), takes each kernel's hot loop (the
 innermost loop with the most multiply-adds, FMLA, FMADD or SDOT: a tile's k
@@ -40,6 +40,7 @@ FILES = [
      ["neoverse-v2", "neoverse-v1", "a64fx"]),
     ("quant_dotprod.c", ["-march=armv8.2-a+dotprod"], ["i8_tile_sdot"],
      ["neoverse-v2", "neoverse-v1", "apple-m1"]),
+    ("quant_sve.c", ["-march=armv8.2-a+sve"], ["i8_tile_sve"], ["neoverse-v2", "neoverse-v1", "a64fx"]),
     # the backward's gathered-row axpy (one function per source dtype); the
     # portable instance's, for comparison, is the one loop of its query item
     ("backward_neon.c", [], ["bw_neon_axpy_f32", "bw_neon_axpy_f16", "bw_neon_axpy_bf16",

@@ -14,7 +14,8 @@
  *            it as given.  SVE: HWCAP_SVE (the kernel sets it only where it
  *            saves SVE state) / "hw.optional.arm.FEAT_SVE" (no Apple CPU has
  *            had it so far: M4's SME streaming SVE is not it); the dot product:
- *            HWCAP_ASIMDDP / "hw.optional.arm.FEAT_DotProd" (M1 and later).
+ *            HWCAP_ASIMDDP / "hw.optional.arm.FEAT_DotProd" (M1 and later), for
+ *            the neon path's int8 tile (SVE's SDOT is base SVE).
  *            portable < neon < sve.
  */
 #include <pthread.h>
@@ -88,7 +89,7 @@ static int best_level(void) {
 #endif
 }
 
-/* SDOT, read once by find_best on a CPU at level >= 1. */
+/* AdvSIMD SDOT, read once by find_best on a CPU at level >= 1. */
 static int has_dotprod(void) {
 #if defined(__linux__)
   return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
@@ -103,7 +104,7 @@ static int has_dotprod(void) {
 /* The table of each level (0 portable; x86: 1 avx2, 2 avx512; aarch64:
  * 1 neon, 2 sve up to the best level), filled once: the ISA's own table,
  * with the int8 tile of the CPU's extra instructions (AVX-512 VNNI on the
- * avx512 path; SDOT on neon and sve). */
+ * avx512 path; AdvSIMD SDOT on neon; the sve table has SVE's own). */
 static lik_cpu_kernels tables[3];
 static int best = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -125,7 +126,7 @@ static void find_best(void) {
     lik_cpu_kernels_sve_init();
     tables[2] = lik_cpu_kernels_sve;
   }
-  if (best >= 1 && has_dotprod()) tables[1].quant = tables[2].quant = &lik_quant_kernels_dotprod;
+  if (best >= 1 && has_dotprod()) tables[1].quant = &lik_quant_kernels_dotprod;
 #endif
 }
 

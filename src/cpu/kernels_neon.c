@@ -173,4 +173,4 @@ void lik_pack_neon(const lik_seqs *s, int64_t n, const int32_t *tok,
 const lik_cpu_kernels lik_cpu_kernels_neon = {
     "neon", 16, MR, lik_tile_neon_5x16, 8, lik_tile_neon_5x8, lik_pack_neon,
     &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64, &lik_res_kernels_neon,
-    &lik_quant_kernels_portable /* SDOT: dispatch.c */};
+    &lik_quant_kernels_neon /* SDOT: dispatch.c */};

@@ -94,7 +94,7 @@ static void lik_tile_sve_10x2v(const float *q, int64_t ldq, const float *dr, int
 lik_cpu_kernels lik_cpu_kernels_sve = {
     "sve", 0, MR, lik_tile_sve_10x2v, 0, NULL, lik_pack_neon,
     &lik_bw_kernels_neon_f32, &lik_bw_kernels_neon_f64, &lik_res_kernels_neon,
-    &lik_quant_kernels_portable /* SDOT: dispatch.c */};
+    &lik_quant_kernels_sve};
 
 /* The backward rows: backward_sve.c's from 512-bit vectors, NEON's below
  * (the same values).  The gathered-row axpy is load / store bound; NEON's

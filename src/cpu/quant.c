@@ -27,9 +27,9 @@ enum { L = LIK_QT_LANES };
 
 /* ---- portable tiles ---------------------------------------------------------- */
 
-static void i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float *sq,
-                             const int8_t *const *rows, const float *sd, int64_t nrows,
-                             int64_t kg, float *m) {
+void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float *sq,
+                          const int8_t *const *rows, const float *sd, int64_t nrows,
+                          int64_t kg, float *m) {
   (void)qsum;
   for (int64_t r = 0; r < nrows; r++)
     for (int l = 0; l < L; l++) {
@@ -40,13 +40,13 @@ static void i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float 
     }
 }
 
-void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
-                            int64_t nw, int64_t d, float *m) {
+static void bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                               int64_t nw, int64_t d, float *m) {
   lik_bits_tile_body(qw, rows, nrows, nw, d, m);
 }
 
-const lik_quant_kernels lik_quant_kernels_portable = {"portable", i8_tile_portable,
-                                                      lik_bits_tile_portable};
+const lik_quant_kernels lik_quant_kernels_portable = {"portable", lik_i8_tile_portable,
+                                                      bits_tile_portable};
 
 /* fp8 decoded to fp32: qf [d][L] (lanes), rows of d fp32; one fp32 chain per
  * (row, lane), k ascending. */

@@ -7,8 +7,8 @@
  * register with the row's 4 features broadcast to every 32-bit element adds
  * 4 products to each of 4 lanes, the exact integer dot as VNNI's (signed x
  * signed: no +128 correction).  2 rows at a time: 16 accumulators + 8 Q +
- * 2 broadcasts = 26 of 32 v registers, 16 SDOTs per group.  The bit tiles
- * are the portable ones.
+ * 2 broadcasts = 26 of 32 v registers, 16 SDOTs per group.  The bit tile is
+ * NEON's (quant_neon.c).
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -63,5 +63,4 @@ static void i8_tile_sdot(const int8_t *qp, const int32_t *qsum, const float *sq,
   }
 }
 
-const lik_quant_kernels lik_quant_kernels_dotprod = {"dotprod", i8_tile_sdot,
-                                                     lik_bits_tile_portable};
+const lik_quant_kernels lik_quant_kernels_dotprod = {"dotprod", i8_tile_sdot, lik_bits_tile_neon};

@@ -41,9 +41,9 @@ typedef struct lik_quant_kernels {
   lik_bits_tile_fn bits_tile;
 } lik_quant_kernels;
 
-/* The bit tile, one body: lik_bits_tile_portable (quant.c) compiles it
+/* The bit tile of C, one body: the portable table's (quant.c) compiles it
  * without ISA flags, lik_bits_tile_popcnt (quant_avx2.c) with hardware
- * popcnt. */
+ * popcnt; aarch64 has its own (lik_bits_tile_neon). */
 static inline void lik_bits_tile_body(const uint64_t *qw, const uint64_t *const *rows,
                                       int64_t nrows, int64_t nw, int64_t d, float *m) {
   for (int64_t r = 0; r < nrows; r++)
@@ -56,15 +56,23 @@ static inline void lik_bits_tile_body(const uint64_t *qw, const uint64_t *const 
 }
 
 extern const lik_quant_kernels lik_quant_kernels_portable;
-void lik_bits_tile_portable(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
-                            int64_t nw, int64_t d, float *m);
+void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float *sq,
+                          const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
+                          float *m);
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
 extern const lik_quant_kernels lik_quant_kernels_avx2;
 extern const lik_quant_kernels lik_quant_kernels_vnni;
 void lik_bits_tile_popcnt(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                           int64_t nw, int64_t d, float *m);
 #elif defined(__aarch64__) || defined(_M_ARM64)
-extern const lik_quant_kernels lik_quant_kernels_dotprod; /* SDOT (quant_dotprod.c) */
+/* NEON: the portable int8 tile and a CNT bit tile (quant_neon.c); SDOT: its
+ * int8 tile and NEON's bit tile (quant_dotprod.c); SVE: its SDOT int8 tile
+ * and NEON's bit tile (quant_sve.c). */
+extern const lik_quant_kernels lik_quant_kernels_neon;
+extern const lik_quant_kernels lik_quant_kernels_dotprod;
+extern const lik_quant_kernels lik_quant_kernels_sve;
+void lik_bits_tile_neon(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
+                        int64_t nw, int64_t d, float *m);
 #endif
 
 #endif /* LIK_QUANT_INTERNAL_H */

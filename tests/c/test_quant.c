@@ -1,7 +1,8 @@
 /*
  * test_quant.c — the low-bit MaxSim (lik_experimental.h) against a float64
- * reference of the quantised semantics, per CPU path: random sizes (d in
- * {1, 3, 17, 48, 96, 1000}, lengths 1 .. 70), per-token and per-tensor
+ * reference of the quantised semantics, per CPU path: int8, int8 x bits and
+ * bits x bits, random sizes (d in {1, 3, 17, 48, 96, 130, 1000}: 1, 2, 3 and
+ * 16 words of bits; lengths 1 .. 70), per-token and per-tensor
  * scales, masks with garbage (and NaN scales) in masked tokens, int8 -128 in
  * Q (read as -127); the quantisers against their formulas; errors.
  */
@@ -27,18 +28,25 @@ static lik_tensor dense(void *data, lik_dtype dt, int ndim, const int64_t *shape
   return t;
 }
 
-static void one_case(int binary) {
-  static const int64_t dims[] = {1, 3, 17, 48, 96, 1000};
+enum { INT8, INT8_BITS, BITS }; /* Q x D */
+
+/* Feature k of a row of sign bits (MSB first), +-1. */
+static double sign_bit(const uint8_t *row, int64_t k) { return (row[k / 8] >> (7 - k % 8)) & 1 ? 1.0 : -1.0; }
+
+static void one_case(int kind) {
+  static const int64_t dims[] = {1, 3, 17, 48, 96, 130, 1000};
+  static const char *names[] = {"int8", "int8 x bits", "bits x bits"};
   const int64_t nq = rng_int(1, 3), nd = rng_int(1, 5), lq = rng_int(1, 40), ld = rng_int(1, 70);
-  const int64_t d = RNG_PICK(dims), nb = (d + 7) / 8, dl = binary ? nb : d;
-  case_begin("%s nq=%lld nd=%lld lq=%lld ld=%lld d=%lld", binary ? "int8 x bits" : "int8",
-             (long long)nq, (long long)nd, (long long)lq, (long long)ld, (long long)d);
-  int8_t *q = malloc((size_t)(nq * lq * d));
+  const int binary = kind != INT8;
+  const int64_t d = RNG_PICK(dims), nb = (d + 7) / 8, dl = binary ? nb : d, ql = kind == BITS ? nb : d;
+  case_begin("%s nq=%lld nd=%lld lq=%lld ld=%lld d=%lld", names[kind], (long long)nq, (long long)nd,
+             (long long)lq, (long long)ld, (long long)d);
+  int8_t *q = malloc((size_t)(nq * lq * ql));
   uint8_t *dd = malloc((size_t)(nd * ld * dl));
   float *sq = malloc((size_t)(nq * lq) * 4), *sd = malloc((size_t)(nd * ld) * 4), *out = malloc((size_t)(nq * nd) * 4);
   uint8_t *qm = malloc((size_t)(nq * lq)), *dm = malloc((size_t)(nd * ld));
   double *qv = malloc((size_t)(nq * lq * d) * 8), *dv = malloc((size_t)(nd * ld * d) * 8);
-  for (int64_t x = 0; x < nq * lq * d; x++) q[x] = (int8_t)rng_int(-128, 127);
+  for (int64_t x = 0; x < nq * lq * ql; x++) q[x] = (int8_t)rng_int(-128, 127);
   for (int64_t x = 0; x < nd * ld * dl; x++) dd[x] = (uint8_t)rng_int(0, 255);
   for (int64_t x = 0; x < nq * lq; x++) {
     qm[x] = rng_chance(0.8);
@@ -48,21 +56,22 @@ static void one_case(int binary) {
     dm[x] = (uint8_t)(rng_chance(0.7) ? rng_int(1, 255) : 0);
     sd[x] = dm[x] ? (float)rng_range(0.001, 0.1) : NAN;
   }
-  const int64_t qs[3] = {nq, lq, d}, ds[3] = {nd, ld, dl}, ms[2] = {nq, lq}, mds[2] = {nd, ld};
+  const int64_t qs[3] = {nq, lq, ql}, ds[3] = {nd, ld, dl}, ms[2] = {nq, lq}, mds[2] = {nd, ld};
   const int64_t os[2] = {nq, nd};
-  lik_tensor Q = dense(q, LIK_I8, 3, qs), D = dense(dd, binary ? LIK_U8 : LIK_I8, 3, ds);
+  lik_tensor Q = dense(q, kind == BITS ? LIK_U8 : LIK_I8, 3, qs), D = dense(dd, binary ? LIK_U8 : LIK_I8, 3, ds);
   lik_tensor SQ = dense(sq, LIK_F32, 2, ms), SD = dense(sd, LIK_F32, 2, mds);
   lik_tensor QM = dense(qm, LIK_U8, 2, ms), DM = dense(dm, LIK_U8, 2, mds), O = dense(out, LIK_F32, 2, os);
-  lik_status st = binary ? lik_maxsim_binary(&Q, &SQ, &D, d, &QM, &DM, NULL, &O)
+  lik_status st = binary ? lik_maxsim_binary(&Q, kind == BITS ? NULL : &SQ, &D, d, &QM, &DM, NULL, &O)
                          : lik_maxsim_scaled(&Q, &SQ, &D, &SD, &QM, &DM, NULL, &O);
   CHECK(st == LIK_OK, "status %s: %s", lik_status_string(st), lik_last_error());
-  /* the dequantised values, float64: (q * scale_Q) . (d * scale_D) */
+  /* the dequantised values, float64: (q * scale_Q) . (d * scale_D), bits +-1 */
   for (int64_t x = 0; x < nq * lq * d; x++)
-    qv[x] = (q[x] < -127 ? -127 : q[x]) * (double)sq[x / d];
+    qv[x] = kind == BITS ? sign_bit((const uint8_t *)q + x / d * nb, x % d)
+                         : (q[x] < -127 ? -127 : q[x]) * (double)sq[x / d];
   for (int64_t x = 0; x < nd * ld * d; x++) {
     const int64_t tok = x / d, k = x % d;
     const uint8_t *row = dd + tok * dl;
-    dv[x] = binary ? ((row[k / 8] >> (7 - k % 8)) & 1 ? 1.0 : -1.0) : (int8_t)row[k] * (double)sd[tok];
+    dv[x] = binary ? sign_bit(row, k) : (int8_t)row[k] * (double)sd[tok];
   }
   int64_t *qoff = malloc((size_t)(nq + 1) * 8), *doff = malloc((size_t)(nd + 1) * 8);
   for (int64_t x = 0; x <= nq; x++) qoff[x] = x * lq;
@@ -143,8 +152,8 @@ static void errors(void) {
 
 int main(void) {
   test_init("test_quant");
-  group_begin("int8 / int8 x bits vs float64");
-  for (int c = 0; c < 40; c++) one_case(c % 2);
+  group_begin("int8 / int8 x bits / bits vs float64");
+  for (int c = 0; c < 60; c++) one_case(c % 3);
   group_end();
   group_begin("quantisers");
   for (int c = 0; c < 20; c++) quantize_case();
