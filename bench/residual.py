@@ -25,6 +25,10 @@ reduction and a sync).  Scores of every method are compared with lik dense
 (max abs difference printed).
 
     python3 bench/residual.py [--device cpu|gpu|all] [--reps N] [--shapes a,b]
+        [--q-dtype fp32|fp16|bf16]
+
+--q-dtype: the query's dtype (default fp32).  On CUDA an fp32 query scores
+in fp32 (3xTF32 tiles), a half-type one on fp16 operands (normalize).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ SHAPES = {  # name: (Nd, Ld, nbits)
     "25k-300-nb2": (25000, 300, 2),
 }
 D, LQ = 128, 32
+Q_DTYPE = torch.float32
 
 
 def corpus(nd, ld, nbits, seed=0):
@@ -65,7 +70,7 @@ def corpus(nd, ld, nbits, seed=0):
     res = torch.randint(0, 256, (T, D * nbits // 8), generator=g, dtype=torch.uint8)
     w = torch.sort(torch.randn(1 << nbits, generator=g) * 0.1).values
     cu = torch.arange(0, T + 1, ld, dtype=torch.int32)
-    Q = torch.randn(1, LQ, D, generator=g)
+    Q = torch.randn(1, LQ, D, generator=g).to(Q_DTYPE)
     return dict(cent=cent, codes=codes, res=res, w=w, cu=cu, Q=Q, C=C, T=T, nbits=nbits)
 
 
@@ -189,9 +194,13 @@ def main():
     ap.add_argument("--device", default="all", choices=("cpu", "gpu", "all"))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--q-dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
     a = ap.parse_args()
+    global Q_DTYPE
+    Q_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.q_dtype]
     shapes = a.shapes.split(",")
-    print(f"# bench/residual.py  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  torch {torch.__version__}")
+    print(f"# bench/residual.py  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  torch {torch.__version__}  "
+          f"Q {a.q_dtype}")
     if a.device in ("cpu", "all"):
         run_cpu(shapes, a.reps)
     if a.device in ("gpu", "all") and torch.cuda.is_available():
