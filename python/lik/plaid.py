@@ -357,7 +357,10 @@ def maxsim_residual(Q, codes, residuals, doc_lengths, centroids, bucket_weights,
         ``[Nq, Nd]`` float32 (``[Nd]`` for 2-D ``Q``); an empty document
         scores 0.  Differentiable in ``Q`` (torch): the backward decodes the
         winning tokens only.  Codes and lengths are checked (on CUDA through
-        one host copy).
+        one host copy).  Precision on CUDA: a float32 ``Q`` in fp32 (TF32
+        under ``torch.set_float32_matmul_precision("high")``; d > 1088 on
+        half operands), a float16 / bfloat16 ``Q`` on fp16 (``normalize``)
+        or bf16 operands, fp32 sums; the CPU computes in fp32.
 
     Raises:
         ValueError: shapes, nbits, layout, a code outside ``[0, C)``, a
