@@ -47,10 +47,11 @@ static bool tmap_layout_ok(const KParams &P) {
   return P.fast_d && !P.d.off.data && (P.d.group == 0 || P.d.sg == P.d.group * P.d.sn);
 }
 
-/* P.tmap_d for wgmma tiles of bd tokens: boxes of 64 features x bd tokens
- * x 1 document in the 128-byte swizzle (the layout WgCfg::doff reads),
- * features past d and tokens past Ld read as zero.  False where the map
- * cannot be made (no encoder, sizes past TMA's limits). */
+/* P.tmap_d for wgmma tiles of bd tokens: boxes of 128 bytes of features
+ * (64 half, 32 fp32) x bd tokens x 1 document in the 128-byte swizzle (the
+ * layout WgCfg::doff reads), features past d and tokens past Ld read as
+ * zero.  False where the map cannot be made (no encoder, sizes past TMA's
+ * limits). */
 static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tmap_encoder();
   const int64_t ndocs = P.pairing == 0 ? P.ncand : P.pairing == 1 ? P.nrows * P.ncand : P.d.count;
@@ -61,8 +62,9 @@ static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
   const cuuint64_t dims[3] = {(cuuint64_t)P.d.dim, (cuuint64_t)P.d.len, (cuuint64_t)ndocs};
   const cuuint64_t strides[2] = {(cuuint64_t)(P.d.sl * es),
                                  (cuuint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
-  const cuuint32_t box[3] = {64, (cuuint32_t)bd, 1}, step[3] = {1, 1, 1};
-  return encode(&P.tmap_d, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(P.d.data), dims,
+  const cuuint32_t box[3] = {(cuuint32_t)(128 / es), (cuuint32_t)bd, 1}, step[3] = {1, 1, 1};
+  const CUtensorMapDataType type = es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  return encode(&P.tmap_d, type, 3, const_cast<void *>(P.d.data), dims,
                 strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -82,8 +84,12 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  * Sizes are in bytes of a token's row, rb = d * element size (a half d of
  * 128 is 256 bytes, as an fp32 d of 64).
  *   fp64                 CUDA-core DFMA kernel
- *   bf16 / fp16 / fp32   tensor cores (fp32: 3xTF32 mma.sync, fp32 accuracy;
- *                        docs/cuda.md):
+ *   bf16 / fp16 / fp32   tensor cores (fp32: 3xTF32 mma.sync, fp32 accuracy,
+ *                        or under TF32 one product: docs/cuda.md):
+ *   fp32 under TF32, rb <= 512, sm_90a, stacked queries or Lq > 64
+ *                        wgmma m64nNk8.tf32 as the half types' wgmma below
+ *                        (rb <= 256: the same tiles; 512: two warpgroups of
+ *                        one m64 tile each, 128-row blocks x 64 tokens)
  *   256 < rb             K-streamed, 32-row query blocks in shared memory:
  *                        128-token tiles (4 warps), 256 (8 warps) for
  *                        rb > 1536 where they fit, 160 / 320 (warp tiles of
@@ -96,7 +102,7 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
  *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
  *     128 / 256 rows), so each document tile is read once for all of them;
- *     sm_90a, half types, stacked queries or Lq > 64 -> wgmma (docs/cuda.md):
+ *     sm_90a, stacked queries or Lq > 64 -> wgmma (docs/cuda.md):
  *     one warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for
  *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
  *     tokens beyond, and for stacked queries filling 256 rows when the
@@ -118,15 +124,19 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
-                           bool dense_rows, bool tmap_ok, const DevInfo &dev) {
+                           bool dense_rows, bool tmap_ok, bool tf32, const DevInfo &dev) {
   TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0, 64};
   const int64_t rb = d * elt_size(dt);
-  if (dt == LIK_F64 || (rb > 256 && kstream_smem(4, 4, rb) > dev.smem_max)) {
+  const int64_t slot = lq <= 32 ? 32 : 64;
+  const bool stack = lq <= 64 && stack_nq * slot >= 128;
+  const bool wg = dev.wg && (stack || lq > 64) &&
+                  (dt == LIK_BF16 || dt == LIK_F16 || (dt == LIK_F32 && tf32 && rb <= 512));
+  if (dt == LIK_F64 || (rb > 256 && !wg && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
     return c;
   }
   if (dev.clusters) c.split_max = 8; /* the portable cluster size */
-  if (rb > 256) {
+  if (rb > 256 && !wg) {
     c.qreg = 0;
     /* 8 warps where 4-warp CTAs would run one per SM (large query block) */
     if (rb > 1536 && kstream_smem(8, 4, rb) <= dev.smem_max) c.wn = 8;
@@ -141,15 +151,13 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
       c.ni = 5;
     return c;
   }
-  c.kc = rb <= 128 ? 128 : 256;
-  const bool wg = dev.wg && dt != LIK_F32;
-  const int64_t slot = lq <= 32 ? 32 : 64;
-  const bool stack = lq <= 64 && stack_nq * slot >= 128;
-  if (wg && (stack || lq > 64)) {
+  c.kc = rb <= 128 && !(wg && dt == LIK_F32) ? 128 : rb <= 256 ? 256 : 512;
+  if (wg) {
     c.tma = tmap_ok && dev.bulk;
     c.wg = lq > 128 || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
     if (c.wg == 2) c.bn = stack && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
-    c.wm = 4 * c.wg;
+    if (c.kc == 512) c.wg = 2, c.bn = 64; /* fp32 64 < d <= 128: 2 x 64 rows */
+    c.wm = c.kc == 512 ? 4 : 4 * c.wg;
     c.wn = 1;
     if (stack) c.qpc = (int)(32 * c.wm / slot);
   } else if (stack) {
@@ -251,9 +259,10 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
-                          tmap_layout_ok(P), info);
+                          tmap_layout_ok(P), P.tf32, info);
   if (c.tma && !make_tmap_d(P, dt, c.bn)) /* no tensor map: the tiles without TMA */
-    c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, false, info);
+    c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, false, P.tf32,
+                    info);
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */

@@ -7,17 +7,21 @@
 
 namespace lik_cuda {
 
-/* c.kc is the bytes of a row's k-chunk (96, 128 or 256); KC counts elements. */
+/* c.kc is the bytes of a row's k-chunk (96, 128, 256, or 512 for fp32 on
+ * wgmma); KC counts elements. */
 template <typename T>
 static cudaError_t launch_mma_t(KParams &P, const TileCfg &c, bool argmax,
                                 cudaStream_t s, const Device &dev) {
   constexpr int K128 = 128 / sizeof(T), K256 = 256 / sizeof(T);
   if (!c.qreg) return launch_kstream<T>(P, c, argmax, s, dev);
   if (c.kc == 96) return launch_rows96<T>(P, c, argmax, s, dev);
-  if constexpr (sizeof(T) == 2) { /* wgmma: half types only */
-    if (c.wg)
+  if (c.wg) {
+    if constexpr (sizeof(T) == 2) /* half types: 128- or 256-byte rows */
       return c.kc == 128 ? launch_qreg_wg<T, K128>(P, c, argmax, s, dev)
                          : launch_qreg_wg<T, K256>(P, c, argmax, s, dev);
+    else /* fp32 under TF32: 256- or 512-byte rows */
+      return c.kc == 256 ? launch_qreg_wg<T, K256>(P, c, argmax, s, dev)
+                         : launch_qreg_wg<T, 2 * K256>(P, c, argmax, s, dev);
   }
   if (c.wm <= 2)
     return c.kc == 128 ? launch_qreg_mma_bq64<T, K128>(P, c, argmax, s, dev)

@@ -204,18 +204,26 @@ cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cud
   return launch_am<MmaCfg<T, 8, 1, 8, KC, true>>(P, c, argmax, s, dev);
 }
 
-/* The query block in registers on wgmma (sm_90a, half types, d <= KC
- * features): c.wg = 1 or 2 warpgroups; TMA tiles where c.tma. */
+/* The query block in registers on wgmma (sm_90a; half types, and fp32
+ * under TF32; d <= KC features): c.wg = 1 or 2 warpgroups; TMA tiles where
+ * c.tma.  Rows of 512 bytes (fp32, 64 < d <= 128): one m64 tile per
+ * warpgroup (its A fragments are 64 registers), two warpgroups, 64-token
+ * tiles (four stages of 32 KB). */
 template <typename T, int KC>
 cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                            const Device &dev) {
-  if (c.wg == 1)
-    return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
-                 : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
-  if (c.bn == 104) /* stacked queries: chosen with TMA tiles only */
-    return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
-  return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
-               : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);
+  if constexpr (KC * sizeof(T) == 512) {
+    return c.tma ? launch_am<WgCfg<T, 1, 64, KC, 2, true>>(P, c, argmax, s, dev)
+                 : launch_am<WgCfg<T, 1, 64, KC, 2>>(P, c, argmax, s, dev);
+  } else {
+    if (c.wg == 1)
+      return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
+                   : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
+    if (c.bn == 104) /* stacked queries: chosen with TMA tiles only */
+      return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
+    return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
+                 : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);
+  }
 }
 
 } // namespace lik_cuda

@@ -3,10 +3,12 @@
  * tensor-core kernel (forward/kernel.cuh, WgCfg in forward/tiles.cuh).
  *
  *   wgmma_rs<T, N>  (N = 64, 104, 128)
- *                   wgmma.mma_async m64nNk16, A (64 x 16 query rows) from
+ *                   wgmma.mma_async m64nNk16 (bf16 / fp16) or m64nNk8.tf32
+ *                   (fp32 bits; B's low 13 mantissa bits ignored, so A
+ *                   comes rounded), A (64 query rows x 32 bytes) from
  *                   registers in the mma.sync A-fragment layout (warp w of
  *                   the warpgroup holds rows 16w..16w+15), B (N document
- *                   tokens x 16 features) from shared memory through a
+ *                   tokens x 32 bytes) from shared memory through a
  *                   descriptor, fp32 accumulators in the m16n8 C layout
  *                   repeated over N/8 column blocks; acc = 0 overwrites.
  *   wgmma_8bit_64<T> m64n64k32 s8 -> s32, e4m3 / e5m2 -> f32, A from
@@ -15,8 +17,8 @@
  *   wg_desc         descriptor of a K-major tile in the 128-byte swizzle:
  *                   row r (token) at r * 128 bytes, 16-byte chunk c of the
  *                   row at chunk c ^ (r % 8), tile 1024-byte aligned;
- *                   stride between 8-row groups 1024 bytes; a k16 step
- *                   inside the 64-feature atom advances the start by 32 B
+ *                   stride between 8-row groups 1024 bytes; a k-step
+ *                   inside the 128-byte atom advances the start by 32 B
  *                   (wg_desc_add).
  *
  * Compiled for sm_90a only (wgmma does not exist elsewhere); on other
@@ -82,71 +84,75 @@ template <typename T, int N>
 __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a,
                                          uint64_t desc, int acc);
 
-/* one specialisation per (dtype, N): the PTX type name and N/2 accumulators */
-#define LIK_WGMMA_RS_64(T, PTX)                                                                                                                                   \
-  template <>                                                                                                                                                     \
-  __device__ __forceinline__ void wgmma_rs<T, 64>(float *d, const uint32_t *a,                                                                                    \
-                                                 uint64_t desc, int acc) {                                                                                        \
-    asm volatile(                                                                                                                                                 \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                                                                                \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX "\n"                                                                                              \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n" \
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                                                                                               \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                                           \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                                                     \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                                                   \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));                                                                                         \
+/* Per N: the predicate's operand, the registers (N/2 accumulators, 4 A
+ * registers, the descriptor) and the accumulator constraints. */
+#define LIK_WG_PRED_64 "%37"
+#define LIK_WG_REGS_64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"  \
+  "{%32, %33, %34, %35}, %36, p"
+#define LIK_WG_ACC_64 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LIK_WG_PRED_104 "%57"
+#define LIK_WG_REGS_104 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51},\n"  \
+  "{%52, %53, %54, %55}, %56, p"
+#define LIK_WG_ACC_104 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+#define LIK_WG_PRED_128 "%69"
+#define LIK_WG_REGS_128 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"  \
+  "{%64, %65, %66, %67}, %68, p"
+#define LIK_WG_ACC_128 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+/* One specialisation per (dtype, N): the shape and PTX types (k16 of a half
+ * type, k8 of tf32: 32 bytes of a row either way) and the immediates
+ * (scale-a, scale-b, and for half types B not transposed). */
+#define LIK_WGMMA_RS(T, N, SHAPE_TYPES, IMM)                                                  \
+  template <>                                                                                 \
+  __device__ __forceinline__ void wgmma_rs<T, N>(float *d, const uint32_t *a, uint64_t desc,  \
+                                                 int acc) {                                   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " LIK_WG_PRED_##N ", 0;\n"                 \
+                 "wgmma.mma_async.sync.aligned." SHAPE_TYPES "\n" LIK_WG_REGS_##N IMM ";\n}\n" \
+                 : LIK_WG_ACC_##N                                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));          \
   }
 
-#define LIK_WGMMA_RS_104(T, PTX)                                                                                                                                                                                                                                      \
-  template <>                                                                                                                                                                                                                                                         \
-  __device__ __forceinline__ void wgmma_rs<T, 104>(float *d, const uint32_t *a,                                                                                                                                                                                       \
-                                                 uint64_t desc, int acc) {                                                                                                                                                                                            \
-    asm volatile(                                                                                                                                                                                                                                                     \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"                                                                                                                                                                                                                    \
-      "wgmma.mma_async.sync.aligned.m64n104k16.f32." PTX "." PTX "\n"                                                                                                                                                                                                 \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51},\n" \
-      "{%52, %53, %54, %55}, %56, p, 1, 1, 0;\n}\n"                                                                                                                                                                                                                   \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                                                                                                                                               \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                                                                                                                                                         \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                                                                                                                                                       \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),                                                                                                                                                       \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),                                                                                                                                                       \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),                                                                                                                                                       \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])                                                                                                                                                                                                            \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));                                                                                                                                                                                             \
-  }
-
-#define LIK_WGMMA_RS_128(T, PTX)                                                                                                                                                                                                                                                                                                  \
-  template <>                                                                                                                                                                                                                                                                                                                     \
-  __device__ __forceinline__ void wgmma_rs<T, 128>(float *d, const uint32_t *a,                                                                                                                                                                                                                                                   \
-                                                 uint64_t desc, int acc) {                                                                                                                                                                                                                                                        \
-    asm volatile(                                                                                                                                                                                                                                                                                                                 \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                                                                                                                                                                                                                                                \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX "\n"                                                                                                                                                                                                                                                             \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n" \
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                                                                                                                                                                                                                                                                               \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                                                                                                                                                                                                           \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                                                                                                                                                                                                                     \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                                                                                                                                                                                                                   \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),                                                                                                                                                                                                                   \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),                                                                                                                                                                                                                   \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),                                                                                                                                                                                                                   \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),                                                                                                                                                                                                                   \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                                                                                                                                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));                                                                                                                                                                                                                                                         \
-  }
-
-LIK_WGMMA_RS_64(__nv_bfloat16, "bf16")
-LIK_WGMMA_RS_64(__half, "f16")
-LIK_WGMMA_RS_104(__nv_bfloat16, "bf16")
-LIK_WGMMA_RS_104(__half, "f16")
-LIK_WGMMA_RS_128(__nv_bfloat16, "bf16")
-LIK_WGMMA_RS_128(__half, "f16")
-#undef LIK_WGMMA_RS_64
-#undef LIK_WGMMA_RS_104
-#undef LIK_WGMMA_RS_128
+LIK_WGMMA_RS(__nv_bfloat16, 64, "m64n64k16.f32.bf16.bf16", ", 1, 1, 0")
+LIK_WGMMA_RS(__half, 64, "m64n64k16.f32.f16.f16", ", 1, 1, 0")
+LIK_WGMMA_RS(float, 64, "m64n64k8.f32.tf32.tf32", ", 1, 1")
+LIK_WGMMA_RS(__nv_bfloat16, 104, "m64n104k16.f32.bf16.bf16", ", 1, 1, 0")
+LIK_WGMMA_RS(__half, 104, "m64n104k16.f32.f16.f16", ", 1, 1, 0")
+LIK_WGMMA_RS(float, 104, "m64n104k8.f32.tf32.tf32", ", 1, 1")
+LIK_WGMMA_RS(__nv_bfloat16, 128, "m64n128k16.f32.bf16.bf16", ", 1, 1, 0")
+LIK_WGMMA_RS(__half, 128, "m64n128k16.f32.f16.f16", ", 1, 1, 0")
+LIK_WGMMA_RS(float, 128, "m64n128k8.f32.tf32.tf32", ", 1, 1")
+#undef LIK_WGMMA_RS
+#undef LIK_WG_PRED_64
+#undef LIK_WG_REGS_64
+#undef LIK_WG_ACC_64
+#undef LIK_WG_PRED_104
+#undef LIK_WG_REGS_104
+#undef LIK_WG_ACC_104
+#undef LIK_WG_PRED_128
+#undef LIK_WG_REGS_128
+#undef LIK_WG_ACC_128
 #else
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_rs(float *, const uint32_t *, uint64_t, int) {

@@ -301,6 +301,86 @@ def test_fp32_extreme_magnitudes(d):
     assert torch.allclose(got, S.float().double(), rtol=1e-6, atol=0)
 
 
+# fp32 under torch's "high" precision (one TF32 product per term): on
+# sm_90a stacked queries and Lq > 64 run the wgmma m64nNk8.tf32 kernels
+# (rows of 256 bytes: the half types' tiles; 512: two warpgroups of one m64
+# tile each), elsewhere / with wgmma off the mma.sync TF32 kernels.
+TF32_CASES = [
+    # Nq, Nd, Lq, Ld, d
+    (9, 5, 32, 150, 128),  # 4 stacked queries per 128-row block, last group partial
+    (13, 4, 20, 70, 64),  # stacked, 256-byte rows (8 per 256 rows)
+    (40, 3, 32, 65, 64),  # stacked over two warpgroups (TMA tiles of 104 / 128 tokens)
+    (5, 3, 64, 257, 80),  # 2 queries of 64 rows per block, d tail inside the third atom
+    (11, 4, 20, 99, 96),  # d = 96: the last 128-byte atom wholly past d
+    (2, 6, 300, 130, 128),  # three 128-row blocks
+    (1, 400, 600, 70, 128),  # five blocks, many documents per CTA: the next block loads early
+    (2, 3, 130, 200, 48),  # Lq > 128 on 256-byte rows
+    (9, 3, 100, 5, 128),  # Ld shorter than a tile
+    (10, 3, 32, 40, 33),  # d % 4 != 0: scalar loader, no TMA
+    (10, 3, 32, 40, 17),
+    (12, 2, 16, 30, 1),
+    (0, 3, 32, 40, 128),  # empty batch
+]
+
+
+def _tf32_scale(Q, D, dm, normalize):
+    """Per (i, j, s): |Q_s| max over valid t of |D_t| (1 normalised): what
+    one TF32 term can be off by, in units of 2^-10 (A rounded, B truncated)."""
+    if normalize:
+        return torch.ones(Q.shape[0], D.shape[0], Q.shape[1], dtype=torch.float64, device="cuda")
+    qn = Q.double().norm(dim=-1)
+    dn = D.double().norm(dim=-1)
+    if dm is not None:
+        dn = torch.where(dm, dn, torch.zeros_like(dn))
+    dn = dn.amax(-1) if D.shape[1] else torch.zeros(D.shape[0], dtype=torch.float64, device="cuda")
+    return qn[:, None, :] * dn[None, :, None]
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("masks", [False, True])
+@pytest.mark.parametrize("family", ["default", "mma.sync", "no-bulk"])
+@pytest.mark.parametrize("case", TF32_CASES, ids=["-".join(map(str, c)) for c in TF32_CASES])
+def test_fp32_tf32(case, family, masks, normalize, gen):
+    import lik
+
+    api = _lik()
+    Nq, Nd, Lq, Ld, d = case
+    Q = rand((Nq, Lq, d), torch.float32, gen)
+    D = rand((Nd, Ld, d), torch.float32, gen)
+    qm = rmask((Nq, Lq), gen) if masks else None
+    dm = rmask((Nd, Ld), gen, 0.7) if masks else None
+    if masks:
+        dm[0] = False  # a document with no valid token
+        D[~dm] = float("nan")  # masked tokens are never read
+    old = torch.get_float32_matmul_precision()
+    try:
+        with lik.Context(cuda_off=FAMILY_OFF[family]):
+            torch.set_float32_matmul_precision("high")
+            scores, am = api._forward(Q, D, qm, dm, normalize=normalize, with_argmax=True)
+            s2 = api.maxsim(Q, D, qm, dm, normalize=normalize)
+            torch.set_float32_matmul_precision("highest")
+            exact = api.maxsim(Q, D, qm, dm, normalize=normalize)
+    finally:
+        torch.set_float32_matmul_precision(old)
+    torch.cuda.synchronize()
+    qmb = (qm if qm is not None else torch.ones(Nq, Lq, dtype=torch.bool, device="cuda"))[:, None, :]
+    dmb = (dm if dm is not None else torch.ones(Nd, Ld, dtype=torch.bool, device="cuda"))[None, :, None, :]
+    ref, mx, live, Sm = ref_scores(ref_sim(Q, D, normalize), qmb, dmb)
+    tol_s = 2.0 ** -8 * _tf32_scale(Q, D, dm, normalize)  # 2.7x the worst case of one TF32 term
+    tol = (tol_s * live).sum(-1) + 1e-5
+    for out in (scores, s2):
+        assert out.dtype == torch.float32 and torch.isfinite(out).all()
+        err = (out.double() - ref).abs()
+        assert (err <= tol).all(), f"max err {err.max().item():.3g} (tol {tol.max().item():.3g})"
+    check_scores(exact, ref, Lq)
+    am = am.long()
+    assert ((am == -1) == ~live).all(), "argmax -1 pattern differs"
+    picked = torch.gather(Sm, -1, am.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    assert (~live | (picked >= mx - 2 * tol_s)).all(), "an argmax entry is not a maximum within TF32"
+    if Nq and Nd and d >= 17 and live.any():
+        assert not torch.equal(scores, exact), "TF32 and 3xTF32 gave the same scores"
+
+
 @pytest.mark.parametrize(
     "cu_q, pq, msg",
     [

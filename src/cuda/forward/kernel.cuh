@@ -1,7 +1,8 @@
 /*
  * forward/kernel.cuh — the tensor-core MaxSim forward for bf16 / fp16 and
- * fp32 (3xTF32, fp32 accuracy): one kernel over the two tile families of
- * forward/tiles.cuh (the config class C), loads from forward/loader.cuh.
+ * fp32 (3xTF32, fp32 accuracy; one TF32 product under LIK_FP32_TF32): one
+ * kernel over the two tile families of forward/tiles.cuh (the config class
+ * C), loads from forward/loader.cuh.
  *
  * One CTA owns one output row's range of items (documents) and streams their
  * token tiles through a STAGES-deep cp.async (or bulk-copy / TMA) pipeline
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         bar_expect(bars + 8 * st, bytes);
         if (bytes) bulk_copy(dst0, Dp + c.base + t0 * P.d.sl, bytes, bars + 8 * st);
       }
-    } else if constexpr (TMA) { /* one box of 64 features x BD tokens per atom */
+    } else if constexpr (TMA) { /* one box of 128 bytes of features x BD tokens per atom */
       if (tid == 0) {
         if (PINGPONG) {
           if ((filled >> st) & 1u) { /* every warp is done with the stage's last tile */
@@ -160,8 +161,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         }
         bar_expect(bars + 8 * st, C::STAGE_BYTES);
 #pragma unroll
-        for (int a = 0; a < KC / 64; ++a)
-          tma_load_3d(dst0 + a * (BD * 128), &P.tmap_d, a * 64, (int)t0, (int)c.doc, bars + 8 * st);
+        for (int a = 0; a < RB / 128; ++a)
+          tma_load_3d(dst0 + a * (BD * 128), &P.tmap_d, a * (128 / (int)sizeof(T)), (int)t0,
+                      (int)c.doc, bars + 8 * st);
       }
     } else if (P.fast_d) {
       const bool kok = k0 + my_ch * EPC < dim;
@@ -210,6 +212,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   }
   int pst = AHEAD, cst = 0;
   const int wg = warp >> 2;
+  /* The thread that reduces and stores query row rrow at an item's end:
+   * row tid, or, where two warpgroups hold one m64 tile each (BQ = NT / 2),
+   * rows 64 w .. 64 w + 63 the first 64 threads of warpgroup w: each
+   * warpgroup reduces its own rows (behind its own item barrier). */
+  constexpr bool HALF = C::WG && 2 * BQ == NT;
+  const int rrow = HALF ? ((tid >> 7) << 6) + (tid & 127) : tid;
+  const bool rthr = HALF ? (tid & 127) < 64 : tid < BQ;
   if (PINGPONG && wg == 1) named_arrive(1, NT); /* warpgroup 0 issues first */
 
   uint32_t afr[QREG ? MI : 1][QREG ? KS : 1][4];
@@ -309,6 +318,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             const int ch = ks * 2 + (lane >> 4);
             uint32_t *f = afr[QREG ? mi : 0][QREG ? ks : 0];
             ldsm_x4(qs_u + swz<RB>(r, ch), f[0], f[1], f[2], f[3]);
+            if constexpr (C::WG && std::is_same_v<T, float>) /* wgmma TF32: A rounded once */
+#pragma unroll
+              for (int x = 0; x < 4; ++x) f[x] = tf32_rna(__uint_as_float(f[x]));
           }
       }
       loaded_qi = cc.qi;
@@ -645,14 +657,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         item_sync();
         float v = CUDART_NAN_F;
         int ix = -1;
-        if (tid < BQ) {
-          v = redv[tid];
-          ix = redi[tid];
+        if (rthr) {
+          v = redv[rrow];
+          ix = redi[rrow];
 #pragma unroll
           for (int w = 1; w < C::NWN; ++w) {
-            const float ov = redv[w * BQ + tid];
+            const float ov = redv[w * BQ + rrow];
             if (ARGMAX) {
-              const int oi = redi[w * BQ + tid];
+              const int oi = redi[w * BQ + rrow];
               if (better(ov, oi, v, ix)) {
                 v = ov;
                 ix = oi;
@@ -662,24 +674,24 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             }
           }
           if (SPLIT && rank > 0)
-            *cluster_map(xv + (xpar * (split - 1) + rank - 1) * BQ + tid, 0) = v;
+            *cluster_map(xv + (xpar * (split - 1) + rank - 1) * BQ + rrow, 0) = v;
         }
         if constexpr (SPLIT) {
           cluster_sync(); /* ranks > 0 wrote; rank 0 reads (the other buffer next item) */
-          if (rank == 0 && tid < BQ)
-            for (int r = 1; r < split; ++r) v = fmaxf(v, xv[(xpar * (split - 1) + r - 1) * BQ + tid]);
+          if (rank == 0 && rthr)
+            for (int r = 1; r < split; ++r) v = fmaxf(v, xv[(xpar * (split - 1) + r - 1) * BQ + rrow]);
           xpar ^= 1;
         }
-        if (tid < BQ) {
-          const int g = tid >> P.qshift;
+        if (rthr) {
+          const int g = rrow >> P.qshift;
           const int64_t qi = cc.qi + g;
-          const int64_t s = (int64_t)cc.qb * P.qrows + (tid & (P.qrows - 1));
+          const int64_t s = (int64_t)cc.qb * P.qrows + (rrow & (P.qrows - 1));
           const bool qok = qi < P.nq;
           bool qv = qok && s < seq_len(P.q, qi);
           if (qv && P.qm.data)
             qv = P.qm.data[mask_base(P.qm, P.q, qi) + s * P.qm.sl] != 0;
           const bool live = qv && v == v; /* some valid token won (-inf included) */
-          float contrib = live ? (P.normalize ? v * qinv[tid] : v) : 0.f;
+          float contrib = live ? (P.normalize ? v * qinv[rrow] : v) : 0.f;
           const int64_t j = j0 + cc.it;
           /* rows past a packed query's length up to the argmax extent get -1 */
           if (ARGMAX && qok && s < P.q.len)
@@ -687,26 +699,27 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1)
             contrib += __shfl_down_sync(0xffffffffu, contrib, o);
-          if (lane == 0) wsum[wpar + warp] = contrib;
+          if (lane == 0) wsum[wpar + (rrow >> 5)] = contrib;
         }
         item_sync();
-        const int wps = P.qrows / 32, slot = tid >> P.qshift; /* warps per slot */
+        const int wps = P.qrows / 32, slot = rrow >> P.qshift; /* warps per slot */
         if (PINGPONG && !wg_items) {
-          /* one 256-row slot over both warpgroups: warpgroup 0 (which issues
-           * first, so it is rarely waited for) hands its warps' sums over
-           * by arriving at named barrier 5 + nitem % 2, warpgroup 1 waits
-           * there and thread 128 adds all eight in warp order.  Warpgroup 0
+          /* one slot of all BQ rows over both warpgroups: warpgroup 0
+           * (which issues first, so it is rarely waited for) hands its
+           * warps' sums over by arriving at named barrier 5 + nitem % 2,
+           * warpgroup 1 waits there and thread 128 adds all BQ / 32 of
+           * them in row order.  Warpgroup 0
            * reaches item nitem + 2 only after warpgroup 1 has issued a later
            * tile, i.e. after this wait: two barriers and buffers suffice. */
           if (wg == 0) named_arrive(5 + (int)(nitem & 1), NT);
           else named_sync(5 + (int)(nitem & 1), NT);
           if (tid == 128) {
             float tot = wsum[wpar];
-            for (int w = 1; w < 8; ++w) tot += wsum[wpar + w];
+            for (int w = 1; w < BQ / 32; ++w) tot += wsum[wpar + w];
             float *out = P.scores + row * P.qpc * P.ssi + (j0 + cc.it) * P.ssj;
             if (cc.qi < P.nq) *out = cc.qb == 0 ? tot : *out + tot;
           }
-        } else if (rank == 0 && tid < BQ && (tid & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
+        } else if (rank == 0 && rthr && (rrow & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
           /* a slot's sum by its first row's thread (in the slot's warpgroup) */
           float tot = wsum[wpar + slot * wps];
           for (int w = 1; w < wps; ++w) tot += wsum[wpar + slot * wps + w];
@@ -718,7 +731,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
          * before this item (the warpgroup's barrier above orders them) */
         if constexpr (QAHEAD) {
           if (q_ahead && cc.qb + 1 < nqb && ahead_qb != cc.qb + 1) {
-            q_issue(cc.qi, cc.qb + 1, 128 * wg, 128, tid & 127, 128);
+            q_issue(cc.qi, cc.qb + 1, 64 * MI * wg, 64 * MI, tid & 127, 128);
             ahead_qi = cc.qi;
             ahead_qb = cc.qb + 1;
           }

@@ -15,8 +15,9 @@
  *              per query block with ldmatrix, the mma.sync A layout), B = the
  *              document tile in shared memory in the 128-byte swizzle
  *              (wgmma.cuh), one commit group per m64 tile so the epilogue of
- *              tile 0 overlaps the MMAs of tile 1.  d <= 128 only.  Tiles by
- *              TMA where a tensor map describes D; then two warpgroups take
+ *              tile 0 overlaps the MMAs of tile 1.  Half d <= 128 and,
+ *              under TF32, fp32 d <= 128 (m64nBDk8.tf32).  Tiles by TMA
+ *              where a tensor map describes D; then two warpgroups take
  *              turns issuing their MMAs (PINGPONG).
  *   rows       the BQ query rows are BQ / P.qrows slots of P.qrows rows:
  *              one slot (qrows = BQ) is one query block of one query; several
@@ -84,10 +85,11 @@ struct MmaCfg : SmemSmall<32 * WM, 8 * NI_ * WN, WN, 128> {
 };
 
 /* wgmma family (sm_90a): NWG warpgroups, each MT m64 tiles x BN tokens
- * (wgmma.m64nBNk16, A = query rows in registers, B = document tile in the
- * 128-byte swizzle; BN = 64, 128, or 104 with TMA: a multiple of 8 rows,
- * so the tile stays 1024-byte aligned); d <= KC = 64 or 128, query block
- * in registers.  TMA_:
+ * (wgmma.m64nBNk16 of a half type, m64nBNk8.tf32 of fp32 under TF32: the
+ * same 32 bytes per k-step; A = query rows in registers, B = document tile
+ * in the 128-byte swizzle; BN = 64, 128, or 104 with TMA: a multiple of 8
+ * rows, so the tile stays 1024-byte aligned); rows of RB = KC * sizeof(T)
+ * = 128, 256 or (fp32, MT = 1) 512 bytes, query block in registers.  TMA_:
  * document tiles by TMA from P.tmap_d (one thread, no per-thread address
  * work; the query block's loads no longer drain the ring). */
 template <typename T_, int MT, int BN, int KC_, int NWG, bool TMA_ = false>
@@ -99,12 +101,12 @@ struct WgCfg : SmemSmall<64 * MT * NWG, BN, 1, 1024> {
   static constexpr int NI = BN / 8, KC = KC_;
   static constexpr int WC = BN, BD = BN, NWN = 1;
   static constexpr int MI = MT, MSTEP = 64;
-  static constexpr int KS = KC / 16;
-  static constexpr int CPR = KC / 8;
-  static constexpr int RB = KC * 2;
+  static constexpr int RB = KC * (int)sizeof(T); /* bytes of a row */
+  static constexpr int KS = RB / 32;             /* 32-byte k-steps */
+  static constexpr int CPR = RB / 16;
   static constexpr int RBP = RB + 16; /* query block rows (ldmatrix) */
-  static constexpr int ROWB = 128;    /* document rows inside a 64-feature atom */
-  static constexpr int STAGE_BYTES = BD * KC * 2;
+  static constexpr int ROWB = 128;    /* document rows inside a 128-byte atom */
+  static constexpr int STAGE_BYTES = BD * RB;
   static constexpr int MINB = NWG == 1 ? 2 : 1;
   static_assert(BQ <= NT, "one thread per query row in the reductions");
   __device__ static int row0(int warp) { return (warp >> 2) * 64 * MT + (warp & 3) * 16; }
