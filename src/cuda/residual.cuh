@@ -22,7 +22,7 @@
  * group's nbits residual bytes, its 16-byte fp16 centroid slice), then adds
  * centroid and weights as T pairs, the weights of a whole byte read from a
  * per-call table of the 256 byte values (the bit layout folded in); float
- * tiles hold decode8's fp32 values.  The squares are summed in fp32 (per
+ * tiles hold decode_group's fp32 values.  The squares are summed in fp32 (per
  * token in a fixed order -> 1 / ||x||).  Warp w takes n8 tiles w, w + 4,
  * ... and computes S = Q_blk . X^T with mma.sync (m16n8k16 of T, or
  * m16n8k8.tf32 x 3 for float; fp32 accumulation; A and B by ldmatrix over
@@ -90,21 +90,51 @@ __device__ __forceinline__ uint64_t group_bytes(const KCodec &c, const uint8_t *
   return u;
 }
 
-/* Dimensions k0 .. k0+7 of a token in fp32 (decompress): x[e], 0 past dim.
- * Dimension e's bucket index is at bits e * nbits of the group's bytes in
- * the LIK order (a COLBERT byte bit-reversed). */
-__device__ __forceinline__ void decode8(const KCodec &c, const float *wv, int64_t code,
-                                        const uint8_t *res, int64_t sp, int res_vec, int64_t k0,
-                                        float x[8]) {
-  uint64_t u = group_bytes(c, res, sp, res_vec, k0);
+/* What a thread fetches from global memory for 8 dimensions k0 .. k0+7 of
+ * a token (issued for several groups before any is used, so that their
+ * latencies overlap): the group's residual bytes and, where 16-byte loads
+ * apply (fp16 centroids; T = __half or float, which use them), the 8 fp16
+ * centroid values. */
+struct Group {
+  uint64_t u;
+  uint4 cent;
+};
+
+template <typename T>
+__device__ __forceinline__ Group fetch8(const KCodec &c, int64_t code, const uint8_t *res,
+                                        int64_t sp, int res_vec, int64_t k0) {
+  Group g;
+  g.u = group_bytes(c, res, sp, res_vec, k0);
+  if (c.cent_vec && k0 + 8 <= c.dim && !std::is_same<T, __nv_bfloat16>::value)
+    g.cent = __ldg((const uint4 *)((const __half *)c.cent + code * c.cent_sc + k0));
+  return g;
+}
+
+/* Dimensions k0 .. k0+7 of a token in fp32 (decompress) from its fetched
+ * group g: x[e], 0 past dim.  Dimension e's bucket index is at bits
+ * e * nbits of the group's bytes in the LIK order (a COLBERT byte
+ * bit-reversed). */
+__device__ __forceinline__ void decode_group(const KCodec &c, const float *wv, int64_t code,
+                                             const Group &g, int64_t k0, float x[8]) {
+  uint64_t u = g.u;
   if (c.colbert)
     u = (uint64_t)reverse_bytes_bits((uint32_t)u) | (uint64_t)reverse_bytes_bits((uint32_t)(u >> 32)) << 32;
   const uint32_t mask = (1u << c.nbits) - 1u;
+  const bool vec = c.cent_vec && k0 + 8 <= c.dim;
+  const __half *ch = (const __half *)&g.cent;
 #pragma unroll
   for (int e = 0; e < 8; e++)
-    x[e] = k0 + e < c.dim ? load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + e) * c.cent_sk) +
-                                wv[(u >> (e * c.nbits)) & mask]
-                          : 0.f;
+    x[e] = k0 + e < c.dim
+               ? (vec ? __half2float(ch[e])
+                      : load_f(c.cent, c.cent_dt, code * c.cent_sc + (k0 + e) * c.cent_sk)) +
+                     wv[(u >> (e * c.nbits)) & mask]
+               : 0.f;
+}
+
+__device__ __forceinline__ void decode8(const KCodec &c, const float *wv, int64_t code,
+                                        const uint8_t *res, int64_t sp, int res_vec, int64_t k0,
+                                        float x[8]) {
+  decode_group(c, wv, code, fetch8<float>(c, code, res, sp, res_vec, k0), k0, x);
 }
 
 /* The codec's weights into shared memory (256 entries, zero past 2^nbits). */
@@ -241,25 +271,6 @@ __device__ void byte_table(const KCodec &c, const float *wv, T *wt) {
   __syncthreads();
 }
 
-/* What a thread fetches from global memory for 8 dimensions k0 .. k0+7 of
- * a token (issued for several groups before any is used, so that their
- * latencies overlap): the group's residual bytes and, where 16-byte loads
- * apply, the 8 fp16 centroid values. */
-struct Group {
-  uint64_t u;
-  uint4 cent;
-};
-
-template <typename T>
-__device__ __forceinline__ Group fetch8(const KCodec &c, int64_t code, const uint8_t *res,
-                                        int64_t sp, int res_vec, int64_t k0) {
-  Group g;
-  g.u = group_bytes(c, res, sp, res_vec, k0);
-  if (c.cent_vec && k0 + 8 <= c.dim && std::is_same<T, __half>::value)
-    g.cent = __ldg((const uint4 *)((const __half *)c.cent + code * c.cent_sc + k0));
-  return g;
-}
-
 template <typename T2>
 __device__ __forceinline__ T2 as_pair(uint32_t v) {
   T2 r;
@@ -361,46 +372,41 @@ __device__ void token_codes(const KRes &P, int64_t j, int64_t len, int64_t t0, i
 
 /* The tile of bn tokens whose codes are tcode[0 .. bn) into xs (as T),
  * 1 / ||x|| into inv.  Half types: centroid + weight added in T from the
- * byte table wt; float: decode8's fp32 values (decompress's, exactly). */
+ * byte table wt; float: decode_group's fp32 values (decompress's, exactly). */
 template <typename T>
 __device__ void decode_tile(const KRes &P, const float *wv, const T *wt, const int64_t *tcode,
                             const int64_t *troff, T *xs, float *part, float *inv) {
   const int chunks = P.dpad / 8, total = P.bn * chunks;
-  if constexpr (std::is_same<T, float>::value) {
-    for (int c = threadIdx.x; c < total; c += blockDim.x) {
-      const int tk = c / chunks, q8 = c % chunks;
-      float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, ss = 0.f;
-      if (tcode[tk] >= 0)
-        decode8(P.c, wv, tcode[tk], P.t.res + troff[tk], P.t.res_sp, P.t.res_vec, 8 * (int64_t)q8, x);
+  constexpr int NB = 8; /* groups in flight per thread */
+  for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
+    Group gr[NB];
 #pragma unroll
-      for (int e = 0; e < 8; e++) ss = fmaf(x[e], x[e], ss);
-      float4 *o = (float4 *)(xs + tk * P.ldr + 8 * q8);
-      o[0] = make_float4(x[0], x[1], x[2], x[3]);
-      o[1] = make_float4(x[4], x[5], x[6], x[7]);
-      part[c] = ss;
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total && tcode[c / chunks] >= 0)
+        gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
+                          P.t.res_vec, 8 * (int64_t)(c % chunks));
     }
-  } else {
-    constexpr int NB = 8; /* groups in flight per thread */
-    for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
-      Group gr[NB];
 #pragma unroll
-      for (int b = 0; b < NB; b++) {
-        const int c = c0 + b * blockDim.x;
-        if (c < total && tcode[c / chunks] >= 0)
-          gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
-                            P.t.res_vec, 8 * (int64_t)(c % chunks));
-      }
+    for (int b = 0; b < NB; b++) {
+      const int c = c0 + b * blockDim.x;
+      if (c < total) {
+        const int tk = c / chunks, q8 = c % chunks;
+        float ss = 0.f;
+        if constexpr (std::is_same<T, float>::value) {
+          float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          if (tcode[tk] >= 0) decode_group(P.c, wv, tcode[tk], gr[b], 8 * (int64_t)q8, x);
 #pragma unroll
-      for (int b = 0; b < NB; b++) {
-        const int c = c0 + b * blockDim.x;
-        if (c < total) {
-          const int tk = c / chunks, q8 = c % chunks;
+          for (int e = 0; e < 8; e++) ss = fmaf(x[e], x[e], ss);
+          float4 *o = (float4 *)(xs + tk * P.ldr + 8 * q8);
+          o[0] = make_float4(x[0], x[1], x[2], x[3]);
+          o[1] = make_float4(x[4], x[5], x[6], x[7]);
+        } else {
           uint4 x = make_uint4(0, 0, 0, 0);
-          float ss = 0.f;
           if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
           *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
-          part[c] = ss;
         }
+        part[c] = ss;
       }
     }
   }
