@@ -130,7 +130,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
   const bool wg = dev.wg && (stack || lq > 64) &&
-                  (dt == LIK_BF16 || dt == LIK_F16 || (dt == LIK_F32 && tf32 && rb <= 512));
+                  (dt == LIK_F32 ? tf32 && rb <= 512 : rb <= 256); /* half types / fp32 TF32 */
   if (dt == LIK_F64 || (rb > 256 && !wg && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
     return c;
