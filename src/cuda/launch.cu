@@ -86,7 +86,8 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  *   fp64                 CUDA-core DFMA kernel
  *   bf16 / fp16 / fp32   tensor cores (fp32: 3xTF32 mma.sync, fp32 accuracy,
  *                        or under TF32 one product: docs/cuda.md):
- *   fp32 under TF32, rb <= 512, sm_90a, stacked queries or Lq > 64
+ *   fp32 under TF32, sm_90a, rb <= 256 with stacked queries or Lq > 64,
+ *   or 256 < rb <= 512 (any queries)
  *                        wgmma m64nNk8.tf32 as the half types' wgmma below
  *                        (rb <= 256: the same tiles; 512: two warpgroups of
  *                        one m64 tile each, 128-row blocks x 64 tokens)
@@ -129,8 +130,11 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   const int64_t rb = d * elt_size(dt);
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
-  const bool wg = dev.wg && (stack || lq > 64) &&
-                  (dt == LIK_F32 ? tf32 && rb <= 512 : rb <= 256); /* half types / fp32 TF32 */
+  /* wgmma: half types and fp32 under TF32 with stacked queries or Lq > 64;
+   * fp32 rows of 512 bytes under TF32 always (the alternative streams d
+   * through shared memory in k-chunks and rounds both operands per k-step) */
+  const bool wg = dev.wg && (dt == LIK_F32 ? tf32 && rb <= 512 && (stack || lq > 64 || rb > 256)
+                                           : rb <= 256 && (stack || lq > 64));
   if (dt == LIK_F64 || (rb > 256 && !wg && kstream_smem(4, 4, rb) > dev.smem_max)) {
     c.simt = 1;
     return c;

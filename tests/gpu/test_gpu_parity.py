@@ -319,6 +319,9 @@ TF32_CASES = [
     (10, 3, 32, 40, 33),  # d % 4 != 0: scalar loader, no TMA
     (10, 3, 32, 40, 17),
     (12, 2, 16, 30, 1),
+    (1, 30, 32, 300, 128),  # one query, 512-byte rows: wgmma too (96 of 128 rows empty)
+    (3, 5, 17, 45, 100),  # three queries (not stacked), d tail
+    (1, 3, 64, 20, 64),  # one query, 256-byte rows: mma.sync
     (0, 3, 32, 40, 128),  # empty batch
 ]
 
