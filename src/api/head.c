@@ -80,12 +80,12 @@ static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H
 }
 
 static lik_status route_forward(const lik_head *h) {
-  const lik_backend *b = lik_backend_of(h->p.device);
+  const lik_backend *b = lik_backend_of(h->p.call.device);
   return b->maxsim_from_hidden ? b->maxsim_from_hidden(h) : lik_no_entry("lik_maxsim_from_hidden");
 }
 
 static lik_status route_backward(const lik_head_bw *bw) {
-  const lik_backend *b = lik_backend_of(bw->h.p.device);
+  const lik_backend *b = lik_backend_of(bw->h.p.call.device);
   return b->maxsim_from_hidden_backward ? b->maxsim_from_hidden_backward(bw)
                                         : lik_no_entry("lik_maxsim_from_hidden_backward");
 }
@@ -120,13 +120,13 @@ lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
     return st;
   const lik_tensor *ts[] = {Q, H_d, W, b, q_mask, d_mask, scores, argmax};
   const char *names[] = {"Q", "H_d", "W", "b", "q_mask", "d_mask", "scores", "argmax"};
-  if ((st = lik_check_devices(ts, names, 8, &p->device, &p->device_id)) ||
+  if ((st = lik_check_devices(ts, names, 8, &p->call.device, &p->call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 8, 2)))
     return st;
   if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
                                   "q_mask / d_mask)")))
     return st;
-  lik_fill_options(p, opts);
+  lik_call_from(&p->call, opts);
   p->score_si = scores->strides[0];
   p->score_sj = scores->strides[1];
   return grid[0] * grid[1] == 0 ? LIK_OK : route_forward(&h);
@@ -169,13 +169,13 @@ lik_status lik_maxsim_from_hidden_backward(
                             grad_Q, grad_H_d, grad_W, grad_b};
   const char *names[] = {"Q", "H_d", "W", "b", "q_mask", "d_mask", "argmax",
                          "grad_scores", "grad_Q", "grad_H_d", "grad_W", "grad_b"};
-  if ((st = lik_check_devices(ts, names, 12, &p->device, &p->device_id)) ||
+  if ((st = lik_check_devices(ts, names, 12, &p->call.device, &p->call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 12, 4)))
     return st;
   if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
                                   "q_mask / d_mask)")))
     return st;
-  lik_fill_options(p, opts);
+  lik_call_from(&p->call, opts);
   bw.gs = grad_scores->data;
   bw.gs_dtype = grad_scores->dtype;
   bw.gs_si = grad_scores->strides[0];

@@ -7,7 +7,7 @@
 #ifndef LIK_PROBLEM_H
 #define LIK_PROBLEM_H
 
-#include "lik.h"
+#include "call.h"
 
 /* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
 typedef struct {
@@ -60,6 +60,7 @@ typedef enum {
 } lik_pairing;
 
 typedef struct {
+  lik_call call; /* where it runs, threads, normalize, tf32 */
   lik_seqs q, d;
   lik_mask q_mask, d_mask;
   lik_pairing pairing;
@@ -74,14 +75,6 @@ typedef struct {
   /* NULL or argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] for query token s. */
   int32_t *argmax;
   int64_t argmax_si, argmax_sj, argmax_ss;
-
-  int normalize;
-  int tf32;             /* fp32 inputs on CUDA: one TF32 product (LIK_FP32_TF32) */
-  int num_threads;      /* resolved: >= 1 */
-  lik_context *context; /* resolved: never NULL */
-  lik_device_type device;
-  int32_t device_id;
-  void *stream;
 } lik_problem;
 
 /* One backward call: a validated lik_problem (the forward's description:
@@ -174,7 +167,7 @@ lik_status lik_cuda_maxsim(const lik_problem *p);
 lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                              int64_t out_si, int64_t out_sr, int64_t *out_indices,
                              int64_t idx_si, int64_t idx_sr);
-/* Runs the backward described by bw (validated) on the GPU, on p.stream,
+/* Runs the backward described by bw (validated) on the GPU, on p.call.stream,
  * without host synchronisation: every strategy is the deterministic,
  * destination-owned one (src/cuda/backward.cu).  Packed: p.q.len is the
  * argmax extent (>= every query's length), cu_seqlens / pair indices stay on

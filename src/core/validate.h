@@ -95,10 +95,6 @@ void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64
  * plus the query tokens. */
 void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j);
 
-/* normalize, context, num_threads (resolved) and stream from opts (NULL:
- * defaults). */
-void lik_fill_options(lik_problem *p, const lik_options *opts);
-
 /* opts->q_lengths / d_lengths of a padded call over Q / D (after p's
  * sequences and device are set): I32, Q's / D's shape without [L, d], on
  * the call's device; on the CPU every entry in [0, L] (LIK_ERR_VALUE).

@@ -53,8 +53,8 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
   *sub = *p;
   sub->pairing = LIK_PAIRING_CROSS;
   sub->ncand = cnt;
-  sub->normalize = 0;
-  sub->num_threads = 1;
+  sub->call.normalize = 0;
+  sub->call.threads = 1;
   lik_seqs d = {0};
   d.data = buf;
   d.dtype = dt;
@@ -146,7 +146,7 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
   if (g.nb > g.gsize) g.nb = g.gsize;
   g.bpg = ceil_div(g.gsize, g.nb);
   const int64_t ntasks = ngroups * g.bpg;
-  int64_t T = p->num_threads < HEAD_MAX_THREADS ? p->num_threads : HEAD_MAX_THREADS;
+  int64_t T = p->call.threads < HEAD_MAX_THREADS ? p->call.threads : HEAD_MAX_THREADS;
   if (T > ntasks) T = ntasks;
   int64_t vals;
   size_t bytes;
@@ -157,7 +157,7 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
                     "d_out=%lld values exceeds the address space",
                     (long long)g.nb, (long long)ld, (long long)d_out);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   void *bias = NULL, *wt = load_weights(&ws, h, real, &bias);
   char *ptrs[HEAD_MAX_THREADS];
   if (!wt || alloc_blocks(&ws, ptrs, T, bytes)) {
@@ -255,7 +255,7 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw, lik_ws *ws) {
   if ((st = number_winners(g)) || (st = alloc_rows(g, ws, real, d_out))) return st;
   void *bias = NULL;
   void *wt = load_weights(ws, &bw->h, real, &bias);
-  int64_t T = p->num_threads < HEAD_MAX_THREADS ? p->num_threads : HEAD_MAX_THREADS;
+  int64_t T = p->call.threads < HEAD_MAX_THREADS ? p->call.threads : HEAD_MAX_THREADS;
   const int64_t scratch_vals = d_model + d_out > HEAD_WCOLS * d_out ? d_model + d_out
                                                                     : HEAD_WCOLS * d_out;
   char *ptrs[HEAD_MAX_THREADS];
@@ -287,7 +287,7 @@ lik_status lik_cpu_maxsim_from_hidden_backward(const lik_head_bw *bw) {
   g.bw = bw;
   g.ndocs = bw->h.p.d.count;
   lik_ws ws;
-  lik_ws_open(&ws, bw->h.p.context);
+  lik_ws_open(&ws, bw->h.p.call.context);
   lik_status st = run_backward(&g, bw, &ws);
   lik_ws_close(&ws);
   return st;

@@ -297,7 +297,7 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->call.num_threads, p->call.context);
+  return run(&g, p->call.threads, p->call.context);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
@@ -309,7 +309,7 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->call.num_threads, p->call.context);
+  return run(&g, p->call.threads, p->call.context);
 }
 
 /* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */

@@ -27,7 +27,7 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   const int sizes_ok = !lik_mul_i64(nq, B, &nblk) && !lik_bytes(nblk, sizeof(float), &blk_bytes) &&
                        !lik_add_i64(B, k, &ncand);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   float *blk = sizes_ok ? (float *)lik_ws_alloc(&ws, blk_bytes) : NULL;
   lik_hit *col = (lik_hit *)lik_ws_array(&ws, B, sizeof(lik_hit), 0);
   float *cs = sizes_ok ? (float *)lik_ws_array(&ws, ncand, sizeof(float), 0) : NULL;

@@ -314,7 +314,7 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
   Scratch sc(st);
   const int64_t ntq = p->q.offsets.data ? bw->q_total : p->q.count * p->q.len;
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
-  if (p->normalize) {
+  if (p->call.normalize) {
     R *qn, *dn;
     if (ntq > (int64_t)(SIZE_MAX / sizeof(R)) || ntd > (int64_t)(SIZE_MAX / sizeof(R)))
       return lik_fail(LIK_ERR_ALLOC, /* broadcast views can count more tokens than memory holds */
@@ -374,7 +374,7 @@ extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp, lik_backward s
   const bool want_q = bwp->gq.data && p->q.count > 0;
   const bool want_d = bwp->gd.data && p->d.count > 0;
   if (!want_q && !want_d) return LIK_OK;
-  DeviceGuard guard(p->device_id);
+  DeviceGuard guard(p->call.device_id);
   if (guard.err != cudaSuccess) return cuda_fail(guard.err, "selecting the device");
   (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
   Params P;
@@ -386,7 +386,7 @@ extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp, lik_backward s
   P.gq = kseq(bwp->gq);
   P.gd = kseq(bwp->gd);
   P.pairing = (int)p->pairing;
-  P.normalize = p->normalize ? 1 : 0;
+  P.normalize = p->call.normalize ? 1 : 0;
   P.ncand = p->ncand;
   P.pq = kindex(p->pair_q);
   P.pd = kindex(p->pair_d);
@@ -401,9 +401,9 @@ extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp, lik_backward s
   P.q_total = bwp->q_total;
   P.d_total = bwp->d_total;
   Device dev;
-  const lik_status ds = device_of(p, &dev);
+  const lik_status ds = device_of(p->call, &dev);
   if (ds != LIK_OK) return ds;
-  cudaStream_t st = (cudaStream_t)p->stream;
+  cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->q.dtype) {
   case LIK_BF16: return run<__nv_bfloat16, float, 4>(bwp, P, dev, st);
   case LIK_F16: return run<__half, float, 4>(bwp, P, dev, st);

@@ -62,11 +62,11 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   return cudaSuccess;
 }
 
-lik_status device_of(const lik_problem *p, Device *out) {
-  lik_context *ctx = p->context ? p->context : lik_context_default();
+lik_status device_of(const lik_call &call, Device *out) {
+  lik_context *ctx = call.context;
   State *s = static_cast<State *>(lik_context_backend_state(ctx, create_state, destroy_state));
   if (!s) return lik_fail(LIK_ERR_ALLOC, "CUDA: cannot allocate the context's device cache");
-  const int id = p->device_id;
+  const int id = call.device_id;
   if (id < 0 || id >= MAX_DEVICES)
     return lik_fail(LIK_ERR_DEVICE, "CUDA device %d: ordinals of 0 .. %d are supported", id,
                     MAX_DEVICES - 1);

@@ -49,9 +49,10 @@ struct Device {
  * major.minor (this build has sm_90a code, the device is 9.0, no PTX JIT). */
 bool wgmma_runs(int major, int minor);
 
-/* Fills *out for device `id` of p's context; reads the properties on the
- * first call for that device.  LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
-lik_status device_of(const lik_problem *p, Device *out);
+/* Fills *out for the call's device (call.device_id) from its context's
+ * cache; reads the properties on the first call for that device.
+ * LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
+lik_status device_of(const lik_call &call, Device *out);
 
 /* The cached FnInfo of (fn, smem) on dev, or false. */
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out);

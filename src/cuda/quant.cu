@@ -668,12 +668,12 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
   if ((p->kind == LIK_QK_INT8 || p->kind == LIK_QK_I8_BITS) && p->d > 65536)
     return lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld exceeds 65536, the int32 accumulator range "
                     "of the CUDA int8 kernels (the CPU serves any d)", (long long)p->d);
-  DeviceGuard scope(p->device_id);
+  DeviceGuard scope(p->call.device_id);
   if (scope.err != cudaSuccess) return cuda_fail(scope.err, "cudaSetDevice");
   int major = 0, minor = 0, sms = 1;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device_id);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p->device_id);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device_id);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->call.device_id);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p->call.device_id);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->call.device_id);
   if (major * 10 + minor < 80 || (p->kind == LIK_QK_FP8 && major * 10 + minor < 89))
     return lik_fail(LIK_ERR_UNSUPPORTED, "%s MaxSim on CUDA needs compute capability %s, the "
                     "device has %d.%d", p->kind == LIK_QK_FP8 ? "fp8" : "int8",
@@ -699,7 +699,7 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
                     (long long)(P.nq * P.nd));
   const unsigned grid = (unsigned)blocks;
   const bool wg = wgmma_runs(major, minor);
-  cudaStream_t st = (cudaStream_t)p->stream;
+  cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->kind) {
     case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, wg, sms, st); break;
     case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, wg, sms, st); break;

@@ -9,8 +9,6 @@
 #ifndef LIK_CUDA_RESIDUAL_CALL_CUH
 #define LIK_CUDA_RESIDUAL_CALL_CUH
 
-#include <string.h>
-
 #include "common.cuh"
 #include "device.cuh"
 #include "host.cuh"
@@ -82,11 +80,7 @@ __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
  * unrelated error left to report. */
 static inline lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
   if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
-  lik_problem p;
-  memset(&p, 0, sizeof p);
-  p.context = call.context;
-  p.device_id = call.device_id;
-  const lik_status st = device_of(&p, dev);
+  const lik_status st = device_of(call, dev);
   if (st) return st;
   (void)cudaGetLastError();
   return LIK_OK;
