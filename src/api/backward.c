@@ -68,7 +68,7 @@ static lik_seqs grad_seqs(const lik_tensor *g, const lik_seqs *like) {
 static void fill_outputs(lik_bw *bw, const lik_tensor *argmax, const lik_tensor *grad_scores,
                          const lik_tensor *grad_Q, const lik_tensor *grad_D, int ndim,
                          int has_i, int has_j) {
-  lik_set_argmax(&bw->p, argmax, ndim, has_i, has_j);
+  lik_set_argmax(&bw->p.out, argmax, ndim, has_i, has_j);
   bw->gs = grad_scores->data;
   bw->gs_dtype = grad_scores->dtype;
   lik_grid_strides(grad_scores, ndim, has_i, has_j, &bw->gs_si, &bw->gs_sj);

@@ -32,8 +32,8 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   if ((st = lik_check_devices(ts, names, 10, &p.call.device, &p.call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 10, 2)))
     return st;
-  lik_grid_strides(scores, ndim, !list, 1, &p.score_si, &p.score_sj);
-  lik_set_argmax(&p, argmax, ndim, !list, 1);
+  lik_grid_strides(scores, ndim, !list, 1, &p.out.score_si, &p.out.score_sj);
+  lik_set_argmax(&p.out, argmax, ndim, !list, 1);
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
   if (p.call.device == LIK_CUDA) {
@@ -45,13 +45,13 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     p.d.len = D->shape[0];
   }
   if ((st = lik_route_maxsim(&p)) || p.call.device == LIK_CUDA) return st;
-  if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
+  if (p.out.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)
       for (int64_t j = 0; j < nj; j++) {
         const int64_t qi = list ? lik_index_at(&p.pair_q, j) : i;
-        int32_t *a = p.argmax + i * p.argmax_si + j * p.argmax_sj;
-        for (int64_t s = lik_seq_len(&p.q, qi); s < lmax; s++) a[s * p.argmax_ss] = -1;
+        int32_t *a = p.out.argmax + i * p.out.argmax_si + j * p.out.argmax_sj;
+        for (int64_t s = lik_seq_len(&p.q, qi); s < lmax; s++) a[s * p.out.argmax_ss] = -1;
       }
   }
   return LIK_OK;

@@ -20,7 +20,7 @@ typedef struct {
   int64_t b_s;
 } lik_head;
 
-/* One backward call: the forward's description (h.p.argmax required),
+/* One backward call: the forward's description (h.p.out.argmax required),
  * grad_scores, and the gradient outputs (data NULL: skip). */
 typedef struct {
   lik_head h;

@@ -114,17 +114,14 @@ typedef struct {
 } lik_codec_problem;
 
 /* lik_maxsim_residual(_varlen): queries q (padded, q.count queries of q.len
- * tokens), documents d; output (i, j) at scores[i*score_si + j*score_sj],
- * argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] (NULL: not wanted). */
+ * tokens), documents d; output (i, j) in out (scores F32, argmax NULL: not
+ * wanted). */
 typedef struct {
   lik_call call;
   lik_seqs q;
   lik_ctokens d;
   lik_codec_view codec;
-  float *scores;
-  int64_t score_si, score_sj;
-  int32_t *argmax;
-  int64_t argmax_si, argmax_sj, argmax_ss;
+  lik_out out;
 } lik_residual_problem;
 
 /* lik_plaid_approx_score: centroid score (i, s, c) at

@@ -257,11 +257,11 @@ void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64
   *sj = has_j ? t->strides[ndim - 1] : 0;
 }
 
-void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j) {
+void lik_set_argmax(lik_out *o, const lik_tensor *argmax, int ndim, int has_i, int has_j) {
   if (!argmax) return;
-  p->argmax = (int32_t *)argmax->data;
-  lik_grid_strides(argmax, ndim, has_i, has_j, &p->argmax_si, &p->argmax_sj);
-  p->argmax_ss = argmax->strides[ndim];
+  o->argmax = (int32_t *)argmax->data;
+  lik_grid_strides(argmax, ndim, has_i, has_j, &o->argmax_si, &o->argmax_sj);
+  o->argmax_ss = argmax->strides[ndim];
 }
 
 lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
@@ -275,9 +275,9 @@ lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
   lik_status st = lik_check_output(scores, "scores", f64 ? LIK_F64 : LIK_F32, ndim, shape);
   if (st || (st = lik_check_no_overlap(scores, "scores"))) return st;
   if (f64)
-    p->scores_f64 = (double *)scores->data;
+    p->out.scores_f64 = (double *)scores->data;
   else
-    p->scores = (float *)scores->data;
+    p->out.scores = (float *)scores->data;
   return LIK_OK;
 }
 

@@ -187,11 +187,13 @@ static void task(void *ctx, int tid, int64_t t) {
       float s = 0.0f;
       for (int64_t l = 0; l < qn[sl]; l++)
         if (ix[l] >= 0) s += m[l]; /* no document token won: adds 0 */
-      g->o.scores[i * g->o.si + (c - g->o.cbeg) * g->o.sj] = s;
-      if (g->o.argmax) {
-        int32_t *a = g->o.argmax + i * g->o.asi + (c - g->o.cbeg) * g->o.asj;
-        for (int64_t q = 0; q < g->lq; q++) a[q * g->o.ass] = -1;
-        for (int64_t l = 0; l < qn[sl]; l++) a[tok[l] * g->o.ass] = ix[l];
+      const lik_out *out = &g->o.out;
+      const int64_t j = c - g->o.cbeg;
+      out->scores[i * out->score_si + j * out->score_sj] = s;
+      if (out->argmax) {
+        int32_t *a = out->argmax + i * out->argmax_si + j * out->argmax_sj;
+        for (int64_t q = 0; q < g->lq; q++) a[q * out->argmax_ss] = -1;
+        for (int64_t l = 0; l < qn[sl]; l++) a[tok[l] * out->argmax_ss] = ix[l];
       }
     }
   }

@@ -81,15 +81,11 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
   }
   o->cbeg = 0;
   o->cend = cnt;
-  const int64_t at = i0 * p->score_si + c0 * p->score_sj;
-  o->scores = p->scores ? p->scores + at : NULL;
-  o->scores_f64 = p->scores_f64 ? p->scores_f64 + at : NULL;
-  o->si = p->score_si;
-  o->sj = p->score_sj;
-  o->argmax = p->argmax ? p->argmax + i0 * p->argmax_si + c0 * p->argmax_sj : NULL;
-  o->asi = p->argmax_si;
-  o->asj = p->argmax_sj;
-  o->ass = p->argmax_ss;
+  const int64_t at = i0 * p->out.score_si + c0 * p->out.score_sj;
+  o->out = p->out;
+  if (o->out.scores) o->out.scores += at;
+  if (o->out.scores_f64) o->out.scores_f64 += at;
+  if (o->out.argmax) o->out.argmax += i0 * p->out.argmax_si + c0 * p->out.argmax_sj;
 }
 
 #define REAL float
@@ -187,7 +183,8 @@ static lik_status number_winners(head_bwd *g) {
     for (int64_t c = 0; c < p->ncand; c++) {
       const int64_t n = p->pairing == LIK_PAIRING_KD ? i * p->ncand + c : c;
       for (int64_t s = 0; s < p->q.len; s++) {
-        const int32_t a = p->argmax[i * p->argmax_si + c * p->argmax_sj + s * p->argmax_ss];
+        const int32_t a =
+            p->out.argmax[i * p->out.argmax_si + c * p->out.argmax_sj + s * p->out.argmax_ss];
         if (a == -1) continue;
         if (a < -1 || a >= ld)
           return lik_fail(LIK_ERR_VALUE, "argmax[%lld, %lld, %lld]=%d is outside [-1, Ld=%lld)",

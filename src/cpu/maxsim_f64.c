@@ -41,11 +41,11 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
   for (int64_t t = 0; t < ld; t++)
     if (lik_mask_valid(&p->d_mask, D, di, t))
       dnorm[t] = p->call.normalize ? norm_div(db + lik_token_offset(D, di, t), D->sk, d) : 1.0;
-  int32_t *a = g->o.argmax
-                   ? g->o.argmax + i * g->o.asi + (c - g->o.cbeg) * g->o.asj
-                   : NULL;
+  const lik_out *out = &g->o.out;
+  const int64_t j = c - g->o.cbeg;
+  int32_t *a = out->argmax ? out->argmax + i * out->argmax_si + j * out->argmax_sj : NULL;
   if (a)
-    for (int64_t s = 0; s < Q->len; s++) a[s * g->o.ass] = -1;
+    for (int64_t s = 0; s < Q->len; s++) a[s * out->argmax_ss] = -1;
   double score = 0.0;
   for (int64_t s = 0; s < lq; s++) {
     if (!lik_mask_valid(&p->q_mask, Q, qi, s)) continue;
@@ -63,13 +63,13 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
       if (dot > best || (arg < 0 && dot == -INFINITY)) { best = dot; arg = (int32_t)t; }
     }
     if (arg >= 0) score += best;
-    if (a) a[s * g->o.ass] = arg;
+    if (a) a[s * out->argmax_ss] = arg;
   }
-  const int64_t at = i * g->o.si + (c - g->o.cbeg) * g->o.sj;
-  if (g->o.scores_f64)
-    g->o.scores_f64[at] = score;
+  const int64_t at = i * out->score_si + j * out->score_sj;
+  if (out->scores_f64)
+    out->scores_f64[at] = score;
   else
-    g->o.scores[at] = (float)score;
+    out->scores[at] = (float)score;
 }
 
 static void task_f64(void *ctx, int tid, int64_t t) {

@@ -49,12 +49,10 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
     lik_cpu_out o;
     o.cbeg = j0;
     o.cend = j0 + B < nd ? j0 + B : nd;
-    o.scores = blk;
-    o.scores_f64 = NULL;
-    o.si = B;
-    o.sj = 1;
-    o.argmax = NULL;
-    o.asi = o.asj = o.ass = 0;
+    o.out = (lik_out){0};
+    o.out.scores = blk;
+    o.out.score_si = B;
+    o.out.score_sj = 1;
     st = lik_cpu_run(p, &o);
     if (st != LIK_OK) goto done;
     for (int64_t i = 0; i < nq; i++) {

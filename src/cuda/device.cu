@@ -54,6 +54,8 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->smem_max = v[1];
   out->smem_sm = v[2];
   out->smem_rsv = v[3];
+  out->cc_major = v[4];
+  out->cc_minor = v[5];
   out->wg = !(off & LIK_CUDA_NO_WGMMA) && wgmma_runs(v[4], v[5]);
   out->clusters = !(off & LIK_CUDA_NO_SPLIT) && v[4] >= 9;
   out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;

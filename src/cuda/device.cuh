@@ -17,13 +17,15 @@ extern "C" {
 namespace lik_cuda {
 
 /* Properties the tile heuristic and launchers read: SMs; shared memory per
- * CTA (opt-in), per SM and reserved per CTA, in bytes; whether the sm_90a
+ * CTA (opt-in), per SM and reserved per CTA, in bytes; the compute
+ * capability (major, minor); whether the sm_90a
  * wgmma kernels, thread-block clusters (the Ld split), bulk / TMA copies and
  * the backward's sparse grad_D kernel are usable (the device and the build
  * can, the context does not turn them off). */
 struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
+  int cc_major, cc_minor;
   bool wg, clusters, bulk, bw_sparse, bw_buckets;
 };
 

@@ -685,8 +685,8 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   p.codec.cent = ix->cent_f32; /* the same values as fp32 rows: read in place */
   p.codec.cent_dtype = LIK_F32;
   p.d = packed(w, n, maxlen, ix->width, 1);
-  p.scores = w->sc;
-  p.score_sj = 1;
+  p.out.scores = w->sc;
+  p.out.score_sj = 1;
   p.call = q->call;
   p.call.threads = g->inner;
   p.call.normalize = 1;
