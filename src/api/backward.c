@@ -14,9 +14,9 @@
  * build with the CUDA backend). */
 static lik_status check_device(lik_problem *p, const lik_tensor *const *ts,
                                const char *const *names, int n) {
-  lik_status st = lik_check_devices(ts, names, n, &p->device, &p->device_id);
+  lik_status st = lik_check_devices(ts, names, n, &p->call.device, &p->call.device_id);
   if (st) return st;
-  if (!lik_backend_of(p->device)->maxsim_backward) return lik_no_entry("lik_maxsim_backward");
+  if (!lik_backend_of(p->call.device)->maxsim_backward) return lik_no_entry("lik_maxsim_backward");
   return LIK_OK;
 }
 
@@ -26,7 +26,7 @@ static lik_backward strategy_of(const lik_options *opts) {
 
 /* The backend of a validated backward call. */
 static lik_status route(lik_bw *bw, const lik_options *opts) {
-  return lik_backend_of(bw->p.device)->maxsim_backward(bw, strategy_of(opts));
+  return lik_backend_of(bw->p.call.device)->maxsim_backward(bw, strategy_of(opts));
 }
 
 static lik_status check_strategy(const lik_options *opts) {
@@ -68,7 +68,7 @@ static lik_seqs grad_seqs(const lik_tensor *g, const lik_seqs *like) {
 static void fill_outputs(lik_bw *bw, const lik_tensor *argmax, const lik_tensor *grad_scores,
                          const lik_tensor *grad_Q, const lik_tensor *grad_D, int ndim,
                          int has_i, int has_j) {
-  lik_set_argmax(&bw->p, argmax, ndim, has_i, has_j);
+  lik_set_argmax(&bw->p.out, argmax, ndim, has_i, has_j);
   bw->gs = grad_scores->data;
   bw->gs_dtype = grad_scores->dtype;
   lik_grid_strides(grad_scores, ndim, has_i, has_j, &bw->gs_si, &bw->gs_sj);
@@ -108,7 +108,7 @@ static lik_status padded_backward(lik_bw *bw, const lik_tensor *Q, const lik_ten
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  lik_fill_options(p, opts);
+  lik_call_from(&p->call, opts);
   if ((st = lik_fill_lengths(p, Q, D, opts))) return st;
   fill_outputs(bw, argmax, grad_scores, grad_Q, grad_D, ndim, has_i, has_j);
   return route(bw, opts);
@@ -176,7 +176,7 @@ static lik_status packed_backward(const lik_tensor *Q, const lik_tensor *D,
                          "argmax", "grad_scores", "grad_Q",  "grad_D"};
   if ((st = check_device(p, ts, names, 12)) || (st = lik_check_disjoint(ts, names, 12, 2)))
     return st;
-  if (p->device == LIK_CUDA) {
+  if (p->call.device == LIK_CUDA) {
     /* lengths stay on the device (as in the packed forward): queries are
      * bounded by the argmax extent, documents by D's rows */
     p->q.len = argmax->shape[ndim];

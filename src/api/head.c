@@ -80,14 +80,29 @@ static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H
 }
 
 static lik_status route_forward(const lik_head *h) {
-  const lik_backend *b = lik_backend_of(h->p.device);
+  const lik_backend *b = lik_backend_of(h->p.call.device);
   return b->maxsim_from_hidden ? b->maxsim_from_hidden(h) : lik_no_entry("lik_maxsim_from_hidden");
 }
 
 static lik_status route_backward(const lik_head_bw *bw) {
-  const lik_backend *b = lik_backend_of(bw->h.p.device);
+  const lik_backend *b = lik_backend_of(bw->h.p.call.device);
   return b->maxsim_from_hidden_backward ? b->maxsim_from_hidden_backward(bw)
                                         : lik_no_entry("lik_maxsim_from_hidden_backward");
+}
+
+/* The call's tensors ts[0 .. n) (the last nout outputs): one device, no
+ * output aliasing another tensor; no lengths; then the envelope from opts. */
+static lik_status finish_call(lik_problem *p, const lik_tensor *const *ts,
+                              const char *const *names, int n, int nout,
+                              const lik_options *opts) {
+  lik_status st;
+  if ((st = lik_check_devices(ts, names, n, &p->call.device, &p->call.device_id)) ||
+      (st = lik_check_disjoint(ts, names, n, nout)) ||
+      (st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
+                                 "q_mask / d_mask)")))
+    return st;
+  lik_call_from(&p->call, opts);
+  return LIK_OK;
 }
 
 /* argmax: I32 grid + [Lq]; output = 1 also checks it is writable once. */
@@ -96,10 +111,7 @@ static lik_status check_argmax(lik_problem *p, const lik_tensor *argmax,
   const int64_t shape[3] = {grid[0], grid[1], p->q.len};
   lik_status st = lik_check_output(argmax, "argmax", LIK_I32, 3, shape);
   if (st || (output && (st = lik_check_no_overlap(argmax, "argmax")))) return st;
-  p->argmax = (int32_t *)argmax->data;
-  p->argmax_si = argmax->strides[0];
-  p->argmax_sj = argmax->strides[1];
-  p->argmax_ss = argmax->strides[2];
+  lik_set_argmax(&p->out, argmax, 2, 1, 1);
   return LIK_OK;
 }
 
@@ -120,15 +132,8 @@ lik_status lik_maxsim_from_hidden(const lik_tensor *Q, const lik_tensor *H_d,
     return st;
   const lik_tensor *ts[] = {Q, H_d, W, b, q_mask, d_mask, scores, argmax};
   const char *names[] = {"Q", "H_d", "W", "b", "q_mask", "d_mask", "scores", "argmax"};
-  if ((st = lik_check_devices(ts, names, 8, &p->device, &p->device_id)) ||
-      (st = lik_check_disjoint(ts, names, 8, 2)))
-    return st;
-  if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
-                                  "q_mask / d_mask)")))
-    return st;
-  lik_fill_options(p, opts);
-  p->score_si = scores->strides[0];
-  p->score_sj = scores->strides[1];
+  if ((st = finish_call(p, ts, names, 8, 2, opts))) return st;
+  lik_grid_strides(scores, 2, 1, 1, &p->out.score_si, &p->out.score_sj);
   return grid[0] * grid[1] == 0 ? LIK_OK : route_forward(&h);
 }
 
@@ -169,13 +174,7 @@ lik_status lik_maxsim_from_hidden_backward(
                             grad_Q, grad_H_d, grad_W, grad_b};
   const char *names[] = {"Q", "H_d", "W", "b", "q_mask", "d_mask", "argmax",
                          "grad_scores", "grad_Q", "grad_H_d", "grad_W", "grad_b"};
-  if ((st = lik_check_devices(ts, names, 12, &p->device, &p->device_id)) ||
-      (st = lik_check_disjoint(ts, names, 12, 4)))
-    return st;
-  if ((st = lik_check_no_lengths(opts, "the fused head takes no lengths (give padding as "
-                                  "q_mask / d_mask)")))
-    return st;
-  lik_fill_options(p, opts);
+  if ((st = finish_call(p, ts, names, 12, 4, opts))) return st;
   bw.gs = grad_scores->data;
   bw.gs_dtype = grad_scores->dtype;
   bw.gs_si = grad_scores->strides[0];

@@ -9,7 +9,7 @@ static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *a
                                int ndim, const int64_t *grid, int has_i, int has_j) {
   lik_status st;
   if ((st = lik_fill_scores(p, scores, ndim, grid))) return st;
-  lik_grid_strides(scores, ndim, has_i, has_j, &p->score_si, &p->score_sj);
+  lik_grid_strides(scores, ndim, has_i, has_j, &p->out.score_si, &p->out.score_sj);
   if (!argmax) return LIK_OK;
   int64_t shape[LIK_MAX_DIMS];
   for (int i = 0; i < ndim; i++) shape[i] = grid[i];
@@ -17,7 +17,7 @@ static lik_status fill_outputs(lik_problem *p, lik_tensor *scores, lik_tensor *a
   if ((st = lik_check_output(argmax, "argmax", LIK_I32, ndim + 1, shape)) ||
       (st = lik_check_no_overlap(argmax, "argmax")))
     return st;
-  lik_set_argmax(p, argmax, ndim, has_i, has_j);
+  lik_set_argmax(&p->out, argmax, ndim, has_i, has_j);
   return LIK_OK;
 }
 

@@ -29,14 +29,14 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
   const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask, scores, argmax};
   const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d", "pair_q",
                          "pair_d", "q_mask", "d_mask",       "scores",       "argmax"};
-  if ((st = lik_check_devices(ts, names, 10, &p.device, &p.device_id)) ||
+  if ((st = lik_check_devices(ts, names, 10, &p.call.device, &p.call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 10, 2)))
     return st;
-  lik_grid_strides(scores, ndim, !list, 1, &p.score_si, &p.score_sj);
-  lik_set_argmax(&p, argmax, ndim, !list, 1);
+  lik_grid_strides(scores, ndim, !list, 1, &p.out.score_si, &p.out.score_sj);
+  lik_set_argmax(&p.out, argmax, ndim, !list, 1);
   const int64_t ni = list ? 1 : pd.nq, nj = list ? pd.npairs : pd.nd;
   if (ni * nj == 0) return LIK_OK;
-  if (p.device == LIK_CUDA) {
+  if (p.call.device == LIK_CUDA) {
     /* lengths stay on the device: Lq is bounded by the argmax extent, else by
      * opts.max_seqlen_q or Q's rows; the kernel skips query blocks past each
      * query's end and writes argmax -1 up to the extent */
@@ -44,14 +44,14 @@ static lik_status packed_forward(const lik_tensor *Q, const lik_tensor *D, const
     p.q.len = argmax ? argmax->shape[ndim] : mq > 0 && mq < Q->shape[0] ? mq : Q->shape[0];
     p.d.len = D->shape[0];
   }
-  if ((st = lik_route_maxsim(&p)) || p.device == LIK_CUDA) return st;
-  if (p.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
+  if ((st = lik_route_maxsim(&p)) || p.call.device == LIK_CUDA) return st;
+  if (p.out.argmax) { /* -1 beyond each query's length (the kernel covers s < len) */
     const int64_t lmax = argmax->shape[ndim];
     for (int64_t i = 0; i < ni; i++)
       for (int64_t j = 0; j < nj; j++) {
         const int64_t qi = list ? lik_index_at(&p.pair_q, j) : i;
-        int32_t *a = p.argmax + i * p.argmax_si + j * p.argmax_sj;
-        for (int64_t s = lik_seq_len(&p.q, qi); s < lmax; s++) a[s * p.argmax_ss] = -1;
+        int32_t *a = p.out.argmax + i * p.out.argmax_si + j * p.out.argmax_sj;
+        for (int64_t s = lik_seq_len(&p.q, qi); s < lmax; s++) a[s * p.out.argmax_ss] = -1;
       }
   }
   return LIK_OK;

@@ -19,6 +19,21 @@ static lik_status on_cpu(const lik_tensor *const *ts, const char *const *names, 
   return dev == LIK_CUDA ? lik_no_entry(call) : LIK_OK;
 }
 
+/* A count option: >= 0, 0 the default. */
+typedef struct {
+  const char *name;
+  int64_t v;
+} count_opt;
+
+/* Every one of the n count options of what ("options", "params") >= 0. */
+static lik_status check_counts(const char *what, const count_opt *c, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (c[i].v < 0)
+      return lik_fail(LIK_ERR_VALUE, "%s.%s: %lld, must be >= 0 (0 = the default)", what,
+                      c[i].name, (long long)c[i].v);
+  return LIK_OK;
+}
+
 static lik_status resolve_build(const lik_plaid_build_options *o, lik_plaid_bopts *b) {
   static const lik_plaid_build_options defaults = LIK_PLAID_BUILD_OPTIONS_INIT;
   if (!o) o = &defaults;
@@ -35,20 +50,14 @@ static lik_status resolve_build(const lik_plaid_build_options *o, lik_plaid_bopt
   b->progress_user = o->progress_user;
   lik_status st;
   if ((st = lik_check_nbits(b->nbits))) return st;
-  const struct {
-    const char *name;
-    int64_t v;
-  } nonneg[] = {{"kmeans_niters", o->kmeans_niters},
-                {"num_centroids", o->num_centroids},
-                {"total_tokens", o->total_tokens},
-                {"max_points_per_centroid", o->max_points_per_centroid},
-                {"sample_docs", o->sample_docs},
-                {"chunk_docs", o->chunk_docs},
-                {"num_threads", o->num_threads}};
-  for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
-    if (nonneg[i].v < 0)
-      return lik_fail(LIK_ERR_VALUE, "options.%s: %lld, must be >= 0 (0 = the default)",
-                      nonneg[i].name, (long long)nonneg[i].v);
+  const count_opt counts[] = {{"kmeans_niters", o->kmeans_niters},
+                              {"num_centroids", o->num_centroids},
+                              {"total_tokens", o->total_tokens},
+                              {"max_points_per_centroid", o->max_points_per_centroid},
+                              {"sample_docs", o->sample_docs},
+                              {"chunk_docs", o->chunk_docs},
+                              {"num_threads", o->num_threads}};
+  if ((st = check_counts("options", counts, sizeof counts / sizeof counts[0]))) return st;
   if (o->expand_centroids != 0 && o->expand_centroids != 1)
     return lik_fail(LIK_ERR_VALUE, "options.expand_centroids: %d, must be 0 or 1",
                     o->expand_centroids);
@@ -358,17 +367,11 @@ lik_status lik_plaid_index_search(const lik_plaid_index *index, const lik_tensor
   q.q = lik_seqs_from(Q);
   const lik_plaid_search_params zero = {0};
   const lik_plaid_search_params *pp = params ? params : &zero;
-  const struct {
-    const char *name;
-    int64_t v;
-  } nonneg[] = {{"top_k", pp->top_k},
-                {"n_ivf_probe", pp->n_ivf_probe},
-                {"n_full_scores", pp->n_full_scores},
-                {"num_threads", pp->num_threads}};
-  for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
-    if (nonneg[i].v < 0)
-      return lik_fail(LIK_ERR_VALUE, "params.%s: %lld, must be >= 0 (0 = the default)",
-                      nonneg[i].name, (long long)nonneg[i].v);
+  const count_opt counts[] = {{"top_k", pp->top_k},
+                              {"n_ivf_probe", pp->n_ivf_probe},
+                              {"n_full_scores", pp->n_full_scores},
+                              {"num_threads", pp->num_threads}};
+  if ((st = check_counts("params", counts, sizeof counts / sizeof counts[0]))) return st;
   q.top_k = pp->top_k ? pp->top_k : 10;
   q.n_probe = pp->n_ivf_probe ? pp->n_ivf_probe : 8;
   if (q.n_probe > index->ncent) q.n_probe = index->ncent;

@@ -53,7 +53,7 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
     return st;
   const lik_tensor *ts[] = {Q, D, scale_Q, scale_D, q_mask, d_mask, scores};
   const char *names[] = {"Q", "D", "scale_Q", "scale_D", "q_mask", "d_mask", "scores"};
-  if ((st = lik_check_devices(ts, names, 7, &p->device, &p->device_id)) ||
+  if ((st = lik_check_devices(ts, names, 7, &p->call.device, &p->call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 7, 1)))
     return st;
   p->q = lik_seqs_from(Q);
@@ -63,17 +63,13 @@ static lik_status fill_call(lik_quant_problem *p, const char *call, const lik_te
   p->scores = (float *)scores->data;
   p->score_si = has_i ? scores->strides[0] : 0;
   p->score_sj = has_j ? scores->strides[ndim - 1] : 0;
-  lik_problem o = {0};
-  lik_fill_options(&o, opts);
-  p->num_threads = o.num_threads;
-  p->context = o.context;
-  p->stream = o.stream;
+  lik_call_from(&p->call, opts);
   return LIK_OK;
 }
 
 static lik_status route(const lik_quant_problem *p, const char *call) {
   if (p->q.count == 0 || p->d_seqs.count == 0) return LIK_OK;
-  const lik_backend *b = lik_backend_of(p->device);
+  const lik_backend *b = lik_backend_of(p->call.device);
   return b->maxsim_quant ? b->maxsim_quant(p) : lik_no_entry(call);
 }
 
@@ -178,12 +174,10 @@ static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const
     return st;
   const lik_tensor *ts[] = {X, out, scale};
   const char *names[] = {"X", out_name, "scale"};
-  lik_device_type dev;
-  int32_t dev_id;
-  if ((st = lik_check_devices(ts, names, scale ? 3 : 2, &dev, &dev_id)) ||
+  if ((st = lik_check_devices(ts, names, scale ? 3 : 2, &p->call.device, &p->call.device_id)) ||
       (st = lik_check_disjoint(ts, names, scale ? 3 : 2, scale ? 2 : 1)))
     return st;
-  if (dev == LIK_CUDA) return lik_no_entry(call);
+  if (p->call.device == LIK_CUDA) return lik_no_entry(call);
   p->x = X->data;
   p->dtype = X->dtype;
   p->d = d;
@@ -198,10 +192,7 @@ static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const
   p->out = out->data;
   p->sok = out->strides[nl];
   p->scale = scale ? (float *)scale->data : NULL;
-  lik_problem o = {0};
-  lik_fill_options(&o, opts);
-  p->normalize = o.normalize;
-  p->num_threads = o.num_threads;
+  lik_call_from(&p->call, opts);
   return LIK_OK;
 }
 

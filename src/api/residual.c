@@ -21,14 +21,17 @@ static lik_status check_outputs(const lik_tensor *scores, const lik_tensor *argm
   return lik_check_no_overlap(argmax, "argmax");
 }
 
+/* lik_maxsim_residual (packed = 0: lens is doc_lengths) and _varlen
+ * (packed = 1: lens is cu_seqlens_d). */
 static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
                                    const lik_tensor *codes, const lik_tensor *residuals,
-                                   const lik_tensor *doc_lengths, const lik_tensor *cu_seqlens_d,
-                                   const lik_options *opts, lik_tensor *scores,
-                                   lik_tensor *argmax) {
+                                   const lik_tensor *lens, int packed, const lik_options *opts,
+                                   lik_tensor *scores, lik_tensor *argmax) {
   lik_clear_error();
   lik_status st;
   lik_residual_problem p = {0};
+  const char *lens_name = packed ? "cu_seqlens_d" : "doc_lengths";
+  if (!lens) return lik_fail(LIK_ERR_NULL, "%s: is NULL", lens_name);
   if ((st = lik_check_no_lengths(opts, "the residual calls take doc_lengths / cu_seqlens_d")) ||
       (st = lik_check_tensor(Q, "Q", 2, 3)) || (st = lik_check_float(Q, "Q")))
     return st;
@@ -37,18 +40,14 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
     return lik_fail(LIK_ERR_SHAPE, "Q: d=%lld does not match centroids' d=%lld",
                     (long long)Q->shape[Q->ndim - 1], (long long)p.codec.dim);
   if (!residuals) return lik_fail(LIK_ERR_NULL, "residuals: is NULL");
-  const lik_tensor *lens = doc_lengths ? doc_lengths : cu_seqlens_d;
   const lik_tensor *ts[] = {Q,         codec->centroids, codec->bucket_weights, codes,
                             residuals, lens,             scores,                argmax};
-  const char *names[] = {"Q",         "centroids",                                 "bucket_weights",
-                         "codes",     "residuals",
-                         doc_lengths ? "doc_lengths" : "cu_seqlens_d", "scores", "argmax"};
+  const char *names[] = {"Q",         "centroids", "bucket_weights", "codes",
+                         "residuals", lens_name,   "scores",         "argmax"};
   if ((st = lik_check_devices(ts, names, 8, &p.call.device, &p.call.device_id))) return st;
   const int host = p.call.device != LIK_CUDA;
-  if (doc_lengths)
-    st = lik_ctokens_padded(codes, residuals, doc_lengths, &p.codec, host, &p.d);
-  else
-    st = lik_ctokens_packed(codes, residuals, cu_seqlens_d, p.codec.ncent, &p.codec, host, &p.d);
+  st = packed ? lik_ctokens_packed(codes, residuals, lens, p.codec.ncent, &p.codec, host, &p.d)
+              : lik_ctokens_padded(codes, residuals, lens, &p.codec, host, &p.d);
   if (st) return st;
   p.q = lik_seqs_from(Q);
   if (p.q.len > INT32_MAX)
@@ -62,15 +61,9 @@ static lik_status residual_forward(const lik_tensor *Q, const lik_codec *codec,
   if ((st = check_outputs(scores, argmax, ndim, grid, p.q.len)) ||
       (st = lik_check_disjoint(ts, names, 8, 2)))
     return st;
-  p.scores = (float *)scores->data;
-  p.score_si = q3 ? scores->strides[0] : 0;
-  p.score_sj = scores->strides[ndim - 1];
-  if (argmax) {
-    p.argmax = (int32_t *)argmax->data;
-    p.argmax_si = q3 ? argmax->strides[0] : 0;
-    p.argmax_sj = argmax->strides[ndim - 1];
-    p.argmax_ss = argmax->strides[ndim];
-  }
+  p.out.scores = (float *)scores->data;
+  lik_grid_strides(scores, ndim, q3, 1, &p.out.score_si, &p.out.score_sj);
+  lik_set_argmax(&p.out, argmax, ndim, q3, 1);
   lik_call_from(&p.call, opts);
   if (p.q.count == 0 || p.d.count == 0) return LIK_OK;
   const lik_backend *b = lik_backend_of(p.call.device);
@@ -81,22 +74,14 @@ lik_status lik_maxsim_residual(const lik_tensor *Q, const lik_codec *codec,
                                const lik_tensor *codes, const lik_tensor *residuals,
                                const lik_tensor *doc_lengths, const lik_options *opts,
                                lik_tensor *scores, lik_tensor *argmax) {
-  if (!doc_lengths) {
-    lik_clear_error();
-    return lik_fail(LIK_ERR_NULL, "doc_lengths: is NULL");
-  }
-  return residual_forward(Q, codec, codes, residuals, doc_lengths, NULL, opts, scores, argmax);
+  return residual_forward(Q, codec, codes, residuals, doc_lengths, 0, opts, scores, argmax);
 }
 
 lik_status lik_maxsim_residual_varlen(const lik_tensor *Q, const lik_codec *codec,
                                       const lik_tensor *codes, const lik_tensor *residuals,
                                       const lik_tensor *cu_seqlens_d, const lik_options *opts,
                                       lik_tensor *scores, lik_tensor *argmax) {
-  if (!cu_seqlens_d) {
-    lik_clear_error();
-    return lik_fail(LIK_ERR_NULL, "cu_seqlens_d: is NULL");
-  }
-  return residual_forward(Q, codec, codes, residuals, NULL, cu_seqlens_d, opts, scores, argmax);
+  return residual_forward(Q, codec, codes, residuals, cu_seqlens_d, 1, opts, scores, argmax);
 }
 
 lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_tensor *codes,

@@ -38,7 +38,7 @@ lik_status lik_retrieve(const lik_tensor *Q, const lik_tensor *D, const lik_tens
   if (p.q.count == 0 || k == 0) return LIK_OK;
   const int64_t ssi = q3 ? scores->strides[0] : 0, ssr = scores->strides[ndim - 1];
   const int64_t isi = q3 ? indices->strides[0] : 0, isr = indices->strides[ndim - 1];
-  const lik_backend *b = lik_backend_of(p.device);
+  const lik_backend *b = lik_backend_of(p.call.device);
   if (!b->retrieve) return lik_no_entry("lik_retrieve");
   return b->retrieve(&p, k, (float *)scores->data, ssi, ssr, (int64_t *)indices->data, isi, isr);
 }

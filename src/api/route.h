@@ -10,7 +10,7 @@
 #include "../core/validate.h"
 
 static inline lik_status lik_route_maxsim(const lik_problem *p) {
-  const lik_backend *b = lik_backend_of(p->device);
+  const lik_backend *b = lik_backend_of(p->call.device);
   return b->maxsim ? b->maxsim(p) : lik_no_entry("lik_maxsim");
 }
 

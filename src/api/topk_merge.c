@@ -2,7 +2,6 @@
  * topk_merge.c — lik_topk_merge: validate once (shapes, dtypes, devices, then
  * the lists' lengths, order and count), route to the CPU merge.
  */
-#include "../core/context.h"
 #include "../core/topk.h"
 #include "../core/validate.h"
 
@@ -72,8 +71,7 @@ lik_status lik_topk_merge(const lik_tensor *scores, const lik_tensor *indices,
   m.o_sc = out_scores->strides[1];
   m.o_iq = out_indices->strides[0];
   m.o_ic = out_indices->strides[1];
-  m.context = lik_context_of(opts);
-  m.num_threads = opts && opts->num_threads > 0 ? opts->num_threads : lik_context_threads(m.context);
+  lik_call_from(&m.call, opts);
   if ((st = lik_check_merge_lists(&m))) return st;
   return lik_cpu_topk_merge(&m);
 }

@@ -7,33 +7,20 @@
 
 #include "validate.h"
 
-static const lik_backend cpu = {
-    .maxsim = lik_cpu_maxsim,
-    .retrieve = lik_cpu_retrieve,
-    .maxsim_backward = lik_cpu_maxsim_backward,
-    .maxsim_quant = lik_cpu_maxsim_quant,
-    .codec_decompress = lik_cpu_codec_decompress,
-    .maxsim_residual = lik_cpu_maxsim_residual,
-    .plaid_approx = lik_cpu_plaid_approx,
-    .maxsim_from_hidden = lik_cpu_maxsim_from_hidden,
-    .maxsim_from_hidden_backward = lik_cpu_maxsim_from_hidden_backward,
-};
+/* Every op of the table, once: X(name) for the entries lik_<backend>_<name>. */
+#define LIK_BACKEND_OPS(X)                                                                   \
+  X(maxsim) X(retrieve) X(maxsim_backward) X(maxsim_quant) X(codec_decompress)               \
+  X(maxsim_residual) X(plaid_approx) X(maxsim_from_hidden) X(maxsim_from_hidden_backward)
 
-static const lik_backend cuda = {
+#define CPU_ENTRY(op) .op = lik_cpu_##op,
+static const lik_backend cpu = {LIK_BACKEND_OPS(CPU_ENTRY)};
+
 #ifdef LIK_WITH_CUDA
-    .maxsim = lik_cuda_maxsim,
-    .retrieve = lik_cuda_retrieve,
-    .maxsim_backward = lik_cuda_maxsim_backward,
-    .maxsim_quant = lik_cuda_maxsim_quant,
-    .codec_decompress = lik_cuda_codec_decompress,
-    .maxsim_residual = lik_cuda_maxsim_residual,
-    .plaid_approx = lik_cuda_plaid_approx,
-    .maxsim_from_hidden = lik_cuda_maxsim_from_hidden,
-    .maxsim_from_hidden_backward = lik_cuda_maxsim_from_hidden_backward,
+#define CUDA_ENTRY(op) .op = lik_cuda_##op,
+static const lik_backend cuda = {LIK_BACKEND_OPS(CUDA_ENTRY)};
 #else
-    .maxsim = NULL, /* every entry NULL: lik_no_entry */
+static const lik_backend cuda = {.maxsim = NULL}; /* every entry NULL: lik_no_entry */
 #endif
-};
 
 const lik_backend *lik_backend_of(lik_device_type device) {
   return device == LIK_CUDA ? &cuda : &cpu;

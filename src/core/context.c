@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "context.h"
 #include "workspace.h"
 
@@ -87,7 +88,14 @@ lik_context *lik_context_of(const lik_options *opts) {
   return opts && opts->context ? opts->context : lik_context_default();
 }
 
-int lik_context_threads(const lik_context *ctx) { return ctx->num_threads; }
+void lik_call_from(lik_call *c, const lik_options *opts) {
+  c->context = lik_context_of(opts);
+  c->stream = opts ? opts->stream : NULL;
+  c->threads = opts && opts->num_threads > 0 ? opts->num_threads : c->context->num_threads;
+  c->normalize = opts ? opts->normalize != 0 : 0;
+  c->tf32 = opts && opts->fp32_precision == LIK_FP32_TF32;
+}
+
 int lik_context_cpu_level(const lik_context *ctx) { return ctx->cpu_level; }
 unsigned lik_context_cuda_off(const lik_context *ctx) { return ctx->cuda_off; }
 _Atomic(lik_ws_slot *) *lik_context_ws(lik_context *ctx) { return &ctx->ws; }

@@ -21,9 +21,6 @@ lik_context *lik_context_default(void);
 /* The context of a call: opts->context, else the default. */
 lik_context *lik_context_of(const lik_options *opts);
 
-/* Resolved thread count (>= 1). */
-int lik_context_threads(const lik_context *ctx);
-
 /* CPU path asked for: 0 portable, 1 avx2 / neon, 2 avx512 / sve, 3 the best
  * the CPU runs. */
 int lik_context_cpu_level(const lik_context *ctx);

@@ -2,7 +2,7 @@
  * head.h — the validated description of one fused D-side head call
  * (lik_maxsim_from_hidden and its backward), passed from src/api/head.c to a
  * backend.  p describes the MaxSim of Q against the hidden states: p.q is Q
- * (dim d_out), p.d is H_d (dim d_model), p.normalize normalises the projected
+ * (dim d_out), p.d is H_d (dim d_model), p.call.normalize normalises the projected
  * document tokens only.  Backends may assume every field is valid.
  */
 #ifndef LIK_HEAD_H
@@ -20,7 +20,7 @@ typedef struct {
   int64_t b_s;
 } lik_head;
 
-/* One backward call: the forward's description (h.p.argmax required),
+/* One backward call: the forward's description (h.p.out.argmax required),
  * grad_scores, and the gradient outputs (data NULL: skip). */
 typedef struct {
   lik_head h;

@@ -76,9 +76,9 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
     const lik_tensor *ts[] = {Q, D, cu_q, cu_d, pair_q, pair_d, q_mask, d_mask};
     const char *names[] = {"Q",      "D",      "cu_seqlens_q", "cu_seqlens_d",
                            "pair_q", "pair_d", "q_mask",       "d_mask"};
-    if ((st = lik_check_devices(ts, names, 8, &p->device, &p->device_id))) return st;
+    if ((st = lik_check_devices(ts, names, 8, &p->call.device, &p->call.device_id))) return st;
   }
-  const int host = p->device != LIK_CUDA;
+  const int host = p->call.device != LIK_CUDA;
   lik_index iq = {0}, id = {0};
   if ((st = lik_check_cu_seqlens(cu_q, "cu_seqlens_q", Q->shape[0], "Q rows", host, &iq, &pd->nq,
                      &pd->lq_max)) ||
@@ -120,7 +120,7 @@ lik_status lik_packed_problem(lik_problem *p, lik_packed_dims *pd, const lik_ten
   p->d.sn = 0;
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  lik_fill_options(p, opts);
+  lik_call_from(&p->call, opts);
   return lik_check_no_lengths(opts, "packed calls take their lengths from cu_seqlens");
 }
 

@@ -15,6 +15,7 @@
 
 /* A validated search call. */
 typedef struct {
+  lik_call call;
   lik_seqs q;             /* count Nq, len Lq */
   lik_index q_lengths;    /* data NULL: every query Lq tokens */
   lik_index subset;       /* with has_subset (host only) */
@@ -27,7 +28,6 @@ typedef struct {
   float *scores;
   int64_t *ids;
   int64_t s_i, s_k, i_i, i_k; /* strides of scores / ids */
-  lik_call call;
 } lik_plaid_query;
 
 /* One stored chunk of tokens: codes (checked in [0, ncent) by the caller,

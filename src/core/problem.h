@@ -7,7 +7,7 @@
 #ifndef LIK_PROBLEM_H
 #define LIK_PROBLEM_H
 
-#include "lik.h"
+#include "call.h"
 
 /* An integer vector (cu_seqlens, pair indices) of I32 or I64. */
 typedef struct {
@@ -59,29 +59,26 @@ typedef enum {
   LIK_PAIRING_LIST = 2   /* (pair_q[p], pair_d[p]): out (0, p), p < ncand     */
 } lik_pairing;
 
+/* A forward's outputs: output (i, j) of its pairing at
+ * scores[i*score_si + j*score_sj], F32 (scores) or, for F64 inputs only, F64
+ * (scores_f64); one is set.  NULL or argmax[i*argmax_si + j*argmax_sj +
+ * s*argmax_ss] for query token s. */
 typedef struct {
+  float *scores;
+  double *scores_f64;
+  int64_t score_si, score_sj;
+  int32_t *argmax;
+  int64_t argmax_si, argmax_sj, argmax_ss;
+} lik_out;
+
+typedef struct {
+  lik_call call; /* where it runs, threads, normalize, tf32 */
   lik_seqs q, d;
   lik_mask q_mask, d_mask;
   lik_pairing pairing;
   int64_t ncand;         /* cross: d.count; KD: K; list: number of pairs */
   lik_index pair_q, pair_d; /* LIK_PAIRING_LIST only */
-
-  /* Output (i, j) of the pairing above: scores[i*score_si + j*score_sj],
-   * F32 (scores) or, for F64 inputs only, F64 (scores_f64); one is set. */
-  float *scores;
-  double *scores_f64;
-  int64_t score_si, score_sj;
-  /* NULL or argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] for query token s. */
-  int32_t *argmax;
-  int64_t argmax_si, argmax_sj, argmax_ss;
-
-  int normalize;
-  int tf32;             /* fp32 inputs on CUDA: one TF32 product (LIK_FP32_TF32) */
-  int num_threads;      /* resolved: >= 1 */
-  lik_context *context; /* resolved: never NULL */
-  lik_device_type device;
-  int32_t device_id;
-  void *stream;
+  lik_out out;              /* output (i, j) of the pairing above */
 } lik_problem;
 
 /* One backward call: a validated lik_problem (the forward's description:
@@ -89,7 +86,7 @@ typedef struct {
  * outputs, which are lik_seqs over the caller's grad_Q / grad_D views (same
  * count / len / dim / offsets as p.q / p.d, their own strides and dtype). */
 typedef struct lik_bw {
-  lik_problem p; /* forward description; p.argmax required */
+  lik_problem p; /* forward description; p.out.argmax required */
 
   /* grad_scores of output (i, j): gs[i*gs_si + j*gs_sj], F32 or F64. */
   const void *gs;
@@ -159,7 +156,7 @@ lik_status lik_fail(lik_status status, const char *fmt, ...)
 
 /* Backends.  Each returns LIK_OK or a status set through lik_fail. */
 lik_status lik_cpu_maxsim(const lik_problem *p);
-/* Exact top-k over a cross-pairing problem (p->scores unused): writes
+/* Exact top-k over a cross-pairing problem (p->out unused): writes
  * k = min(top_k, d.count) results per query, scores descending, ties by lower
  * document index; row i at out_scores[i*out_si + r*out_sr], same for indices. */
 lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
@@ -174,7 +171,7 @@ lik_status lik_cuda_maxsim(const lik_problem *p);
 lik_status lik_cuda_retrieve(const lik_problem *p, int64_t k, float *out_scores,
                              int64_t out_si, int64_t out_sr, int64_t *out_indices,
                              int64_t idx_si, int64_t idx_sr);
-/* Runs the backward described by bw (validated) on the GPU, on p.stream,
+/* Runs the backward described by bw (validated) on the GPU, on p.call.stream,
  * without host synchronisation: every strategy is the deterministic,
  * destination-owned one (src/cuda/backward.cu).  Packed: p.q.len is the
  * argmax extent (>= every query's length), cu_seqlens / pair indices stay on

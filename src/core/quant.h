@@ -26,6 +26,7 @@ typedef enum {
  * kind has none.  Cross pairing; scores (i, j) at scores[i*score_si +
  * j*score_sj]. */
 typedef struct {
+  lik_call call;
   lik_quant_kind kind;
   int64_t d; /* embedding dimension (bits: the number of valid bits) */
   lik_seqs q, d_seqs;
@@ -33,11 +34,6 @@ typedef struct {
   lik_scale scale_q, scale_d;
   float *scores;
   int64_t score_si, score_sj;
-  int num_threads;
-  lik_context *context;
-  lik_device_type device;
-  int32_t device_id;
-  void *stream; /* CUDA: the caller's stream */
 } lik_quant_problem;
 
 /* scale (non-NULL): F32, 0-d (per tensor) or of shape ndim / shape (per
@@ -57,6 +53,7 @@ static inline int64_t lik_bits_bytes(int64_t d) { return d / 8 + (d % 8 != 0); }
  * dims, any strides) into out (int8 values, or bit bytes) and, for int8,
  * scale (F32, one per token). */
 typedef struct {
+  lik_call call; /* threads, normalize */
   const void *x;
   lik_dtype dtype;
   int64_t d, sxk;
@@ -66,7 +63,6 @@ typedef struct {
   void *out;
   int64_t sok;
   float *scale; /* NULL: binary */
-  int normalize, num_threads;
 } lik_quantize_problem;
 
 /* Backends. */

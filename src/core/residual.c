@@ -5,17 +5,6 @@
  */
 #include "residual_check.h"
 
-#include "context.h"
-
-void lik_call_from(lik_call *c, const lik_options *opts) {
-  c->context = lik_context_of(opts);
-  c->normalize = opts ? opts->normalize != 0 : 0;
-  c->tf32 = opts && opts->fp32_precision == LIK_FP32_TF32;
-  c->num_threads =
-      opts && opts->num_threads > 0 ? opts->num_threads : lik_context_threads(c->context);
-  c->stream = opts ? opts->stream : NULL;
-}
-
 lik_status lik_check_nbits(int nbits) {
   if (nbits == 1 || nbits == 2 || nbits == 4 || nbits == 8) return LIK_OK;
   return lik_fail(LIK_ERR_VALUE, "nbits: %d, must be 1, 2, 4 or 8", nbits);

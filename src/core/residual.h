@@ -102,52 +102,38 @@ static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_lay
 
 /* ---- validated calls ---- */
 
-/* What a call takes from its options and tensors, resolved. */
-typedef struct {
-  int normalize;
-  int tf32;             /* fp32 queries on CUDA: one TF32 product (LIK_FP32_TF32) */
-  int num_threads;      /* >= 1 */
-  lik_context *context; /* never NULL */
-  void *stream;
-  lik_device_type device;
-  int32_t device_id;
-} lik_call;
-
 /* lik_codec_compress / lik_codec_decompress: x is [T, d] as a lik_seqs with
  * count 1, len T (X, or the output of decompress), tok the [T] codes and
  * [T, width] residuals (count 1, len T).  Compress with tok.res NULL (and no
  * cutoffs) writes the codes only (the PLAID index's k-means assignment). */
 typedef struct {
+  lik_call call;
   lik_codec_view codec;
   lik_seqs x;
   lik_ctokens tok;
-  lik_call call;
 } lik_codec_problem;
 
 /* lik_maxsim_residual(_varlen): queries q (padded, q.count queries of q.len
- * tokens), documents d; output (i, j) at scores[i*score_si + j*score_sj],
- * argmax[i*argmax_si + j*argmax_sj + s*argmax_ss] (NULL: not wanted). */
+ * tokens), documents d; output (i, j) in out (scores F32, argmax NULL: not
+ * wanted). */
 typedef struct {
+  lik_call call;
   lik_seqs q;
   lik_ctokens d;
   lik_codec_view codec;
-  float *scores;
-  int64_t score_si, score_sj;
-  int32_t *argmax;
-  int64_t argmax_si, argmax_sj, argmax_ss;
-  lik_call call;
+  lik_out out;
 } lik_residual_problem;
 
 /* lik_plaid_approx_score: centroid score (i, s, c) at
  * cs[i*cs_si + s*cs_ss + c*cs_sc] (F32/F16/BF16), documents d (packed). */
 typedef struct {
+  lik_call call;
   const void *cs;
   lik_dtype cs_dtype;
   int64_t nq, lq, ncent, cs_si, cs_ss, cs_sc;
   lik_ctokens d;
   float *scores;
   int64_t score_si, score_sj;
-  lik_call call;
 } lik_approx_problem;
 
 /* Backends (src/cpu/codec.c, src/cpu/residual.c, src/cuda/residual.cu). */

@@ -9,10 +9,6 @@
 #include "residual.h"
 #include "validate.h"
 
-/* normalize, context, num_threads and stream of opts (NULL: defaults) into
- * c (device and device_id are the caller's). */
-void lik_call_from(lik_call *c, const lik_options *opts);
-
 /* nbits in {1, 2, 4, 8}. */
 lik_status lik_check_nbits(int nbits);
 

@@ -36,6 +36,7 @@ typedef struct {
  * c*i_c]; len(r, q) = K without lengths, else lengths[r*l_r + q*l_q].
  * Output (q, c), c < k: out_s[q*o_sq + c*o_sc], out_i[q*o_iq + c*o_ic]. */
 typedef struct {
+  lik_call call; /* context (its workspace holds the scratch), threads */
   const float *s;
   const int64_t *ix;
   const int64_t *len; /* NULL: every list holds K entries */
@@ -44,8 +45,6 @@ typedef struct {
   float *out_s;
   int64_t *out_i;
   int64_t o_sq, o_sc, o_iq, o_ic;
-  int num_threads; /* resolved: >= 1 */
-  lik_context *context; /* resolved: never NULL (its workspace holds the scratch) */
 } lik_merge;
 
 /* List r of query q of m. */

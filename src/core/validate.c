@@ -257,11 +257,11 @@ void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64
   *sj = has_j ? t->strides[ndim - 1] : 0;
 }
 
-void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j) {
+void lik_set_argmax(lik_out *o, const lik_tensor *argmax, int ndim, int has_i, int has_j) {
   if (!argmax) return;
-  p->argmax = (int32_t *)argmax->data;
-  lik_grid_strides(argmax, ndim, has_i, has_j, &p->argmax_si, &p->argmax_sj);
-  p->argmax_ss = argmax->strides[ndim];
+  o->argmax = (int32_t *)argmax->data;
+  lik_grid_strides(argmax, ndim, has_i, has_j, &o->argmax_si, &o->argmax_sj);
+  o->argmax_ss = argmax->strides[ndim];
 }
 
 lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
@@ -275,9 +275,9 @@ lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
   lik_status st = lik_check_output(scores, "scores", f64 ? LIK_F64 : LIK_F32, ndim, shape);
   if (st || (st = lik_check_no_overlap(scores, "scores"))) return st;
   if (f64)
-    p->scores_f64 = (double *)scores->data;
+    p->out.scores_f64 = (double *)scores->data;
   else
-    p->scores = (float *)scores->data;
+    p->out.scores = (float *)scores->data;
   return LIK_OK;
 }
 
@@ -368,15 +368,6 @@ lik_status lik_layout_of(const lik_tensor *Q, const lik_tensor *D, lik_problem *
   return LIK_OK;
 }
 
-void lik_fill_options(lik_problem *p, const lik_options *opts) {
-  p->context = lik_context_of(opts);
-  p->normalize = opts ? opts->normalize != 0 : 0;
-  p->num_threads = opts && opts->num_threads > 0 ? opts->num_threads
-                                                 : lik_context_threads(p->context);
-  p->stream = opts ? opts->stream : NULL;
-  p->tf32 = opts && opts->fp32_precision == LIK_FP32_TF32;
-}
-
 /* One side's lengths (opts->q_lengths / d_lengths) over the sequences of x. */
 static lik_status seq_lengths(lik_seqs *s, const lik_tensor *len, const char *name,
                               const lik_tensor *x, const char *xname, const lik_problem *p) {
@@ -391,12 +382,12 @@ static lik_status seq_lengths(lik_seqs *s, const lik_tensor *len, const char *na
     return lik_fail(LIK_ERR_SHAPE, "%s: shape %s does not match %s's sequences %s", name,
                     lik_shape_str(len, got), xname, dims_str(x->shape, nd, want));
   }
-  if (device_of(len) != p->device || (p->device == LIK_CUDA && len->device_id != p->device_id))
+  if (device_of(len) != p->call.device || (p->call.device == LIK_CUDA && len->device_id != p->call.device_id))
     return lik_fail(LIK_ERR_DEVICE, "%s: on a different device than %s", name, xname);
   s->lens = (const int32_t *)len->data;
   s->lens_sn = nd >= 1 ? len->strides[nd - 1] : 0;
   s->lens_sg = nd == 2 ? len->strides[0] : 0;
-  if (p->device == LIK_CUDA || !s->lens) return LIK_OK; /* device data: clamped there */
+  if (p->call.device == LIK_CUDA || !s->lens) return LIK_OK; /* device data: clamped there */
   for (int64_t n = 0; n < s->count; n++) {
     const int64_t v = lik_lens_at(s, n);
     if (v < 0 || v > s->len)
@@ -479,12 +470,12 @@ lik_status lik_fill_common(lik_problem *p, const lik_tensor *Q, const lik_tensor
   if (d_mask && (st = lik_check_mask(d_mask, "d_mask", D->ndim - 1, D->shape))) return st;
   const lik_tensor *ts[] = {Q, D, q_mask, d_mask, out1, out2};
   const char *names[] = {"Q", "D", "q_mask", "d_mask", "scores", out2_name};
-  if ((st = lik_check_devices(ts, names, 6, &p->device, &p->device_id))) return st;
+  if ((st = lik_check_devices(ts, names, 6, &p->call.device, &p->call.device_id))) return st;
   p->q = lik_seqs_from(Q);
   p->d = lik_seqs_from(D);
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  lik_fill_options(p, opts);
+  lik_call_from(&p->call, opts);
   return lik_fill_lengths(p, Q, D, opts);
 }
 

@@ -58,7 +58,7 @@ lik_status lik_check_output(const lik_tensor *t, const char *name,
 
 /* A forward's scores: F32, or F64 when p's inputs are F64 (the sum kept in
  * double), with the given shape and non-overlapping elements; sets
- * p->scores or p->scores_f64 (the strides are the caller's to set). */
+ * p->out.scores or p->out.scores_f64 (the strides are the caller's to set). */
 lik_status lik_fill_scores(lik_problem *p, const lik_tensor *scores, int ndim,
                            const int64_t *shape);
 
@@ -91,13 +91,9 @@ lik_status lik_pairs_layout(const lik_tensor *Q, const lik_tensor *D, lik_proble
 void lik_grid_strides(const lik_tensor *t, int ndim, int has_i, int has_j, int64_t *si,
                       int64_t *sj);
 
-/* p->argmax and its strides from an argmax view (NULL: none) over the grid
+/* o->argmax and its strides from an argmax view (NULL: none) over the grid
  * plus the query tokens. */
-void lik_set_argmax(lik_problem *p, const lik_tensor *argmax, int ndim, int has_i, int has_j);
-
-/* normalize, context, num_threads (resolved) and stream from opts (NULL:
- * defaults). */
-void lik_fill_options(lik_problem *p, const lik_options *opts);
+void lik_set_argmax(lik_out *o, const lik_tensor *argmax, int ndim, int has_i, int has_j);
 
 /* opts->q_lengths / d_lengths of a padded call over Q / D (after p's
  * sequences and device are set): I32, Q's / D's shape without [L, d], on

@@ -16,22 +16,8 @@
 #include "backward_internal.h"
 #include "cpu_internal.h"
 
-#define R float
-#define KN(x) bw_port_f32_##x
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-
-#define R double
-#define KN(x) bw_port_f64_##x
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-
-const lik_bw_kernels lik_bw_kernels_portable_f32 = {bw_port_f32_query_item, bw_port_f32_doc_item,
-                                                    bw_port_f32_norm_item, bw_port_f32_ws_item};
-const lik_bw_kernels lik_bw_kernels_portable_f64 = {bw_port_f64_query_item, bw_port_f64_doc_item,
-                                                    bw_port_f64_norm_item, bw_port_f64_ws_item};
+#define BW_ISA portable
+#include "backward_isa.inc"
 
 int64_t lik_bw_scratch_elems(const lik_bw_cpu *bw) {
   const int64_t l = bw->lq_max > bw->ld_max ? bw->lq_max : bw->ld_max;
@@ -107,9 +93,9 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   if (!want_q && !want_d) return LIK_OK;
   bw->use_f64 = p->q.dtype == LIK_F64;
   const size_t rs = bw->use_f64 ? sizeof(double) : sizeof(float);
-  const lik_cpu_kernels *isa = lik_cpu_kernels_for(p->context);
+  const lik_cpu_kernels *isa = lik_cpu_kernels_for(p->call.context);
   bw_job job = {bw, bw->use_f64 ? isa->bw_f64 : isa->bw_f32, 0, 0, NULL, 0};
-  const int nt = p->num_threads < 1 ? 1 : p->num_threads > 256 ? 256 : p->num_threads;
+  const int nt = p->call.threads < 1 ? 1 : p->call.threads > 256 ? 256 : p->call.threads;
   bw->lq_max = max_len(&p->q);
   bw->ld_max = max_len(&p->d);
   atomic_init(&bw->bad, 0);
@@ -118,7 +104,7 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
   lik_status st = LIK_OK;
   const int64_t ntq = lik_bw_ntok(&p->q), ntd = lik_bw_ntok(&p->d), dim = p->q.dim;
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
 
   if (p->pairing == LIK_PAIRING_LIST) {
     if (want_q && (st = build_csr(&ws, &p->pair_q, p->q.count, p->ncand, &bw->q_start,
@@ -129,7 +115,7 @@ lik_status lik_cpu_maxsim_backward(const lik_bw *call, lik_backward strategy) {
       goto done;
   }
 
-  if (p->normalize) {
+  if (p->call.normalize) {
     bw->q_norm = lik_ws_array(&ws, ntq, rs, 1);
     bw->d_norm = lik_ws_array(&ws, ntd, rs, 1);
     if (!bw->q_norm || !bw->d_norm) {

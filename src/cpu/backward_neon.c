@@ -29,19 +29,9 @@
 
 #include <arm_neon.h>
 
-#define R float
-#define KN(x) bw_neon_f32_##x
+#define BW_ISA neon
 #define FUSED_AXPY
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-
-#define R double
-#define KN(x) bw_neon_f64_##x
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-#undef FUSED_AXPY
+#include "backward_isa.inc"
 
 /* Widen one register of a row (4 fp32 / 2 fp64 lanes) from element k, and
  * one element. */
@@ -108,11 +98,6 @@ static const bw_neon_f32_axpy_fn bw_neon_f32_axpys[2][3] = {
     {bw_neon_axpy_scaled_f32, bw_neon_axpy_scaled_f16, bw_neon_axpy_scaled_bf16}};
 static const bw_neon_f64_axpy_fn bw_neon_f64_axpys[2][3] = {{bw_neon_axpy_f64},
                                                             {bw_neon_axpy_scaled_f64}};
-
-const lik_bw_kernels lik_bw_kernels_neon_f32 = {bw_neon_f32_query_item, bw_neon_f32_doc_item,
-                                                bw_neon_f32_norm_item, bw_neon_f32_ws_item};
-const lik_bw_kernels lik_bw_kernels_neon_f64 = {bw_neon_f64_query_item, bw_neon_f64_doc_item,
-                                                bw_neon_f64_norm_item, bw_neon_f64_ws_item};
 
 #else
 typedef int lik_backward_neon_unused;

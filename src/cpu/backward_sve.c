@@ -29,19 +29,9 @@
 
 #include <arm_sve.h>
 
-#define R float
-#define KN(x) bw_sve_f32_##x
+#define BW_ISA sve
 #define FUSED_AXPY
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-
-#define R double
-#define KN(x) bw_sve_f64_##x
-#include "backward_kernel.inc"
-#undef R
-#undef KN
-#undef FUSED_AXPY
+#include "backward_isa.inc"
 
 /* One predicated vector of a row from element k, widened to the compute
  * type's lanes. */
@@ -86,11 +76,6 @@ static const bw_sve_f32_axpy_fn bw_sve_f32_axpys[2][3] = {
     {bw_sve_axpy_scaled_f32, bw_sve_axpy_scaled_f16, bw_sve_axpy_scaled_bf16}};
 static const bw_sve_f64_axpy_fn bw_sve_f64_axpys[2][3] = {{bw_sve_axpy_f64},
                                                           {bw_sve_axpy_scaled_f64}};
-
-const lik_bw_kernels lik_bw_kernels_sve_f32 = {bw_sve_f32_query_item, bw_sve_f32_doc_item,
-                                               bw_sve_f32_norm_item, bw_sve_f32_ws_item};
-const lik_bw_kernels lik_bw_kernels_sve_f64 = {bw_sve_f64_query_item, bw_sve_f64_doc_item,
-                                               bw_sve_f64_norm_item, bw_sve_f64_ws_item};
 
 #else
 typedef int lik_backward_sve_unused;

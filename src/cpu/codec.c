@@ -192,7 +192,7 @@ lik_status lik_cpu_codec_compress(const lik_codec_problem *p) {
   off += (size_t)g.block * sizeof(float);
   g.off_ix = off;
   off += (size_t)g.block * sizeof(int32_t);
-  int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
+  int nth = p->call.threads < 256 ? p->call.threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
   const lik_status st = lik_parallel_run_ws(&ws, nth, ntasks, off, &g.scratch, &g.stride,
                                             compress_task, &g, "lik_codec compress");
@@ -253,7 +253,7 @@ lik_status lik_cpu_codec_decompress(const lik_codec_problem *p) {
   g.rk = lik_res_kernels_for(p->call.context);
   lik_res_table_init(&g.tab, &p->codec);
   const int64_t ntasks = (p->x.len + LIK_CODEC_DECODE_BLOCK - 1) / LIK_CODEC_DECODE_BLOCK;
-  int nth = p->call.num_threads < 256 ? p->call.num_threads : 256;
+  int nth = p->call.threads < 256 ? p->call.threads : 256;
   if (nth > ntasks) nth = (int)ntasks;
   const size_t bytes = (size_t)(2 * p->codec.dim) * sizeof(float);
   lik_ws ws;

@@ -151,15 +151,10 @@ lik_status lik_parallel_run_ws(lik_ws *ws, int nthreads, int64_t ntasks, size_t 
 /* ---- drivers --------------------------------------------------------------- */
 
 /* Output view of one driver run: candidates [cbeg, cend) of p's pairing,
- * score of (i, c) at scores[i*si + (c-cbeg)*sj] (F64 path: scores_f64 when
- * set); argmax likewise (or NULL). */
+ * (i, c) as out's (i, c - cbeg) (F64 path: scores_f64 when set). */
 typedef struct {
   int64_t cbeg, cend;
-  float *scores;
-  double *scores_f64;
-  int64_t si, sj;
-  int32_t *argmax;
-  int64_t asi, asj, ass;
+  lik_out out;
 } lik_cpu_out;
 
 lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o);

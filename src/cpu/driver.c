@@ -62,7 +62,7 @@ static void pack_query(const drv *g, int64_t qidx, float *pan, int32_t *qtok,
   int64_t npan = ceil_div(nv, w);
   memset(pan, 0, (size_t)(npan * w * d) * sizeof(float));
   for (int64_t lane = 0; lane < nv; lane++) {
-    g->kt->pack(&p->q, qidx, &qtok[lane], 1, p->normalize, qrow);
+    g->kt->pack(&p->q, qidx, &qtok[lane], 1, p->call.normalize, qrow);
     float *dst = pan + (lane / w) * w * d + (lane % w);
     for (int64_t k = 0; k < d; k++) dst[k * w] = qrow[k];
   }
@@ -101,7 +101,7 @@ static int64_t scan_doc(const drv *g, char *sc, int64_t didx, int64_t s0, int64_
       if (lik_mask_valid(&p->d_mask, &p->d, didx, t0)) dtix[cnt++] = (int32_t)t0;
     if (!cnt) break;
     nvalid += cnt;
-    g->kt->pack(&p->d, didx, dtix, cnt, p->normalize, drows);
+    g->kt->pack(&p->d, didx, dtix, cnt, p->call.normalize, drows);
     /* Pad to a multiple of mr with copies of the last row: an equal
      * value never passes the strict > of the running max. */
     for (; cnt % mr; cnt++) {
@@ -187,11 +187,13 @@ static void task(void *ctx, int tid, int64_t t) {
       float s = 0.0f;
       for (int64_t l = 0; l < qn[sl]; l++)
         if (ix[l] >= 0) s += m[l]; /* no document token won: adds 0 */
-      g->o.scores[i * g->o.si + (c - g->o.cbeg) * g->o.sj] = s;
-      if (g->o.argmax) {
-        int32_t *a = g->o.argmax + i * g->o.asi + (c - g->o.cbeg) * g->o.asj;
-        for (int64_t q = 0; q < g->lq; q++) a[q * g->o.ass] = -1;
-        for (int64_t l = 0; l < qn[sl]; l++) a[tok[l] * g->o.ass] = ix[l];
+      const lik_out *out = &g->o.out;
+      const int64_t j = c - g->o.cbeg;
+      out->scores[i * out->score_si + j * out->score_sj] = s;
+      if (out->argmax) {
+        int32_t *a = out->argmax + i * out->argmax_si + j * out->argmax_sj;
+        for (int64_t q = 0; q < g->lq; q++) a[q * out->argmax_ss] = -1;
+        for (int64_t l = 0; l < qn[sl]; l++) a[tok[l] * out->argmax_ss] = ix[l];
       }
     }
   }
@@ -211,7 +213,7 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
   drv g;
   memset(&g, 0, sizeof g);
   g.p = p;
-  g.kt = lik_cpu_kernels_for(p->context);
+  g.kt = lik_cpu_kernels_for(p->call.context);
   g.o = *o;
   g.nout = lik_cpu_out_rows(p);
   int64_t ncand = o->cend - o->cbeg;
@@ -239,7 +241,7 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
     if (qb > 64) qb = 64;
     if (qb > g.nout) qb = g.nout;
   }
-  int64_t T = p->num_threads >= 1 ? p->num_threads : 1;
+  int64_t T = p->call.threads >= 1 ? p->call.threads : 1;
   int64_t want = 8 * T;
   int64_t nqb = ceil_div(g.nout, qb);
   int64_t ncb = ceil_div(want, nqb);
@@ -280,7 +282,7 @@ lik_status lik_cpu_run_f32(const lik_problem *p, const lik_cpu_out *o) {
 
   if (T > 256) T = 256;
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   const lik_status st =
       lik_parallel_run_ws(&ws, (int)T, ntasks, g.scratch_bytes, &g.scratch, &g.stride, task, &g,
                           "CPU forward (query panels, document rows)");

@@ -53,8 +53,8 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
   *sub = *p;
   sub->pairing = LIK_PAIRING_CROSS;
   sub->ncand = cnt;
-  sub->normalize = 0;
-  sub->num_threads = 1;
+  sub->call.normalize = 0;
+  sub->call.threads = 1;
   lik_seqs d = {0};
   d.data = buf;
   d.dtype = dt;
@@ -81,15 +81,11 @@ static void head_block(const lik_problem *p, int64_t grp, int64_t n0, int64_t cn
   }
   o->cbeg = 0;
   o->cend = cnt;
-  const int64_t at = i0 * p->score_si + c0 * p->score_sj;
-  o->scores = p->scores ? p->scores + at : NULL;
-  o->scores_f64 = p->scores_f64 ? p->scores_f64 + at : NULL;
-  o->si = p->score_si;
-  o->sj = p->score_sj;
-  o->argmax = p->argmax ? p->argmax + i0 * p->argmax_si + c0 * p->argmax_sj : NULL;
-  o->asi = p->argmax_si;
-  o->asj = p->argmax_sj;
-  o->ass = p->argmax_ss;
+  const int64_t at = i0 * p->out.score_si + c0 * p->out.score_sj;
+  o->out = p->out;
+  if (o->out.scores) o->out.scores += at;
+  if (o->out.scores_f64) o->out.scores_f64 += at;
+  if (o->out.argmax) o->out.argmax += i0 * p->out.argmax_si + c0 * p->out.argmax_sj;
 }
 
 #define REAL float
@@ -146,7 +142,7 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
   if (g.nb > g.gsize) g.nb = g.gsize;
   g.bpg = ceil_div(g.gsize, g.nb);
   const int64_t ntasks = ngroups * g.bpg;
-  int64_t T = p->num_threads < HEAD_MAX_THREADS ? p->num_threads : HEAD_MAX_THREADS;
+  int64_t T = p->call.threads < HEAD_MAX_THREADS ? p->call.threads : HEAD_MAX_THREADS;
   if (T > ntasks) T = ntasks;
   int64_t vals;
   size_t bytes;
@@ -157,7 +153,7 @@ lik_status lik_cpu_maxsim_from_hidden(const lik_head *h) {
                     "d_out=%lld values exceeds the address space",
                     (long long)g.nb, (long long)ld, (long long)d_out);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   void *bias = NULL, *wt = load_weights(&ws, h, real, &bias);
   char *ptrs[HEAD_MAX_THREADS];
   if (!wt || alloc_blocks(&ws, ptrs, T, bytes)) {
@@ -187,7 +183,8 @@ static lik_status number_winners(head_bwd *g) {
     for (int64_t c = 0; c < p->ncand; c++) {
       const int64_t n = p->pairing == LIK_PAIRING_KD ? i * p->ncand + c : c;
       for (int64_t s = 0; s < p->q.len; s++) {
-        const int32_t a = p->argmax[i * p->argmax_si + c * p->argmax_sj + s * p->argmax_ss];
+        const int32_t a =
+            p->out.argmax[i * p->out.argmax_si + c * p->out.argmax_sj + s * p->out.argmax_ss];
         if (a == -1) continue;
         if (a < -1 || a >= ld)
           return lik_fail(LIK_ERR_VALUE, "argmax[%lld, %lld, %lld]=%d is outside [-1, Ld=%lld)",
@@ -255,7 +252,7 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw, lik_ws *ws) {
   if ((st = number_winners(g)) || (st = alloc_rows(g, ws, real, d_out))) return st;
   void *bias = NULL;
   void *wt = load_weights(ws, &bw->h, real, &bias);
-  int64_t T = p->num_threads < HEAD_MAX_THREADS ? p->num_threads : HEAD_MAX_THREADS;
+  int64_t T = p->call.threads < HEAD_MAX_THREADS ? p->call.threads : HEAD_MAX_THREADS;
   const int64_t scratch_vals = d_model + d_out > HEAD_WCOLS * d_out ? d_model + d_out
                                                                     : HEAD_WCOLS * d_out;
   char *ptrs[HEAD_MAX_THREADS];
@@ -287,7 +284,7 @@ lik_status lik_cpu_maxsim_from_hidden_backward(const lik_head_bw *bw) {
   g.bw = bw;
   g.ndocs = bw->h.p.d.count;
   lik_ws ws;
-  lik_ws_open(&ws, bw->h.p.context);
+  lik_ws_open(&ws, bw->h.p.call.context);
   lik_status st = run_backward(&g, bw, &ws);
   lik_ws_close(&ws);
   return st;

@@ -12,14 +12,7 @@ lik_status lik_cpu_maxsim(const lik_problem *p) {
   lik_cpu_out o;
   o.cbeg = 0;
   o.cend = p->ncand;
-  o.scores = p->scores;
-  o.scores_f64 = p->scores_f64;
-  o.si = p->score_si;
-  o.sj = p->score_sj;
-  o.argmax = p->argmax;
-  o.asi = p->argmax_si;
-  o.asj = p->argmax_sj;
-  o.ass = p->argmax_ss;
+  o.out = p->out;
   return run(p, &o);
 }
 

@@ -40,17 +40,17 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
   int64_t lq = lik_seq_len(Q, qi), ld = lik_seq_len(D, di);
   for (int64_t t = 0; t < ld; t++)
     if (lik_mask_valid(&p->d_mask, D, di, t))
-      dnorm[t] = p->normalize ? norm_div(db + lik_token_offset(D, di, t), D->sk, d) : 1.0;
-  int32_t *a = g->o.argmax
-                   ? g->o.argmax + i * g->o.asi + (c - g->o.cbeg) * g->o.asj
-                   : NULL;
+      dnorm[t] = p->call.normalize ? norm_div(db + lik_token_offset(D, di, t), D->sk, d) : 1.0;
+  const lik_out *out = &g->o.out;
+  const int64_t j = c - g->o.cbeg;
+  int32_t *a = out->argmax ? out->argmax + i * out->argmax_si + j * out->argmax_sj : NULL;
   if (a)
-    for (int64_t s = 0; s < Q->len; s++) a[s * g->o.ass] = -1;
+    for (int64_t s = 0; s < Q->len; s++) a[s * out->argmax_ss] = -1;
   double score = 0.0;
   for (int64_t s = 0; s < lq; s++) {
     if (!lik_mask_valid(&p->q_mask, Q, qi, s)) continue;
     const double *x = qb + lik_token_offset(Q, qi, s);
-    double qn = p->normalize ? norm_div(x, Q->sk, d) : 1.0;
+    double qn = p->call.normalize ? norm_div(x, Q->sk, d) : 1.0;
     for (int64_t k = 0; k < d; k++) qrow[k] = x[k * Q->sk] / qn;
     double best = -INFINITY;
     int32_t arg = -1;
@@ -59,17 +59,17 @@ static void pair_f64(const f64drv *g, int64_t i, int64_t c, double *qrow,
       const double *y = db + lik_token_offset(D, di, t);
       double dot = 0.0;
       for (int64_t k = 0; k < d; k++) dot += qrow[k] * y[k * D->sk];
-      if (p->normalize) dot /= dnorm[t];
+      if (p->call.normalize) dot /= dnorm[t];
       if (dot > best || (arg < 0 && dot == -INFINITY)) { best = dot; arg = (int32_t)t; }
     }
     if (arg >= 0) score += best;
-    if (a) a[s * g->o.ass] = arg;
+    if (a) a[s * out->argmax_ss] = arg;
   }
-  const int64_t at = i * g->o.si + (c - g->o.cbeg) * g->o.sj;
-  if (g->o.scores_f64)
-    g->o.scores_f64[at] = score;
+  const int64_t at = i * out->score_si + j * out->score_sj;
+  if (out->scores_f64)
+    out->scores_f64[at] = score;
   else
-    g->o.scores[at] = (float)score;
+    out->scores[at] = (float)score;
 }
 
 static void task_f64(void *ctx, int tid, int64_t t) {
@@ -89,7 +89,7 @@ lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o) {
   g.ncand = o->cend - o->cbeg;
   if (g.nout <= 0 || g.ncand <= 0) return LIK_OK;
   int64_t ntasks = (g.nout * g.ncand + F64_BLOCK - 1) / F64_BLOCK;
-  int64_t T = p->num_threads >= 1 ? p->num_threads : 1;
+  int64_t T = p->call.threads >= 1 ? p->call.threads : 1;
   if (T > ntasks) T = ntasks;
   if (T > 256) T = 256;
   /* d, Ld <= INT32_MAX (validated): the sum fits */
@@ -97,7 +97,7 @@ lik_status lik_cpu_run_f64(const lik_problem *p, const lik_cpu_out *o) {
     return lik_fail(LIK_ERR_ALLOC, "CPU scratch: d=%lld + Ld=%lld doubles exceed the address space",
                     (long long)p->q.dim, (long long)p->d.len);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   const lik_status st = lik_parallel_run_ws(&ws, (int)T, ntasks, g.bytes, &g.scratch, &g.stride,
                                             task_f64, &g, "CPU F64 forward (d + Ld doubles)");
   lik_ws_close(&ws);

@@ -258,7 +258,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
   qrun c;
   memset(&c, 0, sizeof c);
   c.p = p;
-  const lik_quant_kernels *k = lik_cpu_kernels_for(p->context)->quant;
+  const lik_quant_kernels *k = lik_cpu_kernels_for(p->call.context)->quant;
   if ((p->d + 3) / 4 * 4 > LIK_QT_KMAX) k = &lik_quant_kernels_portable; /* int64 sums */
   c.i8_tile = k->i8_tile;
   c.bits_tile = k->bits_tile;
@@ -266,7 +266,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
     if (p->kind == LIK_QK_FP8) c.lut[b] = f8_value((uint8_t)b, p->q.dtype == LIK_F8E5M2);
     c.signs[b] = sign_bytes((uint8_t)b);
   }
-  int nthreads = p->num_threads;
+  int nthreads = p->call.threads;
   const int64_t nd = p->d_seqs.count;
   c.block = nd / ((int64_t)nthreads * 8);
   c.block = c.block < 1 ? 1 : c.block > 64 ? 64 : c.block;
@@ -285,7 +285,7 @@ lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p) {
     return lik_fail(LIK_ERR_ALLOC, "lik: Nq=%lld queries of Lq=%lld tokens exceed the address space",
                     (long long)nq, (long long)p->q.len);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   c.qbuf = lik_ws_alloc(&ws, (size_t)qbytes + 64);
   c.qfirst = lik_ws_alloc(&ws, first_b);
   c.qvalid = lik_ws_alloc(&ws, valid_b);
@@ -358,12 +358,12 @@ static void quant_task(void *ctx, int tid, int64_t task) {
       if (r > 127.0f) r = 127.0f;
       out[oo + k * p->sok] = (uint8_t)(int8_t)r;
     }
-    p->scale[so] = p->normalize ? scale / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS) : scale;
+    p->scale[so] = p->call.normalize ? scale / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS) : scale;
   }
 }
 
 void lik_cpu_quantize(const lik_quantize_problem *p) {
   int64_t ntok = 1;
   for (int i = 0; i < p->nlead; i++) ntok *= p->lead[i];
-  lik_parallel_run(p->num_threads, (ntok + QUANT_BLOCK - 1) / QUANT_BLOCK, quant_task, (void *)p);
+  lik_parallel_run(p->call.threads, (ntok + QUANT_BLOCK - 1) / QUANT_BLOCK, quant_task, (void *)p);
 }

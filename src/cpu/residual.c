@@ -208,10 +208,11 @@ static void doc_task(void *ctx, int tid, int64_t task) {
       if (m[q] != -INFINITY) s += m[q]; /* no winning token: adds 0 */
     if (g->rp) {
       const lik_residual_problem *p = g->rp;
-      p->scores[g->qi * p->score_si + n * p->score_sj] = s;
-      if (p->argmax)
+      p->out.scores[g->qi * p->out.score_si + n * p->out.score_sj] = s;
+      if (p->out.argmax)
         for (int64_t q = 0; q < g->lq; q++)
-          p->argmax[g->qi * p->argmax_si + n * p->argmax_sj + q * p->argmax_ss] = ix[q];
+          p->out.argmax[g->qi * p->out.argmax_si + n * p->out.argmax_sj + q * p->out.argmax_ss] =
+              ix[q];
     } else {
       g->ap->scores[g->qi * g->ap->score_si + n * g->ap->score_sj] = s;
     }
@@ -297,7 +298,7 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->call.num_threads, p->call.context);
+  return run(&g, p->call.threads, p->call.context);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
@@ -309,7 +310,7 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->call.num_threads, p->call.context);
+  return run(&g, p->call.threads, p->call.context);
 }
 
 /* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */

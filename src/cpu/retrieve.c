@@ -27,7 +27,7 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
   const int sizes_ok = !lik_mul_i64(nq, B, &nblk) && !lik_bytes(nblk, sizeof(float), &blk_bytes) &&
                        !lik_add_i64(B, k, &ncand);
   lik_ws ws;
-  lik_ws_open(&ws, p->context);
+  lik_ws_open(&ws, p->call.context);
   float *blk = sizes_ok ? (float *)lik_ws_alloc(&ws, blk_bytes) : NULL;
   lik_hit *col = (lik_hit *)lik_ws_array(&ws, B, sizeof(lik_hit), 0);
   float *cs = sizes_ok ? (float *)lik_ws_array(&ws, ncand, sizeof(float), 0) : NULL;
@@ -49,12 +49,10 @@ lik_status lik_cpu_retrieve(const lik_problem *p, int64_t k, float *out_scores,
     lik_cpu_out o;
     o.cbeg = j0;
     o.cend = j0 + B < nd ? j0 + B : nd;
-    o.scores = blk;
-    o.scores_f64 = NULL;
-    o.si = B;
-    o.sj = 1;
-    o.argmax = NULL;
-    o.asi = o.asj = o.ass = 0;
+    o.out = (lik_out){0};
+    o.out.scores = blk;
+    o.out.score_si = B;
+    o.out.score_sj = 1;
     st = lik_cpu_run(p, &o);
     if (st != LIK_OK) goto done;
     for (int64_t i = 0; i < nq; i++) {

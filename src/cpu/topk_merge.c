@@ -32,14 +32,14 @@ static void merge_task(void *ctx, int tid, int64_t task) {
 lik_status lik_cpu_topk_merge(const lik_merge *m) {
   if (m->nq <= 0 || m->k <= 0) return LIK_OK;
   const int64_t ntasks = (m->nq + LIK_MERGE_QBLOCK - 1) / LIK_MERGE_QBLOCK;
-  const int nt = (int64_t)m->num_threads < ntasks ? m->num_threads : (int)ntasks;
+  const int nt = (int64_t)m->call.threads < ntasks ? m->call.threads : (int)ntasks;
   merge_run run;
   run.m = m;
   size_t lists_b = 0, heap_b = 0;
   const int sizes_ok = !lik_bytes2(nt, m->R, sizeof(lik_topk_list), &lists_b) &&
                        !lik_bytes2(nt, m->R, 2 * sizeof(int64_t), &heap_b);
   lik_ws ws;
-  lik_ws_open(&ws, m->context);
+  lik_ws_open(&ws, m->call.context);
   run.lists = sizes_ok ? (lik_topk_list *)lik_ws_alloc(&ws, lists_b) : NULL;
   run.heap = sizes_ok ? (int64_t *)lik_ws_alloc(&ws, heap_b) : NULL;
   lik_status st = LIK_OK;

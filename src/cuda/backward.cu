@@ -54,24 +54,6 @@ namespace bw {
 
 /* ---- host side ---------------------------------------------------------------- */
 
-/* Stream-ordered scratch, freed on the stream at scope exit. */
-struct Scratch {
-  cudaStream_t st;
-  void *ptrs[16];
-  int n = 0;
-  explicit Scratch(cudaStream_t s) : st(s) {}
-  cudaError_t get(void **p, size_t bytes) {
-    *p = nullptr;
-    if (bytes == 0) bytes = 16;
-    const cudaError_t e = cudaMallocAsync(p, bytes, st);
-    if (e == cudaSuccess) ptrs[n++] = *p;
-    return e;
-  }
-  ~Scratch() {
-    for (int i = n - 1; i >= 0; --i) cudaFreeAsync(ptrs[i], st);
-  }
-};
-
 /* smem bytes of dynamic shared memory allowed for fn on dev: its limit raised
  * to the device's opt-in maximum once per (kernel, device), cached in the
  * call's context (a limit set to one launch's size would fail a later,
@@ -141,7 +123,7 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
   nseg = std::max<int64_t>(1, (nc + seg - 1) / seg);
   const size_t per_doc = (size_t)nseg * (size_t)(seg + len + 1) * sizeof(uint16_t);
   int64_t group = ws ? (int64_t)(ws_bytes / per_doc) : 0;
-  Scratch sc(st);
+  StreamScratch sc(st);
   if (group <= 0) {
     group = ndocs;
     if ((size_t)ndocs > SIZE_MAX / per_doc) return cudaErrorMemoryAllocation;
@@ -251,7 +233,7 @@ static cudaError_t launch_norms(const KSeq &s, int64_t ntok, R *out, cudaStream_
 }
 
 /* CSR of the pair list by key (pair_q or pair_d): start [nkeys + 1], pairs [P]. */
-static cudaError_t build_csr(Scratch &sc, const KIndex &key, int64_t np, int64_t nkeys,
+static cudaError_t build_csr(StreamScratch &sc, const KIndex &key, int64_t np, int64_t nkeys,
                              int32_t **start, int32_t **pairs, cudaStream_t st) {
   uint32_t *k_in, *k_out;
   int32_t *v_in;
@@ -311,10 +293,10 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
   const bool want_q = bw->gq.data && p->q.count > 0;
   const bool want_d = bw->gd.data && p->d.count > 0;
   cudaError_t e;
-  Scratch sc(st);
+  StreamScratch sc(st);
   const int64_t ntq = p->q.offsets.data ? bw->q_total : p->q.count * p->q.len;
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
-  if (p->normalize) {
+  if (p->call.normalize) {
     R *qn, *dn;
     if (ntq > (int64_t)(SIZE_MAX / sizeof(R)) || ntd > (int64_t)(SIZE_MAX / sizeof(R)))
       return lik_fail(LIK_ERR_ALLOC, /* broadcast views can count more tokens than memory holds */
@@ -374,36 +356,18 @@ extern "C" lik_status lik_cuda_maxsim_backward(const lik_bw *bwp, lik_backward s
   const bool want_q = bwp->gq.data && p->q.count > 0;
   const bool want_d = bwp->gd.data && p->d.count > 0;
   if (!want_q && !want_d) return LIK_OK;
-  DeviceGuard guard(p->device_id);
-  if (guard.err != cudaSuccess) return cuda_fail(guard.err, "selecting the device");
-  (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   Params P;
   memset(&P, 0, sizeof P);
-  P.q = kseq(p->q);
-  P.d = kseq(p->d);
-  P.qm = kmask(p->q_mask);
-  P.dm = kmask(p->d_mask);
+  set_problem(P, *p);
   P.gq = kseq(bwp->gq);
   P.gd = kseq(bwp->gd);
-  P.pairing = (int)p->pairing;
-  P.normalize = p->normalize ? 1 : 0;
-  P.ncand = p->ncand;
-  P.pq = kindex(p->pair_q);
-  P.pd = kindex(p->pair_d);
-  P.argmax = p->argmax;
-  P.asi = p->argmax_si;
-  P.asj = p->argmax_sj;
-  P.ass = p->argmax_ss;
-  P.gs = bwp->gs;
-  P.gs64 = bwp->gs_dtype == LIK_F64;
-  P.gsi = bwp->gs_si;
-  P.gsj = bwp->gs_sj;
+  set_argmax(P, p->out);
+  set_grad_scores(P, *bwp);
   P.q_total = bwp->q_total;
   P.d_total = bwp->d_total;
-  Device dev;
-  const lik_status ds = device_of(p, &dev);
-  if (ds != LIK_OK) return ds;
-  cudaStream_t st = (cudaStream_t)p->stream;
+  cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->q.dtype) {
   case LIK_BF16: return run<__nv_bfloat16, float, 4>(bwp, P, dev, st);
   case LIK_F16: return run<__half, float, 4>(bwp, P, dev, st);

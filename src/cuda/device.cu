@@ -54,6 +54,8 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->smem_max = v[1];
   out->smem_sm = v[2];
   out->smem_rsv = v[3];
+  out->cc_major = v[4];
+  out->cc_minor = v[5];
   out->wg = !(off & LIK_CUDA_NO_WGMMA) && wgmma_runs(v[4], v[5]);
   out->clusters = !(off & LIK_CUDA_NO_SPLIT) && v[4] >= 9;
   out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;
@@ -62,11 +64,11 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   return cudaSuccess;
 }
 
-lik_status device_of(const lik_problem *p, Device *out) {
-  lik_context *ctx = p->context ? p->context : lik_context_default();
+lik_status device_of(const lik_call &call, Device *out) {
+  lik_context *ctx = call.context;
   State *s = static_cast<State *>(lik_context_backend_state(ctx, create_state, destroy_state));
   if (!s) return lik_fail(LIK_ERR_ALLOC, "CUDA: cannot allocate the context's device cache");
-  const int id = p->device_id;
+  const int id = call.device_id;
   if (id < 0 || id >= MAX_DEVICES)
     return lik_fail(LIK_ERR_DEVICE, "CUDA device %d: ordinals of 0 .. %d are supported", id,
                     MAX_DEVICES - 1);

@@ -17,13 +17,15 @@ extern "C" {
 namespace lik_cuda {
 
 /* Properties the tile heuristic and launchers read: SMs; shared memory per
- * CTA (opt-in), per SM and reserved per CTA, in bytes; whether the sm_90a
+ * CTA (opt-in), per SM and reserved per CTA, in bytes; the compute
+ * capability (major, minor); whether the sm_90a
  * wgmma kernels, thread-block clusters (the Ld split), bulk / TMA copies and
  * the backward's sparse grad_D kernel are usable (the device and the build
  * can, the context does not turn them off). */
 struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
+  int cc_major, cc_minor;
   bool wg, clusters, bulk, bw_sparse, bw_buckets;
 };
 
@@ -49,9 +51,10 @@ struct Device {
  * major.minor (this build has sm_90a code, the device is 9.0, no PTX JIT). */
 bool wgmma_runs(int major, int minor);
 
-/* Fills *out for device `id` of p's context; reads the properties on the
- * first call for that device.  LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
-lik_status device_of(const lik_problem *p, Device *out);
+/* Fills *out for the call's device (call.device_id) from its context's
+ * cache; reads the properties on the first call for that device.
+ * LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
+lik_status device_of(const lik_call &call, Device *out);
 
 /* The cached FnInfo of (fn, smem) on dev, or false. */
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out);

@@ -56,12 +56,12 @@ HParams hparams(const lik_head *h) {
   P.b_s = h->b_s;
   P.kd = p->pairing == LIK_PAIRING_KD;
   P.ncand = p->ncand;
-  P.normalize = p->normalize ? 1 : 0;
-  set_outputs(P, *p);
+  P.normalize = p->call.normalize ? 1 : 0;
+  set_outputs(P, p->out);
   const int ev = 16 / elt_size(p->q.dtype); /* elements per 16-byte vector */
   P.vec_h = vec_ok(p->d, ev);
   P.vec_w = h->w_sk == 1 && p->d.dim % ev == 0 && h->w_so % ev == 0 && (uintptr_t)h->w % 16 == 0;
-  P.tf32 = p->tf32;
+  P.tf32 = p->call.tf32;
   return P;
 }
 
@@ -92,22 +92,6 @@ cudaError_t fwd_by_width(const HParams &P, int64_t smem_max, cudaStream_t st, bo
   default: return launch_fwd<T, 16>(P, smem_max, st, too_big);
   }
 }
-
-struct Scratch {
-  cudaStream_t st;
-  void *ptrs[4];
-  int n = 0;
-  explicit Scratch(cudaStream_t s) : st(s) {}
-  cudaError_t get(void **p, size_t bytes) {
-    *p = nullptr;
-    const cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 16, st);
-    if (e == cudaSuccess) ptrs[n++] = *p;
-    return e;
-  }
-  ~Scratch() {
-    for (int i = n - 1; i >= 0; --i) cudaFreeAsync(ptrs[i], st);
-  }
-};
 
 unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
@@ -157,13 +141,10 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden(const lik_head *h) {
   const lik_problem *p = &h->p;
   lik_status s = supported(p);
   if (s) return s;
-  DeviceGuard guard(p->device_id);
-  if (guard.err != cudaSuccess) return cuda_fail(guard.err, "selecting the device");
-  (void)cudaGetLastError();
-  Device dev;
-  if ((s = device_of(p, &dev))) return s;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   const HParams P = hparams(h);
-  cudaStream_t st = (cudaStream_t)p->stream;
+  cudaStream_t st = (cudaStream_t)p->call.stream;
   bool too_big = false;
   const cudaError_t e =
       p->q.dtype == LIK_F32    ? fwd_by_width<float>(P, dev.info->smem_max, st, &too_big)
@@ -180,16 +161,12 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   const lik_problem *p = &bw->h.p;
   lik_status s = supported(p);
   if (s) return s;
-  DeviceGuard guard(p->device_id);
-  if (guard.err != cudaSuccess) return cuda_fail(guard.err, "selecting the device");
-  (void)cudaGetLastError();
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   BParams B;
   memset(&B, 0, sizeof B);
   B.f = hparams(&bw->h);
-  B.gs = bw->gs;
-  B.gs64 = bw->gs_dtype == LIK_F64;
-  B.gsi = bw->gs_si;
-  B.gsj = bw->gs_sj;
+  set_grad_scores(B, *bw);
   B.gq = kseq(bw->gq);
   B.gh = kseq(bw->gh);
   B.gw = bw->gw;
@@ -212,8 +189,8 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
       lik_mul_i64(B.nsplit * d_out, d_model + 1, &npart) || lik_bytes(npart, sizeof(float), &parts))
     return lik_fail(LIK_ERR_ALLOC, "maxsim_from_hidden backward: %lld argmax slots x d_out=%lld "
                     "exceed the address space", (long long)B.nslot, (long long)d_out);
-  cudaStream_t st = (cudaStream_t)p->stream;
-  Scratch sc(st);
+  cudaStream_t st = (cudaStream_t)p->call.stream;
+  StreamScratch sc(st);
   cudaError_t e;
   if ((e = sc.get((void **)&B.yhat, rows)) || (e = sc.get((void **)&B.gy, rows)) ||
       (e = sc.get((void **)&B.tok, toks)) || (e = sc.get((void **)&B.wpart, parts)))

@@ -1,9 +1,10 @@
 /*
  * host.cuh — host-side helpers every CUDA entry point shares: device views of
  * a validated call's sequences, masks and index vectors (common.cuh's KSeq /
- * KMask / KIndex), the output fields of a forward's kernel parameters, the
- * vector-load test, CUDA errors as lik statuses, and the scope that makes the
- * call's device current.
+ * KMask / KIndex), the output / argmax / grad_scores fields of kernel
+ * parameters, the vector-load test, CUDA errors as lik statuses, the scope
+ * that makes the call's device current, the entry of a call on its device
+ * (OnDevice) and stream-ordered scratch (StreamScratch).
  */
 #ifndef LIK_CUDA_HOST_CUH
 #define LIK_CUDA_HOST_CUH
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "device.cuh"
 
 namespace lik_cuda {
 
@@ -49,19 +51,52 @@ static inline KMask kmask(const lik_mask &m) {
   return k;
 }
 
-/* The scores / argmax fields of a forward's kernel parameters K (KParams,
- * res::KRes, head::HParams: scores, ssi, ssj, argmax, asi, asj, ass) from a
- * validated call Pr (lik_problem, lik_residual_problem: scores, score_si,
- * score_sj, argmax, argmax_si, argmax_sj, argmax_ss). */
-template <class K, class Pr>
-static inline void set_outputs(K &k, const Pr &p) {
-  k.scores = p.scores;
-  k.ssi = p.score_si;
-  k.ssj = p.score_sj;
-  k.argmax = p.argmax;
-  k.asi = p.argmax_si;
-  k.asj = p.argmax_sj;
-  k.ass = p.argmax_ss;
+/* The sequences, masks, pairing and normalize of a validated call p in
+ * kernel parameters K (KParams, bw::Params: q, d, qm, dm, pairing,
+ * normalize, ncand, pq, pd). */
+template <class K>
+static inline void set_problem(K &k, const lik_problem &p) {
+  k.q = kseq(p.q);
+  k.d = kseq(p.d);
+  k.qm = kmask(p.q_mask);
+  k.dm = kmask(p.d_mask);
+  k.pairing = (int)p.pairing;
+  k.normalize = p.call.normalize ? 1 : 0;
+  k.ncand = p.ncand;
+  k.pq = kindex(p.pair_q);
+  k.pd = kindex(p.pair_d);
+}
+
+/* The argmax fields of kernel parameters K (argmax, asi, asj, ass) from a
+ * validated call's outputs o: a forward's output, the backward's input. */
+template <class K>
+static inline void set_argmax(K &k, const lik_out &o) {
+  k.argmax = o.argmax;
+  k.asi = o.argmax_si;
+  k.asj = o.argmax_sj;
+  k.ass = o.argmax_ss;
+}
+
+/* The F32 scores / argmax fields of a forward's kernel parameters K
+ * (KParams, res::KRes, head::HParams: scores, ssi, ssj and set_argmax's)
+ * from a validated call's outputs o. */
+template <class K>
+static inline void set_outputs(K &k, const lik_out &o) {
+  k.scores = o.scores;
+  k.ssi = o.score_si;
+  k.ssj = o.score_sj;
+  set_argmax(k, o);
+}
+
+/* The grad_scores fields of a backward's kernel parameters K (gs, gs64,
+ * gsi, gsj) from a validated backward B (lik_bw, lik_head_bw: gs,
+ * gs_dtype, gs_si, gs_sj). */
+template <class K, class B>
+static inline void set_grad_scores(K &k, const B &bw) {
+  k.gs = bw.gs;
+  k.gs64 = bw.gs_dtype == LIK_F64;
+  k.gsi = bw.gs_si;
+  k.gsj = bw.gs_sj;
 }
 
 static inline int elt_size(lik_dtype t) { return t == LIK_F64 ? 8 : t == LIK_F32 ? 4 : 2; }
@@ -102,6 +137,41 @@ struct DeviceGuard {
   }
   ~DeviceGuard() {
     if (prev >= 0) cudaSetDevice(prev);
+  }
+};
+
+/* Stream-ordered scratch (the backward's and the fused head's): up to 16
+ * buffers, freed on the stream at scope exit. */
+struct StreamScratch {
+  cudaStream_t st;
+  void *ptrs[16];
+  int n = 0;
+  explicit StreamScratch(cudaStream_t s) : st(s) {}
+  cudaError_t get(void **p, size_t bytes) {
+    *p = nullptr;
+    if (n == 16) return cudaErrorMemoryAllocation;
+    const cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 16, st);
+    if (e == cudaSuccess) ptrs[n++] = *p;
+    return e;
+  }
+  ~StreamScratch() {
+    for (int i = n - 1; i >= 0; --i) cudaFreeAsync(ptrs[i], st);
+  }
+};
+
+/* A call entered on its device: the device current for the scope (the
+ * caller's restored at exit), its properties (device_of: cached in the
+ * call's context), no earlier, unrelated error left to report; st is LIK_OK
+ * or why the call cannot run.  Every entry point starts with one:
+ *   OnDevice dev(p->call);
+ *   if (dev.st) return dev.st; */
+struct OnDevice : Device {
+  DeviceGuard guard;
+  lik_status st;
+  explicit OnDevice(const lik_call &call) : Device(), guard(call.device_id) {
+    st = guard.err != cudaSuccess ? cuda_fail(guard.err, "selecting the device")
+                                  : device_of(call, this);
+    (void)cudaGetLastError();
   }
 };
 

@@ -2,7 +2,7 @@
  * launch.cu — extern "C" entry points of the CUDA backend (declared in
  * src/core/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
  *
- * Everything runs on p->stream; no host synchronisation (graph capturable).
+ * Everything runs on p->call.stream; no host synchronisation (graph capturable).
  * A forward with a d_mask, and the retrieve path, allocate their bounded
  * scratch with cudaMallocAsync / cudaFreeAsync on the same stream.
  */
@@ -233,22 +233,14 @@ void decompose(KParams &P, const int64_t *slots, int bd, int max_split) {
 static KParams make_params(const lik_problem *p) {
   KParams P;
   memset(&P, 0, sizeof(P));
-  P.q = kseq(p->q);
-  P.d = kseq(p->d);
-  P.qm = kmask(p->q_mask);
-  P.dm = kmask(p->d_mask);
-  P.pairing = (int)p->pairing;
-  P.normalize = p->normalize ? 1 : 0;
-  P.tf32 = p->tf32 ? 1 : 0;
+  set_problem(P, *p);
+  P.tf32 = p->call.tf32 ? 1 : 0;
   P.nrows = p->pairing == LIK_PAIRING_LIST ? 1 : p->q.count;
   P.nq = p->q.count;
   P.qpc = 1;
   P.split = 1;
-  P.ncand = p->ncand;
-  P.pq = kindex(p->pair_q);
-  P.pd = kindex(p->pair_d);
-  set_outputs(P, *p);
-  P.scores64 = p->scores_f64;
+  set_outputs(P, p->out);
+  P.scores64 = p->out.scores_f64;
   return P;
 }
 
@@ -304,16 +296,12 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   if (p->q.dim != p->d.dim)
     return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match Q's d=%lld",
                     (long long)p->d.dim, (long long)p->q.dim);
-  DeviceGuard g(p->device_id);
-  if (g.err != cudaSuccess) return cuda_fail(g.err, "selecting the device");
-  (void)cudaGetLastError(); /* do not report an earlier, unrelated error */
-  Device dev;
-  const lik_status st = device_of(p, &dev);
-  if (st != LIK_OK) return st;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   KParams P = make_params(p);
   P.fast_q = vec16_ok(p->q);
   P.fast_d = vec16_ok(p->d);
-  const cudaStream_t stream = (cudaStream_t)p->stream;
+  const cudaStream_t stream = (cudaStream_t)p->call.stream;
   if (!P.dm.data || p->q.dtype == LIK_F64 || P.d.off.data)
     return run_forward(P, p->q.dtype, stream, dev);
   /* a padded D's d_mask, read once on the device: prefix documents

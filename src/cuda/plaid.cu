@@ -228,10 +228,9 @@ struct Sorter {
 
 extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_query *q) {
   const IndexCopy &S = *(const IndexCopy *)state;
-  DeviceGuard scope(q->call.device_id);
-  Device dev;
-  lik_status st = res::enter(scope, q->call, &dev);
-  if (st) return st;
+  OnDevice dev(q->call);
+  if (dev.st) return dev.st;
+  lik_status st = LIK_OK;
   cudaStream_t stream = (cudaStream_t)q->call.stream;
   const int64_t nq = q->q.count, lq = q->q.len, K = S.ix.ncent, nd = S.ix.ndocs;
   const int64_t np = q->n_probe;

@@ -668,12 +668,9 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
   if ((p->kind == LIK_QK_INT8 || p->kind == LIK_QK_I8_BITS) && p->d > 65536)
     return lik_fail(LIK_ERR_UNSUPPORTED, "Q: d=%lld exceeds 65536, the int32 accumulator range "
                     "of the CUDA int8 kernels (the CPU serves any d)", (long long)p->d);
-  DeviceGuard scope(p->device_id);
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "cudaSetDevice");
-  int major = 0, minor = 0, sms = 1;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device_id);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p->device_id);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p->device_id);
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
+  const int major = dev.info->cc_major, minor = dev.info->cc_minor, sms = dev.info->sms;
   if (major * 10 + minor < 80 || (p->kind == LIK_QK_FP8 && major * 10 + minor < 89))
     return lik_fail(LIK_ERR_UNSUPPORTED, "%s MaxSim on CUDA needs compute capability %s, the "
                     "device has %d.%d", p->kind == LIK_QK_FP8 ? "fp8" : "int8",
@@ -692,14 +689,13 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
   P.scores = p->scores; P.s_si = p->score_si; P.s_sj = p->score_sj;
   P.qvec = vec_ok8(p->q);
   P.dvec = vec_ok8(p->d_seqs);
-  (void)cudaGetLastError();
   const int64_t blocks = (P.nq * P.nd + 3) / 4;
   if (blocks > INT32_MAX)
     return lik_fail(LIK_ERR_UNSUPPORTED, "Nq * Nd = %lld pairs exceed the CUDA grid",
                     (long long)(P.nq * P.nd));
   const unsigned grid = (unsigned)blocks;
   const bool wg = wgmma_runs(major, minor);
-  cudaStream_t st = (cudaStream_t)p->stream;
+  cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->kind) {
     case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, wg, sms, st); break;
     case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, wg, sms, st); break;

@@ -188,10 +188,8 @@ using namespace lik_cuda;
 using namespace lik_cuda::res;
 
 extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
-  DeviceGuard scope(p->call.device_id);
-  Device dev;
-  const lik_status st = enter(scope, p->call, &dev);
-  if (st) return st;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   KDecomp P;
   memset(&P, 0, sizeof P);
   P.c = kcodec(p->codec);
@@ -208,10 +206,8 @@ extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
 }
 
 extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
-  DeviceGuard scope(p->call.device_id);
-  Device dev;
-  const lik_status st = enter(scope, p->call, &dev);
-  if (st) return st;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   KApprox P;
   memset(&P, 0, sizeof P);
   P.cs = p->cs;
@@ -232,10 +228,8 @@ extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
 }
 
 extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
-  DeviceGuard scope(p->call.device_id);
-  Device dev;
-  const lik_status st = enter(scope, p->call, &dev);
-  if (st) return st;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
   KRes P;
   memset(&P, 0, sizeof P);
   P.c = kcodec(p->codec);
@@ -247,7 +241,7 @@ extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   P.q_sn = p->q.sn;
   P.q_sl = p->q.sl;
   P.q_sk = p->q.sk;
-  set_outputs(P, *p);
+  set_outputs(P, p->out);
   P.normalize = p->call.normalize;
   P.tf32 = p->call.tf32;
   return launch_residual(P, P.nq * P.t.count, dev, (cudaStream_t)p->call.stream);

@@ -1,15 +1,13 @@
 /*
  * residual_call.cuh — what launches the residual kernels (residual.cuh)
  * from another translation unit: their parameter blocks (the codec, the
- * compressed tokens, residual MaxSim's KRes), their element loader, entering
- * a call on its device, and residual MaxSim's launcher (residual.cu; the
+ * compressed tokens, residual MaxSim's KRes), their element loader and
+ * residual MaxSim's launcher (residual.cu; the
  * PLAID search, plaid.cu, launches its exact stage through it).  No kernels:
  * they stay in residual.cu's translation unit.
  */
 #ifndef LIK_CUDA_RESIDUAL_CALL_CUH
 #define LIK_CUDA_RESIDUAL_CALL_CUH
-
-#include <string.h>
 
 #include "common.cuh"
 #include "device.cuh"
@@ -75,21 +73,6 @@ __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
     case LIK_F64: return (float)((const double *)p)[i];
     default: return ((const float *)p)[i];
   }
-}
-
-/* Entering a call: its device made current by scope (the caller's), its
- * properties (cached in the call's context) in *dev, and no earlier,
- * unrelated error left to report. */
-static inline lik_status enter(const DeviceGuard &scope, const lik_call &call, Device *dev) {
-  if (scope.err != cudaSuccess) return cuda_fail(scope.err, "selecting the device");
-  lik_problem p;
-  memset(&p, 0, sizeof p);
-  p.context = call.context;
-  p.device_id = call.device_id;
-  const lik_status st = device_of(&p, dev);
-  if (st) return st;
-  (void)cudaGetLastError();
-  return LIK_OK;
 }
 
 /* residual_maxsim_kernel's launch (src/cuda/residual.cu): P's codec, tokens,

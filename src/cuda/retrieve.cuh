@@ -178,18 +178,14 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
   if (p->q.dim != p->d.dim)
     return lik_fail(LIK_ERR_SHAPE, "D: d=%lld does not match Q's d=%lld",
                     (long long)p->d.dim, (long long)p->q.dim);
-  DeviceGuard g(p->device_id);
-  if (g.err != cudaSuccess) return cuda_fail(g.err, "selecting the device");
-  (void)cudaGetLastError();
-  cudaStream_t stream = (cudaStream_t)p->stream;
+  OnDevice dev(p->call);
+  if (dev.st) return dev.st;
+  cudaStream_t stream = (cudaStream_t)p->call.stream;
 
   /* block of documents: ~32 MiB of fp32 scores, at least 1024 docs */
   int64_t B = ((int64_t)8 << 20) / nq;
   if (B < 1024) B = 1024;
   if (B > nd) B = nd;
-  Device dev;
-  lik_status dst = device_of(p, &dev);
-  if (dst != LIK_OK) return dst;
   const int sms = dev.info->sms;
   cudaError_t e;
   const int64_t gmax = topk_slices(nq, B, k, sms);

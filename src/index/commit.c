@@ -9,24 +9,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errbuf.h"
+
 #define PATH_CAP 4096
 #define REMOVE_MAX_BYTES ((size_t)1 << 20) /* a .remove of more is not lik's */
 #define WBUF_BYTES ((size_t)1 << 20)
-
-static int efail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list a;
-  va_start(a, fmt);
-  vsnprintf(err, errlen, fmt, a);
-  va_end(a);
-  return 1;
-}
 
 static int path2(char *out, const char *a, const char *b) {
   const int n = snprintf(out, PATH_CAP, "%s/%s", a, b);
@@ -65,22 +58,22 @@ static int fsync_dir(const char *p) {
 static int read_remove(const char *commit_dir, char **out, char *err, size_t errlen) {
   char p[PATH_CAP];
   *out = NULL;
-  if (!path2(p, commit_dir, LIK_COMMIT_REMOVE)) return efail(err, errlen, "%s: path too long", p);
+  if (!path2(p, commit_dir, LIK_COMMIT_REMOVE)) return lik_errbuf(err, errlen, "%s: path too long", p);
   const int fd = open_regular(p);
   if (fd < 0) {
     if (errno == ENOENT) return 0; /* the change's cleanup had begun: all applied */
-    return efail(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot read (%s)",
+    return lik_errbuf(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot read (%s)",
                  errno == EINVAL ? "not a regular file" : strerror(errno));
   }
   struct stat st;
   char *buf = NULL;
   int bad = fstat(fd, &st);
   if (!bad && (size_t)st.st_size > REMOVE_MAX_BYTES)
-    bad = efail(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": %lld bytes, more than %zu",
+    bad = lik_errbuf(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": %lld bytes, more than %zu",
                 (long long)st.st_size, REMOVE_MAX_BYTES);
   size_t n = 0;
   if (!bad && !(buf = (char *)malloc((size_t)st.st_size + 1)))
-    bad = efail(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot allocate %lld bytes",
+    bad = lik_errbuf(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot allocate %lld bytes",
                 (long long)st.st_size);
   while (!bad && n < (size_t)st.st_size) {
     const ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
@@ -117,7 +110,7 @@ int lik_folder_open(lik_folder *f, const char *dir, char *err, size_t errlen) {
   struct stat st;
   memset(f, 0, sizeof *f);
   f->dir = dir;
-  if (!path2(p, dir, LIK_COMMIT_DIR)) return efail(err, errlen, "path too long");
+  if (!path2(p, dir, LIK_COMMIT_DIR)) return lik_errbuf(err, errlen, "path too long");
   if (stat(p, &st) || !S_ISDIR(st.st_mode)) return 0;
   f->committed = 1;
   return read_remove(p, &f->remove, err, errlen);
@@ -132,18 +125,18 @@ int lik_folder_open_file(const lik_folder *f, const char *name, char *err, size_
   char p[PATH_CAP];
   if (f->committed) {
     if (listed(f->remove, name)) return -1;
-    if (!path3(p, f->dir, LIK_COMMIT_DIR, name)) return efail(err, errlen, "%s: path too long", name), -2;
+    if (!path3(p, f->dir, LIK_COMMIT_DIR, name)) return lik_errbuf(err, errlen, "%s: path too long", name), -2;
     const int fd = open_regular(p);
     if (fd >= 0) return fd;
     if (errno != ENOENT) /* else applied already: the folder's file is the new one */
-      return efail(err, errlen, LIK_COMMIT_DIR "/%s: cannot open (%s)", name,
+      return lik_errbuf(err, errlen, LIK_COMMIT_DIR "/%s: cannot open (%s)", name,
                    errno == EINVAL ? "not a regular file" : strerror(errno)), -2;
   }
-  if (!path2(p, f->dir, name)) return efail(err, errlen, "%s: path too long", name), -2;
+  if (!path2(p, f->dir, name)) return lik_errbuf(err, errlen, "%s: path too long", name), -2;
   const int fd = open_regular(p);
   if (fd >= 0) return fd;
   if (errno == ENOENT) return -1;
-  return efail(err, errlen, "%s: cannot open (%s)", name,
+  return lik_errbuf(err, errlen, "%s: cannot open (%s)", name,
                errno == EINVAL ? "not a regular file" : strerror(errno)), -2;
 }
 
@@ -156,7 +149,7 @@ int lik_folder_file_id(const lik_folder *f, const char *name, lik_file_id *id, c
   if (fstat(fd, &st)) {
     const int e = errno;
     close(fd);
-    return efail(err, errlen, "%s: cannot stat (%s)", name, strerror(e));
+    return lik_errbuf(err, errlen, "%s: cannot stat (%s)", name, strerror(e));
   }
   close(fd);
   id->dev = (uint64_t)st.st_dev;
@@ -248,45 +241,45 @@ static int remove_flat(const char *p, char *err, size_t errlen) {
   size_t cnt;
   if (list_dir(p, &names, &cnt)) {
     if (errno == ENOENT) return 0;
-    return efail(err, errlen, "%s: cannot list (%s)", p, strerror(errno));
+    return lik_errbuf(err, errlen, "%s: cannot list (%s)", p, strerror(errno));
   }
   int bad = 0;
   for (const char *s = names; !bad && next_name(&s, name, sizeof name);)
     if (!path2(q, p, name) || (unlink(q) && errno != ENOENT))
-      bad = efail(err, errlen, "%s: cannot remove (%s)", q, strerror(errno));
+      bad = lik_errbuf(err, errlen, "%s: cannot remove (%s)", q, strerror(errno));
   free(names);
   if (!bad && rmdir(p) && errno != ENOENT)
-    bad = efail(err, errlen, "%s: cannot remove (%s)", p, strerror(errno));
+    bad = lik_errbuf(err, errlen, "%s: cannot remove (%s)", p, strerror(errno));
   return bad;
 }
 
 /* Step 3: moves a committed change's files into dir, deletes its .remove names. */
 static int apply(const char *dir, char *err, size_t errlen) {
   char cdir[PATH_CAP], from[PATH_CAP], to[PATH_CAP], name[256];
-  if (!path2(cdir, dir, LIK_COMMIT_DIR)) return efail(err, errlen, "path too long");
+  if (!path2(cdir, dir, LIK_COMMIT_DIR)) return lik_errbuf(err, errlen, "path too long");
   char *rm, *names;
   size_t cnt;
   if (read_remove(cdir, &rm, err, errlen)) return 1;
   if (list_dir(cdir, &names, &cnt)) {
     free(rm);
-    return efail(err, errlen, LIK_COMMIT_DIR ": cannot list (%s)", strerror(errno));
+    return lik_errbuf(err, errlen, LIK_COMMIT_DIR ": cannot list (%s)", strerror(errno));
   }
   int bad = 0;
   for (const char *s = names; !bad && next_name(&s, name, sizeof name);) {
     if (!strcmp(name, LIK_COMMIT_REMOVE)) continue;
     if (!path2(from, cdir, name) || !path2(to, dir, name) || rename(from, to))
-      bad = efail(err, errlen, "%s: cannot move the committed file in place (%s)", name,
+      bad = lik_errbuf(err, errlen, "%s: cannot move the committed file in place (%s)", name,
                   strerror(errno));
   }
   for (const char *s = rm; !bad && s && next_name(&s, name, sizeof name);)
     if (!path2(to, dir, name) || (unlink(to) && errno != ENOENT))
-      bad = efail(err, errlen, "%s: cannot remove (%s)", name, strerror(errno));
+      bad = lik_errbuf(err, errlen, "%s: cannot remove (%s)", name, strerror(errno));
   free(names);
   free(rm);
   if (!bad && fsync_dir(dir))
-    bad = efail(err, errlen, "cannot sync the folder (%s)", strerror(errno));
+    bad = lik_errbuf(err, errlen, "cannot sync the folder (%s)", strerror(errno));
   if (!bad && (!path2(from, cdir, LIK_COMMIT_REMOVE) || (unlink(from) && errno != ENOENT)))
-    bad = efail(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot remove (%s)",
+    bad = lik_errbuf(err, errlen, LIK_COMMIT_DIR "/" LIK_COMMIT_REMOVE ": cannot remove (%s)",
                 strerror(errno));
   return bad || remove_flat(cdir, err, errlen);
 }
@@ -303,30 +296,30 @@ static int make_dir(const char *dir, char *err, size_t errlen) {
     if (!slash) snprintf(parent, sizeof parent, ".");
     else if (slash == parent) parent[1] = 0;
     else *slash = 0;
-    if (fsync_dir(parent)) return efail(err, errlen, "cannot sync the parent folder (%s)", strerror(errno));
+    if (fsync_dir(parent)) return lik_errbuf(err, errlen, "cannot sync the parent folder (%s)", strerror(errno));
   } else if (errno != EEXIST) {
-    return efail(err, errlen, "cannot create the folder (%s)", strerror(errno));
+    return lik_errbuf(err, errlen, "cannot create the folder (%s)", strerror(errno));
   }
   struct stat st;
-  if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return efail(err, errlen, "not a folder");
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return lik_errbuf(err, errlen, "not a folder");
   return 0;
 }
 
 int lik_commit_begin(const char *dir, lik_commit **out, char *err, size_t errlen) {
   *out = NULL;
   lik_commit *c = (lik_commit *)calloc(1, sizeof *c);
-  if (!c) return efail(err, errlen, "out of memory");
+  if (!c) return lik_errbuf(err, errlen, "out of memory");
   c->fd = -1;
   char cdir[PATH_CAP];
   struct stat st;
   if (snprintf(c->dir, PATH_CAP, "%s", dir) >= PATH_CAP || !path2(c->stage, dir, LIK_COMMIT_STAGING) ||
       !path2(cdir, dir, LIK_COMMIT_DIR)) {
     free(c);
-    return efail(err, errlen, "path too long");
+    return lik_errbuf(err, errlen, "path too long");
   }
   int bad = make_dir(dir, err, errlen);
   if (!bad && !lstat(cdir, &st)) { /* an interrupted change: roll it forward */
-    if (!S_ISDIR(st.st_mode)) bad = efail(err, errlen, LIK_COMMIT_DIR ": not a folder");
+    if (!S_ISDIR(st.st_mode)) bad = lik_errbuf(err, errlen, LIK_COMMIT_DIR ": not a folder");
     else if (apply(dir, err, errlen)) {
       const size_t k = strlen(err);
       snprintf(err + k, errlen - k, " (finishing an interrupted change)");
@@ -335,9 +328,9 @@ int lik_commit_begin(const char *dir, lik_commit **out, char *err, size_t errlen
   }
   if (!bad) bad = remove_flat(c->stage, err, errlen); /* a change that never committed */
   if (!bad && mkdir(c->stage, 0777))
-    bad = efail(err, errlen, LIK_COMMIT_STAGING ": cannot create (%s)", strerror(errno));
+    bad = lik_errbuf(err, errlen, LIK_COMMIT_STAGING ": cannot create (%s)", strerror(errno));
   if (!bad && !(c->buf = (uint8_t *)malloc(WBUF_BYTES)))
-    bad = efail(err, errlen, "cannot allocate a write buffer of %zu bytes", WBUF_BYTES);
+    bad = lik_errbuf(err, errlen, "cannot allocate a write buffer of %zu bytes", WBUF_BYTES);
   if (bad) {
     free(c->buf);
     free(c);
@@ -352,9 +345,9 @@ int lik_commit_file(lik_commit *c, const char *name, char *err, size_t errlen) {
   c->bad = 0;
   c->nbuf = 0;
   if (snprintf(c->name, sizeof c->name, "%s", name) >= (int)sizeof c->name || !path2(p, c->stage, name))
-    return efail(err, errlen, "%s: path too long", name);
+    return lik_errbuf(err, errlen, "%s: path too long", name);
   c->fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (c->fd < 0) return efail(err, errlen, "%s: cannot create (%s)", name, strerror(errno));
+  if (c->fd < 0) return lik_errbuf(err, errlen, "%s: cannot create (%s)", name, strerror(errno));
   return 0;
 }
 
@@ -385,14 +378,14 @@ int lik_commit_file_done(lik_commit *c, char *err, size_t errlen) {
   if (!c->bad && fsync(c->fd)) c->bad = errno;
   if (close(c->fd) && !c->bad) c->bad = errno;
   c->fd = -1;
-  if (c->bad) return efail(err, errlen, "%s: write failed (%s)", c->name, strerror(c->bad));
+  if (c->bad) return lik_errbuf(err, errlen, "%s: write failed (%s)", c->name, strerror(c->bad));
   return 0;
 }
 
 int lik_commit_remove(lik_commit *c, const char *name, char *err, size_t errlen) {
   const size_t k = strlen(name);
   char *r = (char *)realloc(c->remove, c->nremove + k + 2);
-  if (!r) return efail(err, errlen, "out of memory");
+  if (!r) return lik_errbuf(err, errlen, "out of memory");
   memcpy(r + c->nremove, name, k);
   r[c->nremove + k] = '\n';
   c->nremove += k + 1;
@@ -422,13 +415,13 @@ static int check_targets(const lik_commit *c, char *err, size_t errlen) {
   char *names, p[PATH_CAP], name[256];
   size_t cnt;
   if (list_dir(c->stage, &names, &cnt))
-    return efail(err, errlen, LIK_COMMIT_STAGING ": cannot list (%s)", strerror(errno));
+    return lik_errbuf(err, errlen, LIK_COMMIT_STAGING ": cannot list (%s)", strerror(errno));
   int bad = 0;
   struct stat st;
   for (const char *s = names; !bad && next_name(&s, name, sizeof name);)
     if (strcmp(name, LIK_COMMIT_REMOVE) && path2(p, c->dir, name) && !lstat(p, &st) &&
         S_ISDIR(st.st_mode))
-      bad = efail(err, errlen, "%s: is a folder, the new file cannot replace it", name);
+      bad = lik_errbuf(err, errlen, "%s: is a folder, the new file cannot replace it", name);
   free(names);
   return bad;
 }
@@ -442,16 +435,16 @@ int lik_commit_finish(lik_commit *c, char *err, size_t errlen) {
   }
   if (!bad) bad = check_targets(c, err, errlen);
   if (!bad && fsync_dir(c->stage))
-    bad = efail(err, errlen, LIK_COMMIT_STAGING ": cannot sync (%s)", strerror(errno));
+    bad = lik_errbuf(err, errlen, LIK_COMMIT_STAGING ": cannot sync (%s)", strerror(errno));
   if (!bad && (!path2(cdir, c->dir, LIK_COMMIT_DIR) || rename(c->stage, cdir)))
-    bad = efail(err, errlen, "cannot commit (rename " LIK_COMMIT_STAGING " to " LIK_COMMIT_DIR
+    bad = lik_errbuf(err, errlen, "cannot commit (rename " LIK_COMMIT_STAGING " to " LIK_COMMIT_DIR
                 ": %s)", strerror(errno));
   if (bad) {
     lik_commit_abort(c);
     return 1;
   }
   if (fsync_dir(c->dir)) { /* not known durable: undo, the old state stays */
-    efail(err, errlen, "cannot sync the folder after the commit (%s)", strerror(errno));
+    lik_errbuf(err, errlen, "cannot sync the folder after the commit (%s)", strerror(errno));
     if (!rename(cdir, c->stage)) lik_commit_abort(c);
     else commit_free(c);
     return 1;

@@ -129,6 +129,14 @@ static int jword(jcur *c, const char *w) {
   return 1;
 }
 
+/* Skips white space, then ch if it comes next (1) or nothing (0). */
+static int jtake(jcur *c, char ch) {
+  ws(c);
+  if (c->p >= c->end || *c->p != ch) return 0;
+  c->p++;
+  return 1;
+}
+
 /* Skips any value (nesting bounded). */
 static int jskip(jcur *c, int depth) {
   ws(c);
@@ -139,29 +147,16 @@ static int jskip(jcur *c, int depth) {
     const char close = *c->p == '{' ? '}' : ']';
     const int obj = *c->p == '{';
     c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == close) {
-      c->p++;
-      return 0;
-    }
+    if (jtake(c, close)) return 0;
     for (;;) {
       ws(c);
       if (obj) {
         if (jstring(c, NULL, 0)) return 1;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':') return jfail(c, "expected ':'");
-        c->p++;
+        if (!jtake(c, ':')) return jfail(c, "expected ':'");
       }
       if (jskip(c, depth + 1)) return 1;
-      ws(c);
-      if (c->p < c->end && *c->p == ',') {
-        c->p++;
-        continue;
-      }
-      if (c->p < c->end && *c->p == close) {
-        c->p++;
-        return 0;
-      }
+      if (jtake(c, ',')) continue;
+      if (jtake(c, close)) return 0;
       return jfail(c, "expected ',' or '%c'", close);
     }
   }
@@ -184,19 +179,13 @@ int lik_json_parse_object(const char *s, size_t n, const char *what, lik_json_ob
   ws(&c);
   if (c.p >= c.end || *c.p != '{') return jfail(&c, "not a JSON object");
   c.p++;
-  ws(&c);
-  if (c.p < c.end && *c.p == '}') {
-    c.p++;
-    return jend(&c);
-  }
+  if (jtake(&c, '}')) return jend(&c);
   for (;;) {
     ws(&c);
     lik_json_member m;
     memset(&m, 0, sizeof m);
     if (jstring(&c, m.key, sizeof m.key)) return 1;
-    ws(&c);
-    if (c.p >= c.end || *c.p != ':') return jfail(&c, "expected ':' after \"%s\"", m.key);
-    c.p++;
+    if (!jtake(&c, ':')) return jfail(&c, "expected ':' after \"%s\"", m.key);
     ws(&c);
     if (c.p >= c.end) return jfail(&c, "unexpected end of input");
     if (*c.p == '"') {
@@ -217,15 +206,8 @@ int lik_json_parse_object(const char *s, size_t n, const char *what, lik_json_ob
       m.type = LIK_JSON_NUMBER;
     }
     if (o->n < LIK_JSON_MAX_MEMBERS) o->m[o->n++] = m;
-    ws(&c);
-    if (c.p < c.end && *c.p == ',') {
-      c.p++;
-      continue;
-    }
-    if (c.p < c.end && *c.p == '}') {
-      c.p++;
-      return jend(&c);
-    }
+    if (jtake(&c, ',')) continue;
+    if (jtake(&c, '}')) return jend(&c);
     return jfail(&c, "expected ',' or '}' at byte %zu", pos(&c, s));
   }
 }
@@ -262,10 +244,7 @@ int lik_json_parse_int_array(const char *s, size_t n, int64_t hi, const char *wh
   int64_t *v = (int64_t *)malloc(cap * sizeof(int64_t));
   if (!v) return jfail(&c, "cannot allocate %zu bytes", cap * sizeof(int64_t));
   size_t k = 0;
-  ws(&c);
-  if (c.p < c.end && *c.p == ']') {
-    c.p++;
-  } else {
+  if (!jtake(&c, ']')) {
     for (;;) {
       ws(&c);
       double d;
@@ -286,15 +265,8 @@ int lik_json_parse_int_array(const char *s, size_t n, int64_t hi, const char *wh
         goto bad;
       }
       v[k++] = iv;
-      ws(&c);
-      if (c.p < c.end && *c.p == ',') {
-        c.p++;
-        continue;
-      }
-      if (c.p < c.end && *c.p == ']') {
-        c.p++;
-        break;
-      }
+      if (jtake(&c, ',')) continue;
+      if (jtake(&c, ']')) break;
       jfail(&c, "expected ',' or ']' after entry %zu", k - 1);
       goto bad;
     }

@@ -146,7 +146,7 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
     memset(empty, 0, (size_t)kpad);
     upd_ctx g = {pts, order, start, dim, cent, empty};
     /* the padding centroids (k .. kpad) have no points: never read */
-    lik_parallel_run(call->num_threads, kpad / UPD_BLOCK, update_task, &g);
+    lik_parallel_run(call->threads, kpad / UPD_BLOCK, update_task, &g);
     for (int64_t c = 0; c < k; c++)
       if (empty[c]) {
         const int64_t r = (int64_t)lik_plaid_below(&rng, (uint64_t)n);

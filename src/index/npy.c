@@ -5,9 +5,10 @@
  */
 #include "npy.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "errbuf.h"
 
 size_t lik_npy_itemsize(lik_dtype t) {
   switch (t) {
@@ -16,14 +17,6 @@ size_t lik_npy_itemsize(lik_dtype t) {
     case LIK_F64: case LIK_I64: return 8;
     default: return 1;
   }
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list a;
-  va_start(a, fmt);
-  vsnprintf(err, errlen, fmt, a);
-  va_end(a);
-  return 1;
 }
 
 typedef struct {
@@ -109,7 +102,7 @@ int lik_npy_parse(const uint8_t *buf, size_t n, size_t file_size, const char *wh
   memset(out, 0, sizeof *out);
   if (n > file_size) n = file_size;
   if (n < 10 || memcmp(buf, "\x93NUMPY", 6))
-    return fail(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic; %zu bytes)", what,
+    return lik_errbuf(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic; %zu bytes)", what,
                 file_size);
   const int major = buf[6];
   size_t hlen, pre;
@@ -117,78 +110,78 @@ int lik_npy_parse(const uint8_t *buf, size_t n, size_t file_size, const char *wh
     hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
     pre = 10;
   } else if (major == 2 || major == 3) {
-    if (n < 12) return fail(err, errlen, "%s: truncated .npy prologue (%zu bytes)", what, n);
+    if (n < 12) return lik_errbuf(err, errlen, "%s: truncated .npy prologue (%zu bytes)", what, n);
     hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
     pre = 12;
   } else {
-    return fail(err, errlen, "%s: .npy format version %d.%d is not supported (1.0, 2.0, 3.0)",
+    return lik_errbuf(err, errlen, "%s: .npy format version %d.%d is not supported (1.0, 2.0, 3.0)",
                 what, major, buf[7]);
   }
   if (hlen > n - pre)
-    return fail(err, errlen, "%s: .npy header of %zu bytes runs past the %s (%zu bytes)", what,
+    return lik_errbuf(err, errlen, "%s: .npy header of %zu bytes runs past the %s (%zu bytes)", what,
                 hlen, n < file_size ? "bytes read" : "file", n);
   cursor c = {(const char *)buf + pre, (const char *)buf + pre + hlen};
   int have_descr = 0, have_fo = 0, have_shape = 0, fortran = 0;
   char s[32];
-  if (!eat(&c, '{')) return fail(err, errlen, "%s: .npy header is not a dict", what);
+  if (!eat(&c, '{')) return lik_errbuf(err, errlen, "%s: .npy header is not a dict", what);
   while (!eat(&c, '}')) {
     char key[32];
     if (!read_str(&c, key, sizeof key) || !eat(&c, ':'))
-      return fail(err, errlen, "%s: malformed .npy header dict", what);
+      return lik_errbuf(err, errlen, "%s: malformed .npy header dict", what);
     if (!strcmp(key, "descr")) {
       if (!read_str(&c, s, sizeof s))
-        return fail(err, errlen, "%s: .npy 'descr' is not a simple dtype string", what);
+        return lik_errbuf(err, errlen, "%s: .npy 'descr' is not a simple dtype string", what);
       const int r = parse_descr(s, &out->dtype);
-      if (r < 0) return fail(err, errlen, "%s: big-endian dtype '%s' is not supported", what, s);
+      if (r < 0) return lik_errbuf(err, errlen, "%s: big-endian dtype '%s' is not supported", what, s);
       if (r > 0)
-        return fail(err, errlen,
+        return lik_errbuf(err, errlen,
                     "%s: dtype '%s' is not one an index holds (float16/32/64, int32/64, uint8)",
                     what, s);
       have_descr = 1;
     } else if (!strcmp(key, "fortran_order")) {
       if (read_word(&c, "True")) fortran = 1;
       else if (read_word(&c, "False")) fortran = 0;
-      else return fail(err, errlen, "%s: .npy 'fortran_order' is not True or False", what);
+      else return lik_errbuf(err, errlen, "%s: .npy 'fortran_order' is not True or False", what);
       have_fo = 1;
     } else if (!strcmp(key, "shape")) {
-      if (!eat(&c, '(')) return fail(err, errlen, "%s: .npy 'shape' is not a tuple", what);
+      if (!eat(&c, '(')) return lik_errbuf(err, errlen, "%s: .npy 'shape' is not a tuple", what);
       out->ndim = 0;
       while (!eat(&c, ')')) {
         if (out->ndim == LIK_NPY_MAX_DIMS)
-          return fail(err, errlen, "%s: more than %d dimensions", what, LIK_NPY_MAX_DIMS);
+          return lik_errbuf(err, errlen, "%s: more than %d dimensions", what, LIK_NPY_MAX_DIMS);
         if (!read_dim(&c, &out->shape[out->ndim]))
-          return fail(err, errlen, "%s: .npy shape entry %d is not a non-negative integer", what,
+          return lik_errbuf(err, errlen, "%s: .npy shape entry %d is not a non-negative integer", what,
                       out->ndim);
         out->ndim++;
         if (!eat(&c, ',')) {
-          if (!eat(&c, ')')) return fail(err, errlen, "%s: malformed .npy shape tuple", what);
+          if (!eat(&c, ')')) return lik_errbuf(err, errlen, "%s: malformed .npy shape tuple", what);
           break;
         }
       }
       have_shape = 1;
     } else {
-      return fail(err, errlen, "%s: unknown .npy header key '%s'", what, key);
+      return lik_errbuf(err, errlen, "%s: unknown .npy header key '%s'", what, key);
     }
     if (!eat(&c, ',')) {
-      if (!eat(&c, '}')) return fail(err, errlen, "%s: malformed .npy header dict", what);
+      if (!eat(&c, '}')) return lik_errbuf(err, errlen, "%s: malformed .npy header dict", what);
       break;
     }
   }
   if (!have_descr || !have_fo || !have_shape)
-    return fail(err, errlen, "%s: .npy header lacks '%s'", what,
+    return lik_errbuf(err, errlen, "%s: .npy header lacks '%s'", what,
                 !have_descr ? "descr" : !have_fo ? "fortran_order" : "shape");
   int big = 0;
   for (int i = 0; i < out->ndim; i++) big += out->shape[i] > 1;
   if (fortran && big > 1)
-    return fail(err, errlen, "%s: Fortran-order arrays are not supported", what);
+    return lik_errbuf(err, errlen, "%s: Fortran-order arrays are not supported", what);
   int64_t numel = 1;
   for (int i = 0; i < out->ndim; i++)
     if (__builtin_mul_overflow(numel, out->shape[i], &numel))
-      return fail(err, errlen, "%s: shape overflows int64", what);
+      return lik_errbuf(err, errlen, "%s: shape overflows int64", what);
   out->numel = numel;
   size_t bytes = 0;
   if (numel > 0 && (__builtin_mul_overflow((size_t)numel, lik_npy_itemsize(out->dtype), &bytes)))
-    return fail(err, errlen, "%s: %lld elements overflow the address space", what,
+    return lik_errbuf(err, errlen, "%s: %lld elements overflow the address space", what,
                 (long long)numel);
   if (numel == 0) bytes = 0;
   out->data_offset = pre + hlen;
@@ -196,11 +189,11 @@ int lik_npy_parse(const uint8_t *buf, size_t n, size_t file_size, const char *wh
   /* the data is read in place (mapped): every writer pads the header so the
    * elements are aligned; a file that does not is refused, never misread */
   if (out->data_offset % lik_npy_itemsize(out->dtype))
-    return fail(err, errlen,
+    return lik_errbuf(err, errlen,
                 "%s: .npy data starts at byte %zu, not a multiple of its %zu-byte elements", what,
                 out->data_offset, lik_npy_itemsize(out->dtype));
   if (bytes > file_size - out->data_offset)
-    return fail(err, errlen,
+    return lik_errbuf(err, errlen,
                 "%s: header says %lld elements (%zu bytes) but the file holds %zu data bytes",
                 what, (long long)numel, bytes, file_size - out->data_offset);
   return 0;

@@ -501,7 +501,7 @@ static lik_status approx(const sctx *g, worker *w, const int64_t *ids, int64_t n
   p.scores = w->sc;
   p.score_sj = 1;
   p.call = g->q->call;
-  p.call.num_threads = g->inner;
+  p.call.threads = g->inner;
   p.call.normalize = 0;
   return lik_cpu_plaid_approx(&p);
 }
@@ -685,10 +685,10 @@ static lik_status search_one(const sctx *g, worker *w, int64_t qi) {
   p.codec.cent = ix->cent_f32; /* the same values as fp32 rows: read in place */
   p.codec.cent_dtype = LIK_F32;
   p.d = packed(w, n, maxlen, ix->width, 1);
-  p.scores = w->sc;
-  p.score_sj = 1;
+  p.out.scores = w->sc;
+  p.out.score_sj = 1;
   p.call = q->call;
-  p.call.num_threads = g->inner;
+  p.call.threads = g->inner;
   p.call.normalize = 1;
   if ((st = lik_cpu_maxsim_residual(&p))) goto done;
   for (int64_t i = 0; i < n; i++) w->hits[i] = (lik_hit){w->sc[i], ids[i]};
@@ -751,7 +751,7 @@ void lik_plaid_search_scratch_free(lik_plaid_index *ix) {
 
 lik_status lik_plaid_search_impl(const lik_plaid_index *ix, const lik_plaid_query *q) {
   const int64_t nq = q->q.count;
-  int nth = q->call.num_threads < 1 ? 1 : q->call.num_threads;
+  int nth = q->call.threads < 1 ? 1 : q->call.threads;
   if (nth > 256) nth = 256;
   const int outer = nq >= nth && nth > 1;
   const int nw = outer ? nth : 1;
