@@ -63,7 +63,8 @@ static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
   const cuuint64_t strides[2] = {(cuuint64_t)(P.d.sl * es),
                                  (cuuint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
   const cuuint32_t box[3] = {(cuuint32_t)(128 / es), (cuuint32_t)bd, 1}, step[3] = {1, 1, 1};
-  const CUtensorMapDataType type = es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  const CUtensorMapDataType type =
+      es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
   return encode(&P.tmap_d, type, 3, const_cast<void *>(P.d.data), dims,
                 strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -160,7 +161,10 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
     c.tma = tmap_ok && dev.bulk;
     c.wg = lq > 128 || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
     if (c.wg == 2) c.bn = stack && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
-    if (c.kc == 512) c.wg = 2, c.bn = 64; /* fp32 64 < d <= 128: 2 x 64 rows */
+    if (c.kc == 512) { /* fp32 64 < d <= 128: two warpgroups of 64 rows */
+      c.wg = 2;
+      c.bn = 64;
+    }
     c.wm = c.kc == 512 ? 4 : 4 * c.wg;
     c.wn = 1;
     if (stack) c.qpc = (int)(32 * c.wm / slot);
