@@ -285,8 +285,7 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   c.off = 0;
   carve(c, qc, P, x, q->prune, capA, NE, splits, sort.tmp_bytes);
   void *base = nullptr;
-  StreamScratch sc(dev, stream);
-  e = sc.get(&base, (size_t)c.off);
+  e = cudaMallocAsync(&base, (size_t)c.off, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return lik_fail(e == cudaErrorMemoryAllocation ? LIK_ERR_ALLOC : LIK_ERR_CUDA,
@@ -396,5 +395,6 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
                                                                      q->s_k, q->ids, q->i_i, q->i_k);
     st = launched("the PLAID search's output kernel");
   }
+  cudaFreeAsync(base, stream);
   return st;
 }
