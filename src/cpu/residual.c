@@ -89,15 +89,27 @@ static const float *cent_row(const rctx *g, int64_t u, int64_t c) {
 
 /* ---- 1. used centroids, 2. centroids and norms --------------------------------- */
 
-static void mark_task(void *ctx, int tid, int64_t task) {
-  (void)tid;
+/* fn(g, d, n, l, len) for each token l of each document n (len tokens) of
+ * block task: the walk of mark_task and norm_task. */
+typedef void (*token_fn)(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len);
+static inline __attribute__((always_inline)) void block_tokens(void *ctx, int64_t task,
+                                                               token_fn fn) {
   rctx *g = (rctx *)ctx;
   const lik_ctokens *d = g->d;
   for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
     const int64_t len = lik_ct_len(d, n);
-    for (int64_t l = 0; l < len; l++)
-      __atomic_store_n(&g->used[lik_ct_code(d, lik_ct_code_off(d, n, l))], 1, __ATOMIC_RELAXED);
+    for (int64_t l = 0; l < len; l++) fn(g, d, n, l, len);
   }
+}
+
+static void mark_token(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len) {
+  (void)len;
+  __atomic_store_n(&g->used[lik_ct_code(d, lik_ct_code_off(d, n, l))], 1, __ATOMIC_RELAXED);
+}
+
+static void mark_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  block_tokens(ctx, task, mark_token);
 }
 
 static void cent_task(void *ctx, int tid, int64_t task) {
@@ -107,25 +119,22 @@ static void cent_task(void *ctx, int tid, int64_t task) {
     lik_res_centroid(&g->rp->codec, g->ulist[u], g->cent + u * g->dim);
 }
 
+static void norm_token(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len) {
+  const int64_t c = lik_ct_code(d, lik_ct_code_off(d, n, l));
+  if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
+    const int64_t c2 = lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH));
+    const float *r = cent_row(g, g->umap[c2], c2);
+    for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(r + k);
+  }
+  g->inv[lik_ct_tok(d, n, l)] =
+      g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, cent_row(g, g->umap[c], c),
+                                              d->res + lik_ct_res_off(d, n, l), d->res_sp)
+                            : 1.0f;
+}
+
 static void norm_task(void *ctx, int tid, int64_t task) {
   (void)tid;
-  rctx *g = (rctx *)ctx;
-  const lik_ctokens *d = g->d;
-  for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
-    const int64_t len = lik_ct_len(d, n);
-    for (int64_t l = 0; l < len; l++) {
-      const int64_t c = lik_ct_code(d, lik_ct_code_off(d, n, l));
-      if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
-        const int64_t c2 = lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH));
-        const float *r = cent_row(g, g->umap[c2], c2);
-        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(r + k);
-      }
-      g->inv[lik_ct_tok(d, n, l)] =
-          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, cent_row(g, g->umap[c], c),
-                                             d->res + lik_ct_res_off(d, n, l), d->res_sp)
-                           : 1.0f;
-    }
-  }
+  block_tokens(ctx, task, norm_token);
 }
 
 /* ---- 3. per query: tables, documents ------------------------------------------- */
