@@ -271,8 +271,11 @@ static int prepare(rctx *g, int nth, lik_ws *ws) {
   return (g->scratch = lik_ws_blocks(ws, nth, off, &g->stride)) != NULL;
 }
 
-static lik_status run(rctx *g, int num_threads, lik_context *ctx) {
-  const int nth = num_threads < 256 ? num_threads : 256;
+static lik_status run(rctx *g, const lik_ctokens *d, const lik_call *call) {
+  lik_context *ctx = call->context;
+  const int nth = call->threads < 256 ? call->threads : 256;
+  g->d = d;
+  g->rk = lik_res_kernels_for(ctx);
   g->lqp = (g->lq + LB - 1) / LB * LB;
   g->nlb = g->lqp / LB;
   g->dblock = (g->d->count + 8 * nth - 1) / (8 * nth);
@@ -299,27 +302,23 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   rctx g;
   memset(&g, 0, sizeof g);
   g.rp = p;
-  g.d = &p->d;
-  g.rk = lik_res_kernels_for(p->call.context);
   lik_res_table_init(&g.wt, &p->codec);
   g.ncent = p->codec.ncent;
   g.dim = p->codec.dim;
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->call.threads, p->call.context);
+  return run(&g, &p->d, &p->call);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   rctx g;
   memset(&g, 0, sizeof g);
   g.ap = p;
-  g.d = &p->d;
-  g.rk = lik_res_kernels_for(p->call.context);
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->call.threads, p->call.context);
+  return run(&g, &p->d, &p->call);
 }
 
 /* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */
