@@ -160,6 +160,20 @@ __device__ __forceinline__ bool better(double v, int i, double bv, int bi) {
   return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
 }
 
+/* Butterfly argmax within each group of W consecutive lanes (W a power of
+ * two <= 32): every lane of a group ends with the group's better (v, i). */
+template <int W, typename A> __device__ __forceinline__ void argmax_lanes(A &v, int &i) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) {
+    const A ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) {
+      v = ov;
+      i = oi;
+    }
+  }
+}
+
 /* The order of lik.h's top-k (src/core/topk.h's lik_topk_better): score
  * descending, NaN after every number, ties (NaN among NaN too) by the lower
  * index.  fkey, the one definition of the score order in device code
