@@ -12,6 +12,8 @@
 #include <math_constants.h> /* CUDART_NAN_F */
 #include <stdint.h>
 
+#include <type_traits>
+
 extern "C" {
 #include "../core/problem.h"
 }
@@ -122,24 +124,18 @@ __device__ __forceinline__ void item_of(const KParams &P, int64_t row,
   }
 }
 
-template <typename T> __device__ __forceinline__ float to_f(T x);
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
+/* T (bf16, fp16 or float) -> float, and back (bf16 / fp16: rounded to
+ * nearest even). */
+template <typename T> __device__ __forceinline__ float to_f(T x) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) return __bfloat162float(x);
+  else if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+  else return x;
 }
-template <> __device__ __forceinline__ float to_f<__half>(__half x) {
-  return __half2float(x);
+template <typename T> __device__ __forceinline__ T from_f(float x) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+  else return x;
 }
-template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
-
-/* float -> T (bf16 / fp16: rounded to nearest even). */
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 
 /* A running max starts as NaN ("no value yet"; masked columns are NaN too,
  * and fmaxf ignores NaN).  v takes the max m if it is larger, or if m has no
