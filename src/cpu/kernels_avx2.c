@@ -41,18 +41,14 @@ static void lik_tile_avx2_6x16(const float *q, int64_t ldq, const float *dr,
     const float *qk = q;
     for (int64_t k = 0; k < d; k++, qk += ldq) {
       __m256 a0 = _mm256_loadu_ps(qk), a1 = _mm256_loadu_ps(qk + 8), b;
-      b = _mm256_broadcast_ss(b0 + k);
-      c00 = _mm256_fmadd_ps(a0, b, c00); c01 = _mm256_fmadd_ps(a1, b, c01);
-      b = _mm256_broadcast_ss(b1 + k);
-      c10 = _mm256_fmadd_ps(a0, b, c10); c11 = _mm256_fmadd_ps(a1, b, c11);
-      b = _mm256_broadcast_ss(b2 + k);
-      c20 = _mm256_fmadd_ps(a0, b, c20); c21 = _mm256_fmadd_ps(a1, b, c21);
-      b = _mm256_broadcast_ss(b3 + k);
-      c30 = _mm256_fmadd_ps(a0, b, c30); c31 = _mm256_fmadd_ps(a1, b, c31);
-      b = _mm256_broadcast_ss(b4 + k);
-      c40 = _mm256_fmadd_ps(a0, b, c40); c41 = _mm256_fmadd_ps(a1, b, c41);
-      b = _mm256_broadcast_ss(b5 + k);
-      c50 = _mm256_fmadd_ps(a0, b, c50); c51 = _mm256_fmadd_ps(a1, b, c51);
+/* row i: c<i>0, c<i>1 += a0, a1 times doc feature b<i>[k] */
+#define ROW_FMA(i)                                                     \
+  b = _mm256_broadcast_ss(b##i + k);                                   \
+  c##i##0 = _mm256_fmadd_ps(a0, b, c##i##0);                           \
+  c##i##1 = _mm256_fmadd_ps(a1, b, c##i##1)
+      ROW_FMA(0); ROW_FMA(1); ROW_FMA(2);
+      ROW_FMA(3); ROW_FMA(4); ROW_FMA(5);
+#undef ROW_FMA
     }
     __m256 m0 = _mm256_loadu_ps(m), m1 = _mm256_loadu_ps(m + 8);
     __m256 i0 = _mm256_loadu_ps((const float *)ix);

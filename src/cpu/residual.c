@@ -89,15 +89,27 @@ static const float *cent_row(const rctx *g, int64_t u, int64_t c) {
 
 /* ---- 1. used centroids, 2. centroids and norms --------------------------------- */
 
-static void mark_task(void *ctx, int tid, int64_t task) {
-  (void)tid;
+/* fn(g, d, n, l, len) for each token l of each document n (len tokens) of
+ * block task: the walk of mark_task and norm_task. */
+typedef void (*token_fn)(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len);
+static inline __attribute__((always_inline)) void block_tokens(void *ctx, int64_t task,
+                                                               token_fn fn) {
   rctx *g = (rctx *)ctx;
   const lik_ctokens *d = g->d;
   for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
     const int64_t len = lik_ct_len(d, n);
-    for (int64_t l = 0; l < len; l++)
-      __atomic_store_n(&g->used[lik_ct_code(d, lik_ct_code_off(d, n, l))], 1, __ATOMIC_RELAXED);
+    for (int64_t l = 0; l < len; l++) fn(g, d, n, l, len);
   }
+}
+
+static void mark_token(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len) {
+  (void)len;
+  __atomic_store_n(&g->used[lik_ct_code(d, lik_ct_code_off(d, n, l))], 1, __ATOMIC_RELAXED);
+}
+
+static void mark_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  block_tokens(ctx, task, mark_token);
 }
 
 static void cent_task(void *ctx, int tid, int64_t task) {
@@ -107,25 +119,22 @@ static void cent_task(void *ctx, int tid, int64_t task) {
     lik_res_centroid(&g->rp->codec, g->ulist[u], g->cent + u * g->dim);
 }
 
+static void norm_token(rctx *g, const lik_ctokens *d, int64_t n, int64_t l, int64_t len) {
+  const int64_t c = lik_ct_code(d, lik_ct_code_off(d, n, l));
+  if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
+    const int64_t c2 = lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH));
+    const float *r = cent_row(g, g->umap[c2], c2);
+    for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(r + k);
+  }
+  g->inv[lik_ct_tok(d, n, l)] =
+      g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, cent_row(g, g->umap[c], c),
+                                              d->res + lik_ct_res_off(d, n, l), d->res_sp)
+                            : 1.0f;
+}
+
 static void norm_task(void *ctx, int tid, int64_t task) {
   (void)tid;
-  rctx *g = (rctx *)ctx;
-  const lik_ctokens *d = g->d;
-  for (int64_t n = task * g->dblock; n < min64((task + 1) * g->dblock, d->count); n++) {
-    const int64_t len = lik_ct_len(d, n);
-    for (int64_t l = 0; l < len; l++) {
-      const int64_t c = lik_ct_code(d, lik_ct_code_off(d, n, l));
-      if (l + PREFETCH < len) { /* the centroid row a few tokens ahead (a random row) */
-        const int64_t c2 = lik_ct_code(d, lik_ct_code_off(d, n, l + PREFETCH));
-        const float *r = cent_row(g, g->umap[c2], c2);
-        for (int64_t k = 0; k < g->dim; k += 16) __builtin_prefetch(r + k);
-      }
-      g->inv[lik_ct_tok(d, n, l)] =
-          g->rp->call.normalize ? g->rk->inv_norm(&g->wt, g->width, cent_row(g, g->umap[c], c),
-                                             d->res + lik_ct_res_off(d, n, l), d->res_sp)
-                           : 1.0f;
-    }
-  }
+  block_tokens(ctx, task, norm_token);
 }
 
 /* ---- 3. per query: tables, documents ------------------------------------------- */
@@ -262,8 +271,11 @@ static int prepare(rctx *g, int nth, lik_ws *ws) {
   return (g->scratch = lik_ws_blocks(ws, nth, off, &g->stride)) != NULL;
 }
 
-static lik_status run(rctx *g, int num_threads, lik_context *ctx) {
-  const int nth = num_threads < 256 ? num_threads : 256;
+static lik_status run(rctx *g, const lik_ctokens *d, const lik_call *call) {
+  lik_context *ctx = call->context;
+  const int nth = call->threads < 256 ? call->threads : 256;
+  g->d = d;
+  g->rk = lik_res_kernels_for(ctx);
   g->lqp = (g->lq + LB - 1) / LB * LB;
   g->nlb = g->lqp / LB;
   g->dblock = (g->d->count + 8 * nth - 1) / (8 * nth);
@@ -290,27 +302,23 @@ lik_status lik_cpu_maxsim_residual(const lik_residual_problem *p) {
   rctx g;
   memset(&g, 0, sizeof g);
   g.rp = p;
-  g.d = &p->d;
-  g.rk = lik_res_kernels_for(p->call.context);
   lik_res_table_init(&g.wt, &p->codec);
   g.ncent = p->codec.ncent;
   g.dim = p->codec.dim;
   g.width = p->codec.width;
   g.nq = p->q.count;
   g.lq = p->q.len;
-  return run(&g, p->call.threads, p->call.context);
+  return run(&g, &p->d, &p->call);
 }
 
 lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   rctx g;
   memset(&g, 0, sizeof g);
   g.ap = p;
-  g.d = &p->d;
-  g.rk = lik_res_kernels_for(p->call.context);
   g.ncent = p->ncent;
   g.nq = p->nq;
   g.lq = p->lq;
-  return run(&g, p->call.threads, p->call.context);
+  return run(&g, &p->d, &p->call);
 }
 
 /* ---- centroid scores (the PLAID index's stage 1) ---------------------------------- */

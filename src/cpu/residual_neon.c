@@ -34,9 +34,9 @@
 #undef OWN_DECODE
 
 /* The weights of the 8 dimensions of step q (bytes q * 8 / cpb ..) as 2
- * registers w0, w1, one body per nbits (B(j): byte j of the step; CPB the
- * fields per byte). */
-#define B(j) ((int64_t)res[(q * (8 / CPB) + (j)) * sp])
+ * registers w0, w1, one body per nbits (B(j): byte j of the step; a step's
+ * 8 / cpb bytes are nbits, the loop's nb). */
+#define B(j) ((int64_t)res[(q * nb + (j)) * sp])
 #define WEIGHTS_NB1                  \
   const float *w = tw + B(0) * 8;    \
   w0 = vld1q_f32(w);                 \
@@ -54,18 +54,19 @@
                       vld1q_dup_f32(tw + B(4)), 1), 2), 3);
 
 /* Over steps q < nstep, x = c + w of the step's 8 dimensions (2 registers),
- * then STEP: one function per (kind, nbits), each a loop of its own for
+ * then STEP: one function per (kind, nbits NB), each a loop of its own for
  * llvm-mca; a[0..1] the state the steps carry (the norm's 8 partial sums). */
-#define STEP_LOOP(name, WEIGHTS, STEP)                                                           \
+#define STEP_LOOP(name, NB, STEP)                                                                \
   static __attribute__((noinline)) void name(const float *restrict tw, const float *restrict c, \
                                              const uint8_t *restrict res, int64_t sp,           \
                                              int64_t nstep, float32x4_t *a,                     \
                                              float *restrict dst) {                             \
+    const int64_t nb = NB; /* bytes per step */                                                  \
     float32x4_t a0 = a[0], a1 = a[1];                                                            \
     (void)dst;                                                                                   \
     for (int64_t q = 0; q < nstep; q++) {                                                        \
       float32x4_t w0, w1;                                                                        \
-      WEIGHTS                                                                                    \
+      WEIGHTS_NB##NB                                                                             \
       const float32x4_t x0 = vaddq_f32(vld1q_f32(c + 8 * q), w0);                                \
       const float32x4_t x1 = vaddq_f32(vld1q_f32(c + 8 * q + 4), w1);                            \
       STEP;                                                                                      \
@@ -82,22 +83,15 @@
   vst1q_f32(dst + 8 * q, x0);     \
   vst1q_f32(dst + 8 * q + 4, x1)
 
-#define CPB 8
-STEP_LOOP(res_neon_norm_nb1, WEIGHTS_NB1, NORM_STEP)
-STEP_LOOP(res_neon_decode_nb1, WEIGHTS_NB1, DECODE_STEP)
-#undef CPB
-#define CPB 4
-STEP_LOOP(res_neon_norm_nb2, WEIGHTS_NB2, NORM_STEP)
-STEP_LOOP(res_neon_decode_nb2, WEIGHTS_NB2, DECODE_STEP)
-#undef CPB
-#define CPB 2
-STEP_LOOP(res_neon_norm_nb4, WEIGHTS_NB4, NORM_STEP)
-STEP_LOOP(res_neon_decode_nb4, WEIGHTS_NB4, DECODE_STEP)
-#undef CPB
-#define CPB 1
-STEP_LOOP(res_neon_norm_nb8, WEIGHTS_NB8, NORM_STEP)
-STEP_LOOP(res_neon_decode_nb8, WEIGHTS_NB8, DECODE_STEP)
-#undef CPB
+/* the norm and the decode loop of nbits NB */
+#define STEP_LOOPS(NB)                                  \
+  STEP_LOOP(res_neon_norm_nb##NB, NB, NORM_STEP)        \
+  STEP_LOOP(res_neon_decode_nb##NB, NB, DECODE_STEP)
+STEP_LOOPS(1)
+STEP_LOOPS(2)
+STEP_LOOPS(4)
+STEP_LOOPS(8)
+#undef STEP_LOOPS
 #undef B
 
 /* The step loops of each kind by log2(nbits). */

@@ -12,6 +12,8 @@
 #include <math_constants.h> /* CUDART_NAN_F */
 #include <stdint.h>
 
+#include <type_traits>
+
 extern "C" {
 #include "../core/problem.h"
 }
@@ -122,24 +124,18 @@ __device__ __forceinline__ void item_of(const KParams &P, int64_t row,
   }
 }
 
-template <typename T> __device__ __forceinline__ float to_f(T x);
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
+/* T (bf16, fp16 or float) -> float, and back (bf16 / fp16: rounded to
+ * nearest even). */
+template <typename T> __device__ __forceinline__ float to_f(T x) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) return __bfloat162float(x);
+  else if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+  else return x;
 }
-template <> __device__ __forceinline__ float to_f<__half>(__half x) {
-  return __half2float(x);
+template <typename T> __device__ __forceinline__ T from_f(float x) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+  else return x;
 }
-template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
-
-/* float -> T (bf16 / fp16: rounded to nearest even). */
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 
 /* A running max starts as NaN ("no value yet"; masked columns are NaN too,
  * and fmaxf ignores NaN).  v takes the max m if it is larger, or if m has no
@@ -158,6 +154,20 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 }
 __device__ __forceinline__ bool better(double v, int i, double bv, int bi) {
   return takes_max(v, bv) || (v == bv && (unsigned)i < (unsigned)bi);
+}
+
+/* Butterfly argmax within each group of W consecutive lanes (W a power of
+ * two <= 32): every lane of a group ends with the group's better (v, i). */
+template <int W, typename A> __device__ __forceinline__ void argmax_lanes(A &v, int &i) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) {
+    const A ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (better(ov, oi, v, i)) {
+      v = ov;
+      i = oi;
+    }
+  }
 }
 
 /* The order of lik.h's top-k (src/core/topk.h's lik_topk_better): score

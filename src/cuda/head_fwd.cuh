@@ -284,12 +284,7 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
             if (tv[g + LPQ * tt] && takes_max(a[tt], bv)) { bv = a[tt]; bi = (int)(t0 + g + LPQ * tt); }
         }
       }
-#pragma unroll
-      for (int m = 1; m < LPQ; m <<= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, m);
-        if (better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
-      }
+      argmax_lanes<LPQ>(bv, bi);
       if (g == 0 && x < nqt && bi >= 0 && takes_max(bv, rm[x])) { rm[x] = bv; ri[x] = bi; }
     }
   }

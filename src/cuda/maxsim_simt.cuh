@@ -121,15 +121,7 @@ __global__ void __launch_bounds__(256) maxsim_simt_kernel(const KParams P) {
         }
       }
       /* reduce the 8 column groups of row r (consecutive lanes) */
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) {
-        const A ov = __shfl_xor_sync(0xffffffffu, rmv, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, rai, o);
-        if (better(ov, oi, rmv, rai)) {
-          rmv = ov;
-          rai = oi;
-        }
-      }
+      argmax_lanes<8>(rmv, rai);
       if (cg == 0) {
         bool qv = s < qlen;
         if (qv && P.qm.data)

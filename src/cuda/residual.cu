@@ -85,6 +85,25 @@ static int64_t grid_for(int64_t items, const Device &dev, int occ) {
   return items < cap ? items : cap;
 }
 
+/* Zeroed parameters K (KDecomp, KRes) with the codec and the tokens t. */
+template <typename K> static K codec_params(const lik_codec_view &codec, const lik_ctokens &t) {
+  K P;
+  memset(&P, 0, sizeof P);
+  P.c = kcodec(codec);
+  P.t = ktok(t, codec.nbits);
+  return P;
+}
+
+/* Launches kernel(P) on the call's stream (what: "the ... kernel launch"),
+ * threads per CTA: a CTA per item, at most per_sm of them per SM (the kernel
+ * strides over the rest). */
+template <typename K>
+static lik_status launch_capped(const char *what, void (*kernel)(K), const K &P, int64_t items,
+                                int per_sm, int threads, const Device &dev, const lik_call &call) {
+  kernel<<<(unsigned)grid_for(items, dev, per_sm), threads, 0, (cudaStream_t)call.stream>>>(P);
+  return launched(what);
+}
+
 /* Shared memory of residual_maxsim for QB query rows, bn-token tiles and
  * T of es bytes (rows padded by 16 bytes: conflict-free ldmatrix). */
 static int64_t layout(KRes &P, int qb, int bn, int es) {
@@ -190,19 +209,14 @@ using namespace lik_cuda::res;
 extern "C" lik_status lik_cuda_codec_decompress(const lik_codec_problem *p) {
   OnDevice dev(p->call);
   if (dev.st) return dev.st;
-  KDecomp P;
-  memset(&P, 0, sizeof P);
-  P.c = kcodec(p->codec);
-  P.t = ktok(p->tok, p->codec.nbits);
+  KDecomp P = codec_params<KDecomp>(p->codec, p->tok);
   P.out = (void *)p->x.data;
   P.out_dt = p->x.dtype;
   P.out_sl = p->x.sl;
   P.out_sk = p->x.sk;
   P.normalize = p->call.normalize;
-  const int64_t blocks = (p->tok.len + 7) / 8, cap = (int64_t)dev.info->sms * 8;
-  decompress_kernel<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0,
-                      (cudaStream_t)p->call.stream>>>(P);
-  return launched("the decompress kernel launch");
+  return launch_capped("the decompress kernel launch", decompress_kernel, P,
+                       (p->tok.len + 7) / 8, 8, 256, dev, p->call);
 }
 
 extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
@@ -222,18 +236,14 @@ extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
   P.scores = p->scores;
   P.ssi = p->score_si;
   P.ssj = p->score_sj;
-  const int64_t items = p->nq * p->d.count, cap = (int64_t)dev.info->sms * 16;
-  approx_kernel<<<(unsigned)(items < cap ? items : cap), 128, 0, (cudaStream_t)p->call.stream>>>(P);
-  return launched("the approx score kernel launch");
+  return launch_capped("the approx score kernel launch", approx_kernel, P,
+                       p->nq * p->d.count, 16, 128, dev, p->call);
 }
 
 extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   OnDevice dev(p->call);
   if (dev.st) return dev.st;
-  KRes P;
-  memset(&P, 0, sizeof P);
-  P.c = kcodec(p->codec);
-  P.t = ktok(p->d, p->codec.nbits);
+  KRes P = codec_params<KRes>(p->codec, p->d);
   P.q = p->q.data;
   P.q_dt = p->q.dtype;
   P.nq = p->q.count;

@@ -531,15 +531,7 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
         for (int h = 0; h < 2; h++) {
           float v = best[mt][h];
           int ix = bidx[mt][h];
-#pragma unroll
-          for (int o = 1; o < 4; o <<= 1) {
-            const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            const int i2 = __shfl_xor_sync(0xffffffffu, ix, o);
-            if (better(v2, i2, v, ix)) {
-              v = v2;
-              ix = i2;
-            }
-          }
+          argmax_lanes<4>(v, ix);
           if (tq == 0) {
             red_v[warp * QB + mt * 16 + h * 8 + g] = v;
             red_i[warp * QB + mt * 16 + h * 8 + g] = ix;

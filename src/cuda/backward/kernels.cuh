@@ -819,6 +819,25 @@ typedef cub::BlockScan<int, NT> BucketScan;
  * allowed the device's whole opt-in maximum). */
 constexpr size_t BUCKET_SMEM0 = (sizeof(BucketScan::TempStorage) + 15) / 16 * 16;
 
+/* A warp's walk of its slice [w0, w1) of the segment, U x 32 candidates in
+ * flight: f(c, t, peers) per candidate c, in order, t its target row (-1
+ * from w1 on) and peers the lanes with the same t. */
+template <typename R, int U, typename F>
+__device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_t w0, int64_t w1,
+                                           int lane, F f) {
+  for (int64_t base = w0; base < w1; base += 32 * U) {
+    int t[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + 32 * u + lane;
+      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      f(base + 32 * u + lane, t[u], __match_any_sync(0xffffffffu, t[u]));
+  }
+}
+
 template <typename R>
 __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -834,20 +853,10 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   for (int64_t i = tid; i < NW * len; i += NT) cnt[i] = 0;
   __syncthreads();
   constexpr int U = 4; /* 4 x 32 candidates in flight */
-  for (int64_t base = w0; base < w1; base += 32 * U) {
-    int t[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const unsigned peers = __match_any_sync(0xffffffffu, t[u]);
-      if (t[u] >= 0 && lane == __ffs(peers) - 1) mine[t[u]] += (uint16_t)__popc(peers);
-      __syncwarp();
-    }
-  }
+  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t, int t, unsigned peers) {
+    if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
+    __syncwarp();
+  });
   __syncthreads();
   /* cursors: row t's start in the segment plus the counts of earlier warps */
   uint16_t *start = B.start + b * (len + 1);
@@ -873,22 +882,12 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   if (tid == 0) start[len] = (uint16_t)carry;
   uint16_t *list = B.list + b * B.seg;
   const unsigned lt = (1u << lane) - 1u;
-  for (int64_t base = w0; base < w1; base += 32 * U) {
-    int t[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const unsigned peers = __match_any_sync(0xffffffffu, t[u]);
-      if (t[u] >= 0) list[mine[t[u]] + __popc(peers & lt)] = (uint16_t)(base + 32 * u + lane - c0);
-      __syncwarp();
-      if (t[u] >= 0 && lane == __ffs(peers) - 1) mine[t[u]] += (uint16_t)__popc(peers);
-      __syncwarp();
-    }
-  }
+  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t c, int t, unsigned peers) {
+    if (t >= 0) list[mine[t] + __popc(peers & lt)] = (uint16_t)(c - c0);
+    __syncwarp();
+    if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
+    __syncwarp();
+  });
 }
 
 /* A warp per row t of document n (rows of documents [n0, n0 + count)): its
