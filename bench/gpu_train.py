@@ -188,16 +188,22 @@ def split(Q, D, dm, G, tt):
 
 def peak_mb(step):
     """Peak MB of one step above what was allocated before it: torch's
-    allocator plus the stream-ordered pool lik's CUDA scratch comes from (an
-    upper bound: the two peaks need not coincide)."""
+    allocator plus lik's CUDA scratch, taken for this step from the device's
+    default stream-ordered pool (a context with cuda_off "pool": the same
+    sizes as from the context's own pool, which no driver call reads), whose
+    high-water mark bench/cuda_pool.py reads (an upper bound: the two peaks
+    need not coincide)."""
     import torch
     from cuda_pool import pool_high, pool_reset
+
+    import lik
 
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     pool_reset()
-    step()
+    with lik.Context(cuda_off=("pool",)):
+        step()
     torch.cuda.synchronize()
     return (torch.cuda.max_memory_allocated() - base + pool_high()) / 1e6
 

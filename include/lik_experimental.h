@@ -61,10 +61,14 @@ extern "C" {
  * their scratch, kept and reused, so a warm call allocates nothing (each
  * running call has an arena of its own; the context keeps as many as calls
  * ever ran on it at once, each at most 8 MiB between calls; larger scratch
- * is allocated per call).  Pass it in lik_options.context; NULL selects the
+ * is allocated per call), and per CUDA device a stream-ordered pool of the
+ * CUDA calls' scratch (cudaMallocFromPoolAsync on the call's stream, made
+ * on first use; it keeps up to 256 MiB reserved across synchronisations,
+ * returning what is above; captured in a CUDA graph the allocations are the
+ * graph's memory nodes).  Pass it in lik_options.context; NULL selects the
  * default context, whose workspace lives as long as the process.  A context
  * may be used by many threads at once; free it only when no call that uses
- * it is running (lik_context_free releases its workspace).
+ * it is running (lik_context_free releases its workspace and pools).
  */
 
 /* CUDA features a context can turn off (they exist to compare kernel
@@ -77,7 +81,11 @@ extern "C" {
 #define LIK_CUDA_NO_BW_BUCKETS 16u /* backward: grad_D's buckets (the argmax
                                       transposed) -> the tiles of document rows
                                       (same bits) */
-#define LIK_CUDA_NO_ALL 31u
+#define LIK_CUDA_NO_POOL 32u /* scratch from the device's default pool
+                                (cudaMallocAsync) instead of the context's
+                                own (bench/cuda_pool.py reads the default
+                                pool's high-water mark) */
+#define LIK_CUDA_NO_ALL 63u
 
 typedef struct lik_context_options {
   int num_threads;     /* CPU threads for calls whose options say 0; 0 =
@@ -89,7 +97,8 @@ typedef struct lik_context_options {
   unsigned cuda_off;   /* LIK_CUDA_NO_* bits, OR'ed with those the
                           environment turns off (LIK_CUDA_WGMMA=0,
                           LIK_CUDA_SPLIT=0, LIK_CUDA_BULK=0,
-                          LIK_CUDA_BW_SPARSE=0, LIK_CUDA_BW_BUCKETS=0:
+                          LIK_CUDA_BW_SPARSE=0, LIK_CUDA_BW_BUCKETS=0,
+                          LIK_CUDA_POOL=0:
                           read once, when the
                           context is made)                                   */
 } lik_context_options;

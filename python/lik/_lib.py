@@ -300,7 +300,7 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8, "bw_buckets": 16}  # LIK_CUDA_NO_* (lik_experimental.h)
+_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8, "bw_buckets": 16, "pool": 32}  # LIK_CUDA_NO_* (lik_experimental.h)
 _current = threading.local()
 
 
@@ -312,7 +312,7 @@ class Context:
     run in it; outside, calls use the process's default context (made on first
     use from ``LIK_NUM_THREADS``, ``LIK_CPU_ISA`` and ``LIK_CUDA_WGMMA`` /
     ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK`` / ``LIK_CUDA_BW_SPARSE`` /
-    ``LIK_CUDA_BW_BUCKETS``, read once).
+    ``LIK_CUDA_BW_BUCKETS`` / ``LIK_CUDA_POOL``, read once).
 
     Args:
         num_threads: int >= 0, CPU threads for calls (0: the default context's
@@ -325,6 +325,10 @@ class Context:
             CTA-per-document grad_D kernel), ``"bw_buckets"`` (grad_D by
             buckets of the transposed argmax); they exist to compare kernel
             families in tests: results agree, only speed differs.
+            ``"pool"``: CUDA scratch from the device's default stream-ordered
+            pool (``cudaMallocAsync``) instead of the context's own, which
+            keeps up to 256 MiB reserved between calls (benches read the
+            default pool's high-water mark).
 
     Raises:
         ValueError: a negative ``num_threads``, an unknown ISA or feature name.

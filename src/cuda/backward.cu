@@ -27,7 +27,7 @@
  *     run to run and for any grid / tile size (a row's arithmetic is fixed by
  *     the data: the term order and the lane -> column map, which depends on
  *     the dtype only);
- *   - scratch (stream-ordered cudaMallocAsync, freed on the stream): token
+ *   - scratch (stream-ordered, from the context's pool: StreamScratch): token
  *     norms under normalize, for pair lists a CSR of the pairs by query and
  *     by document (a stable CUB radix sort: pairs ascending per key), and
  *     the buckets where grad_Q's buffer cannot hold them.
@@ -123,7 +123,7 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
   nseg = std::max<int64_t>(1, (nc + seg - 1) / seg);
   const size_t per_doc = (size_t)nseg * (size_t)(seg + len + 1) * sizeof(uint16_t);
   int64_t group = ws ? (int64_t)(ws_bytes / per_doc) : 0;
-  StreamScratch sc(st);
+  StreamScratch sc(dev, st);
   if (group <= 0) {
     group = ndocs;
     if ((size_t)ndocs > SIZE_MAX / per_doc) return cudaErrorMemoryAllocation;
@@ -293,7 +293,7 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
   const bool want_q = bw->gq.data && p->q.count > 0;
   const bool want_d = bw->gd.data && p->d.count > 0;
   cudaError_t e;
-  StreamScratch sc(st);
+  StreamScratch sc(dev, st);
   const int64_t ntq = p->q.offsets.data ? bw->q_total : p->q.count * p->q.len;
   const int64_t ntd = p->d.offsets.data ? bw->d_total : p->d.count * p->d.len;
   if (p->call.normalize) {
@@ -304,7 +304,7 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
                       (long long)ntq, (long long)ntd);
     if ((e = sc.get((void **)&qn, (size_t)ntq * sizeof(R))) ||
         (e = sc.get((void **)&dn, (size_t)ntd * sizeof(R))))
-      return cuda_fail(e, "cudaMallocAsync (token norms)");
+      return cuda_fail(e, "allocating CUDA scratch (token norms)");
     if ((e = launch_norms<T, R>(P.q, ntq, qn, st)) || (e = launch_norms<T, R>(P.d, ntd, dn, st)))
       return cuda_fail(e, "the norm kernel launch");
     P.qnorm = qn;

@@ -15,15 +15,28 @@ namespace lik_cuda {
 
 enum { MAX_DEVICES = 64 };
 
+/* Bytes a scratch pool keeps reserved between calls (the release threshold:
+ * memory above it goes back to the device at a synchronisation). */
+static const uint64_t LIK_CUDA_POOL_KEEP = 256ull << 20;
+
 struct State {
   std::mutex lock;
   bool have[MAX_DEVICES] = {};
   DevInfo dev[MAX_DEVICES] = {};
   std::map<std::tuple<const void *, int, int64_t>, FnInfo> fns;
+  cudaMemPool_t pool[MAX_DEVICES] = {};
+  bool pool_tried[MAX_DEVICES] = {};
 };
 
 static void *create_state() { return new (std::nothrow) State; }
-static void destroy_state(void *s) { delete static_cast<State *>(s); }
+/* A pool with allocations still in flight is released once they are freed
+ * (cudaMemPoolDestroy's contract). */
+static void destroy_state(void *sp) {
+  State *s = static_cast<State *>(sp);
+  for (int i = 0; i < MAX_DEVICES; i++)
+    if (s->pool[i]) (void)cudaMemPoolDestroy(s->pool[i]);
+  delete s;
+}
 
 /* The sm_90a wgmma kernels run on this device: built for sm_90a
  * (cmake/cuda.cmake defines LIK_CUDA_SM90A), compute capability exactly 9.0
@@ -61,6 +74,7 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->bulk = !(off & LIK_CUDA_NO_BULK) && v[4] >= 9;
   out->bw_sparse = !(off & LIK_CUDA_NO_BW_SPARSE);
   out->bw_buckets = !(off & LIK_CUDA_NO_BW_BUCKETS);
+  out->pool = !(off & LIK_CUDA_NO_POOL);
   return cudaSuccess;
 }
 
@@ -84,6 +98,38 @@ lik_status device_of(const lik_call &call, Device *out) {
   out->info = &s->dev[id];
   out->state = s;
   return LIK_OK;
+}
+
+/* dev's pool in its context, made on the first call that asks; null where it
+ * cannot be made (the error is cleared: the default pool serves) or the
+ * context turned it off. */
+static cudaMemPool_t pool_of(const Device &dev) {
+  if (!dev.info->pool) return nullptr;
+  std::lock_guard<std::mutex> g(dev.state->lock);
+  if (!dev.state->pool_tried[dev.id]) {
+    dev.state->pool_tried[dev.id] = true;
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev.id;
+    cudaMemPool_t pool = nullptr;
+    uint64_t keep = LIK_CUDA_POOL_KEEP;
+    if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+      if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+        dev.state->pool[dev.id] = pool;
+      else
+        (void)cudaMemPoolDestroy(pool);
+    }
+    (void)cudaGetLastError();
+  }
+  return dev.state->pool[dev.id];
+}
+
+cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st) {
+  const cudaMemPool_t pool = pool_of(dev);
+  return pool ? cudaMallocFromPoolAsync(p, bytes, pool, st) : cudaMallocAsync(p, bytes, st);
 }
 
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out) {

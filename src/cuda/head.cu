@@ -3,7 +3,7 @@
  * lik_cuda_maxsim_from_hidden / _backward, declared in src/core/head.h):
  * half / bf16 / fp32 inputs, d_out <= 256 (the projection tile's width).  Kernels:
  * head_fwd.cuh, head_bwd.cuh.  Every launch is on the call's stream; scratch
- * of the backward is stream-ordered (cudaMallocAsync / cudaFreeAsync).
+ * of the backward is stream-ordered, from the context's pool (StreamScratch).
  */
 #include <string.h>
 
@@ -190,11 +190,11 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
     return lik_fail(LIK_ERR_ALLOC, "maxsim_from_hidden backward: %lld argmax slots x d_out=%lld "
                     "exceed the address space", (long long)B.nslot, (long long)d_out);
   cudaStream_t st = (cudaStream_t)p->call.stream;
-  StreamScratch sc(st);
+  StreamScratch sc(dev, st);
   cudaError_t e;
   if ((e = sc.get((void **)&B.yhat, rows)) || (e = sc.get((void **)&B.gy, rows)) ||
       (e = sc.get((void **)&B.tok, toks)) || (e = sc.get((void **)&B.wpart, parts)))
-    return cuda_fail(e, "cudaMallocAsync (maxsim_from_hidden backward scratch)");
+    return cuda_fail(e, "allocating CUDA scratch (maxsim_from_hidden backward)");
   e = p->q.dtype == LIK_F32    ? bwd_by_width<float>(B, bw, st)
       : p->q.dtype == LIK_BF16 ? bwd_by_width<__nv_bfloat16>(B, bw, st)
                                : bwd_by_width<__half>(B, bw, st);

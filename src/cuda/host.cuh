@@ -140,17 +140,18 @@ struct DeviceGuard {
   }
 };
 
-/* Stream-ordered scratch (the backward's and the fused head's): up to 16
- * buffers, freed on the stream at scope exit. */
+/* A call's stream-ordered scratch from its context's pool (scratch_alloc,
+ * device.cuh): up to 16 buffers, freed on the stream at scope exit. */
 struct StreamScratch {
+  const Device &dev;
   cudaStream_t st;
   void *ptrs[16];
   int n = 0;
-  explicit StreamScratch(cudaStream_t s) : st(s) {}
+  StreamScratch(const Device &d, cudaStream_t s) : dev(d), st(s) {}
   cudaError_t get(void **p, size_t bytes) {
     *p = nullptr;
     if (n == 16) return cudaErrorMemoryAllocation;
-    const cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 16, st);
+    const cudaError_t e = scratch_alloc(dev, p, bytes ? bytes : 16, st);
     if (e == cudaSuccess) ptrs[n++] = *p;
     return e;
   }

@@ -3,8 +3,8 @@
  * src/core/problem.h under LIK_WITH_CUDA): lik_cuda_maxsim, lik_cuda_retrieve.
  *
  * Everything runs on p->call.stream; no host synchronisation (graph capturable).
- * A forward with a d_mask, and the retrieve path, allocate their bounded
- * scratch with cudaMallocAsync / cudaFreeAsync on the same stream.
+ * A forward with a d_mask, and the retrieve path, take their bounded
+ * scratch from the context's stream-ordered pool (StreamScratch, host.cuh).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -314,7 +314,8 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   P.dwords = (P.d.len + 31) / 32;
   int32_t *dpre = nullptr;
   const size_t bytes = (size_t)p->d.count * (size_t)(1 + P.dwords) * 4;
-  cudaError_t e = cudaMallocAsync((void **)&dpre, bytes, stream);
+  StreamScratch sc(dev, stream);
+  cudaError_t e = sc.get((void **)&dpre, bytes);
   if (e != cudaSuccess) return cuda_fail(e, "allocating the d_mask prefix lengths");
   uint32_t *bits = reinterpret_cast<uint32_t *>(dpre + p->d.count);
   e = launch_prefix(P, dpre, bits, stream);
@@ -322,7 +323,6 @@ extern "C" lik_status lik_cuda_maxsim(const lik_problem *p) {
   P.dbits = bits;
   const lik_status rs = e == cudaSuccess ? run_forward(P, p->q.dtype, stream, dev)
                                          : cuda_fail(e, "the d_mask prefix kernel launch");
-  cudaFreeAsync(dpre, stream);
   return rs;
 }
 

@@ -285,7 +285,8 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
   c.off = 0;
   carve(c, qc, P, x, q->prune, capA, NE, splits, sort.tmp_bytes);
   void *base = nullptr;
-  e = cudaMallocAsync(&base, (size_t)c.off, stream);
+  StreamScratch sc(dev, stream);
+  e = sc.get(&base, (size_t)c.off);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return lik_fail(e == cudaErrorMemoryAllocation ? LIK_ERR_ALLOC : LIK_ERR_CUDA,
@@ -395,6 +396,5 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
                                                                      q->s_k, q->ids, q->i_i, q->i_k);
     st = launched("the PLAID search's output kernel");
   }
-  cudaFreeAsync(base, stream);
   return st;
 }

@@ -17,8 +17,8 @@
  * scores the candidates' positions follow their indices, so the ordered tie
  * scan still keeps the lowest indices: the result is the same.
  * The [Nq, Nd] matrix is never held: scratch is Nq*B*4 + Nq*k*12*(2 + 2G)
- * + k*12 bytes, allocated with cudaMallocAsync on the call's stream
- * (stream-ordered, no host sync, graph capturable), freed with cudaFreeAsync.
+ * + k*12 bytes, stream-ordered scratch from the context's pool on the
+ * call's stream (StreamScratch: no host sync, graph capturable).
  */
 
 namespace lik_cuda {
@@ -193,9 +193,10 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
   const size_t kb = (size_t)(nq * k), gkb = kb * (size_t)gmax;
   const size_t total = sc_bytes + (2 * kb + 2 * gkb + (size_t)k) * (sizeof(float) + sizeof(int64_t)) + 256;
   void *buf = nullptr;
-  e = cudaMallocAsync(&buf, total, stream);
+  StreamScratch scratch(dev, stream);
+  e = scratch.get(&buf, total);
   if (e != cudaSuccess)
-    return lik_fail(LIK_ERR_ALLOC, "retrieve: cudaMallocAsync of %zu bytes of scratch failed (%s)",
+    return lik_fail(LIK_ERR_ALLOC, "retrieve: %zu bytes of CUDA scratch could not be allocated (%s)",
                     total, cudaGetErrorString(e));
   char *b = (char *)buf;
   int64_t *st_i[2], *cand_i, *sl_i, *empty_i;
@@ -267,7 +268,6 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
     e = cudaGetLastError();
     if (e != cudaSuccess) st = cuda_fail(e, "retrieve output");
   }
-  cudaFreeAsync(buf, stream);
   return st;
 }
 
