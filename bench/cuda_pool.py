@@ -1,6 +1,6 @@
 """The device's default stream-ordered memory pool (cudaMallocAsync), read
 through the driver API: lik's CUDA scratch comes from it in a context with
-cuda_off "pool" (by default from the context's own pool), torch's caching
+cuda_off "pool" (by default from lik's own pool), torch's caching
 allocator does not, so a step's peak is torch's peak plus this pool's
 high-water mark.  Used by bench/gpu_train.py and tests/gpu."""
 

@@ -190,7 +190,7 @@ def peak_mb(step):
     """Peak MB of one step above what was allocated before it: torch's
     allocator plus lik's CUDA scratch, taken for this step from the device's
     default stream-ordered pool (a context with cuda_off "pool": the same
-    sizes as from the context's own pool, which no driver call reads), whose
+    sizes as from lik's own pool, which no driver call reads), whose
     high-water mark bench/cuda_pool.py reads (an upper bound: the two peaks
     need not coincide)."""
     import torch

@@ -341,7 +341,7 @@ LIK_API const char *lik_cpu_isa(void);
  *   buffer: scratch is O(tokens) norms under normalize, for pair lists the
  *   pairs grouped by query and by document, and the lists where grad_Q's
  *   buffer cannot hold them (stream-ordered on opts->stream, from the
- *   context's pool: graph capturable; lik_experimental.h).  normalize with d larger than the
+ *   lik's pool of the device: graph capturable; lik_experimental.h).  normalize with d larger than the
  *   shared-memory row (about 7000 features, 3500 for F64) returns
  *   LIK_ERR_UNSUPPORTED on CUDA.
  * - Errors as the matching forward, plus: LIK_ERR_DTYPE (grad_scores not

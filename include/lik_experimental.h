@@ -61,14 +61,16 @@ extern "C" {
  * their scratch, kept and reused, so a warm call allocates nothing (each
  * running call has an arena of its own; the context keeps as many as calls
  * ever ran on it at once, each at most 8 MiB between calls; larger scratch
- * is allocated per call), and per CUDA device a stream-ordered pool of the
- * CUDA calls' scratch (cudaMallocFromPoolAsync on the call's stream, made
- * on first use; it keeps up to 256 MiB reserved across synchronisations,
- * returning what is above; captured in a CUDA graph the allocations are the
- * graph's memory nodes).  Pass it in lik_options.context; NULL selects the
- * default context, whose workspace lives as long as the process.  A context
- * may be used by many threads at once; free it only when no call that uses
- * it is running (lik_context_free releases its workspace and pools).
+ * is allocated per call).  The CUDA calls' scratch comes from lik's
+ * stream-ordered pool of the device, one per device for the process
+ * (cudaMallocFromPoolAsync on the call's stream, made on first use, kept
+ * for the process; it keeps up to 256 MiB reserved across
+ * synchronisations, returning what is above; captured in a CUDA graph the
+ * allocations are the graph's memory nodes).  Pass it in
+ * lik_options.context; NULL selects the default context, whose workspace
+ * lives as long as the process.  A context may be used by many threads at
+ * once; free it only when no call that uses it is running
+ * (lik_context_free releases its workspace).
  */
 
 /* CUDA features a context can turn off (they exist to compare kernel
@@ -82,8 +84,8 @@ extern "C" {
                                       transposed) -> the tiles of document rows
                                       (same bits) */
 #define LIK_CUDA_NO_POOL 32u /* scratch from the device's default pool
-                                (cudaMallocAsync) instead of the context's
-                                own (bench/cuda_pool.py reads the default
+                                (cudaMallocAsync) instead of lik's own
+                                (bench/cuda_pool.py reads the default
                                 pool's high-water mark) */
 #define LIK_CUDA_NO_ALL 63u
 

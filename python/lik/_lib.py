@@ -326,9 +326,9 @@ class Context:
             buckets of the transposed argmax); they exist to compare kernel
             families in tests: results agree, only speed differs.
             ``"pool"``: CUDA scratch from the device's default stream-ordered
-            pool (``cudaMallocAsync``) instead of the context's own, which
-            keeps up to 256 MiB reserved between calls (benches read the
-            default pool's high-water mark).
+            pool (``cudaMallocAsync``) instead of lik's own (one per device,
+            kept for the process, up to 256 MiB reserved between calls;
+            benches read the default pool's high-water mark).
 
     Raises:
         ValueError: a negative ``num_threads``, an unknown ISA or feature name.

@@ -27,7 +27,7 @@
  *     run to run and for any grid / tile size (a row's arithmetic is fixed by
  *     the data: the term order and the lane -> column map, which depends on
  *     the dtype only);
- *   - scratch (stream-ordered, from the context's pool: StreamScratch): token
+ *   - scratch (stream-ordered, from lik's pool: StreamScratch): token
  *     norms under normalize, for pair lists a CSR of the pairs by query and
  *     by document (a stable CUB radix sort: pairs ascending per key), and
  *     the buckets where grad_Q's buffer cannot hold them.

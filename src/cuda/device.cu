@@ -24,19 +24,18 @@ struct State {
   bool have[MAX_DEVICES] = {};
   DevInfo dev[MAX_DEVICES] = {};
   std::map<std::tuple<const void *, int, int64_t>, FnInfo> fns;
-  cudaMemPool_t pool[MAX_DEVICES] = {};
-  bool pool_tried[MAX_DEVICES] = {};
 };
 
 static void *create_state() { return new (std::nothrow) State; }
-/* A pool with allocations still in flight is released once they are freed
- * (cudaMemPoolDestroy's contract). */
-static void destroy_state(void *sp) {
-  State *s = static_cast<State *>(sp);
-  for (int i = 0; i < MAX_DEVICES; i++)
-    if (s->pool[i]) (void)cudaMemPoolDestroy(s->pool[i]);
-  delete s;
-}
+static void destroy_state(void *s) { delete static_cast<State *>(s); }
+
+/* The scratch pools, one per device for the process (every context's calls
+ * share them; never destroyed: destroying one from lik_context_free while
+ * its frees were still in flight on a stream crashed in the driver on an
+ * H100, tests/gpu/test_gpu_masks.py, 2026-12-05). */
+static std::mutex pools_lock;
+static cudaMemPool_t pools[MAX_DEVICES];
+static bool pools_tried[MAX_DEVICES];
 
 /* The sm_90a wgmma kernels run on this device: built for sm_90a
  * (cmake/cuda.cmake defines LIK_CUDA_SM90A), compute capability exactly 9.0
@@ -100,14 +99,14 @@ lik_status device_of(const lik_call &call, Device *out) {
   return LIK_OK;
 }
 
-/* dev's pool in its context, made on the first call that asks; null where it
- * cannot be made (the error is cleared: the default pool serves) or the
- * context turned it off. */
+/* dev's pool, made on the first call that asks; null where it cannot be
+ * made (the error is cleared: the default pool serves) or the call's context
+ * turned it off. */
 static cudaMemPool_t pool_of(const Device &dev) {
   if (!dev.info->pool) return nullptr;
-  std::lock_guard<std::mutex> g(dev.state->lock);
-  if (!dev.state->pool_tried[dev.id]) {
-    dev.state->pool_tried[dev.id] = true;
+  std::lock_guard<std::mutex> g(pools_lock);
+  if (!pools_tried[dev.id]) {
+    pools_tried[dev.id] = true;
     cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = cudaMemAllocationTypePinned;
@@ -118,13 +117,13 @@ static cudaMemPool_t pool_of(const Device &dev) {
     uint64_t keep = LIK_CUDA_POOL_KEEP;
     if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
       if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
-        dev.state->pool[dev.id] = pool;
+        pools[dev.id] = pool;
       else
         (void)cudaMemPoolDestroy(pool);
     }
     (void)cudaGetLastError();
   }
-  return dev.state->pool[dev.id];
+  return pools[dev.id];
 }
 
 cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st) {

@@ -22,7 +22,7 @@ namespace lik_cuda {
  * wgmma kernels, thread-block clusters (the Ld split), bulk / TMA copies and
  * the backward's sparse grad_D kernel are usable (the device and the build
  * can, the context does not turn them off); whether scratch comes from the
- * context's pool (scratch_alloc). */
+ * process's pool of the device (scratch_alloc). */
 struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
@@ -57,14 +57,15 @@ bool wgmma_runs(int major, int minor);
  * LIK_ERR_CUDA / LIK_ERR_ALLOC on failure. */
 lik_status device_of(const lik_call &call, Device *out);
 
-/* Stream-ordered scratch of `bytes` on st from the context's pool of dev
+/* Stream-ordered scratch of `bytes` on st from lik's pool of dev
  * (cudaMallocFromPoolAsync; free it with cudaFreeAsync on st).  The pool,
- * one per (context, device), is made on first use and keeps up to
- * LIK_CUDA_POOL_KEEP bytes reserved across synchronisations, so a warm
- * call's scratch comes without a driver allocation; where no pool can be
- * made (an old driver, a capture that forbids it) or the context turned it
- * off (LIK_CUDA_NO_POOL) the device's default pool serves (cudaMallocAsync).  Captured in a CUDA graph, the allocation
- * becomes the graph's memory node, as cudaMallocAsync's. */
+ * one per device for the process, is made on first use and never destroyed;
+ * it keeps up to 256 MiB reserved across synchronisations, so a warm call's
+ * scratch comes without a driver allocation.  Where no pool can be made (an
+ * old driver, a capture that forbids it) or the call's context turned it off
+ * (LIK_CUDA_NO_POOL) the device's default pool serves (cudaMallocAsync).
+ * Captured in a CUDA graph, the allocation becomes the graph's memory node,
+ * as cudaMallocAsync's. */
 cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st);
 
 /* The cached FnInfo of (fn, smem) on dev, or false. */

@@ -3,7 +3,7 @@
  * lik_cuda_maxsim_from_hidden / _backward, declared in src/core/head.h):
  * half / bf16 / fp32 inputs, d_out <= 256 (the projection tile's width).  Kernels:
  * head_fwd.cuh, head_bwd.cuh.  Every launch is on the call's stream; scratch
- * of the backward is stream-ordered, from the context's pool (StreamScratch).
+ * of the backward is stream-ordered, from lik's pool (StreamScratch).
  */
 #include <string.h>
 

@@ -140,7 +140,7 @@ struct DeviceGuard {
   }
 };
 
-/* A call's stream-ordered scratch from its context's pool (scratch_alloc,
+/* A call's stream-ordered scratch from lik's pool of the device (scratch_alloc,
  * device.cuh): up to 16 buffers, freed on the stream at scope exit. */
 struct StreamScratch {
   const Device &dev;

@@ -4,7 +4,7 @@
  *
  * Everything runs on p->call.stream; no host synchronisation (graph capturable).
  * A forward with a d_mask, and the retrieve path, take their bounded
- * scratch from the context's stream-ordered pool (StreamScratch, host.cuh).
+ * scratch from lik's stream-ordered pool (StreamScratch, host.cuh).
  */
 #include <limits.h>
 #include <stdlib.h>

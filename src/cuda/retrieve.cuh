@@ -17,7 +17,7 @@
  * scores the candidates' positions follow their indices, so the ordered tie
  * scan still keeps the lowest indices: the result is the same.
  * The [Nq, Nd] matrix is never held: scratch is Nq*B*4 + Nq*k*12*(2 + 2G)
- * + k*12 bytes, stream-ordered scratch from the context's pool on the
+ * + k*12 bytes, stream-ordered scratch from lik's pool on the
  * call's stream (StreamScratch: no host sync, graph capturable).
  */
 
