@@ -8,6 +8,9 @@ pipeline vs late-interaction-kernels 0.4.5's maxsim_from_hidden.
 Methods (same inputs, one training step = scores = f(Q, H_d, W, b);
 scores.backward(G) with Q, H_d, W, b requiring grad, grads set to None first):
 * fused    lik.maxsim_from_hidden (C: lik_maxsim_from_hidden + its backward).
+* fused_portable  the same in a context with cuda_off=["wgmma"] (CUDA only): the
+           portable forward kernel (head_fwd.cuh) where the sm_90a one
+           (head_wg.cuh) would run; the backward is the same.
 * unfused  D = F.normalize(F.linear(H_d, W, b), dim=-1); lik.maxsim(Q, D).
 * lik045   late_interaction_kernels.maxsim_from_hidden (wheel in .whl/; CUDA only).
 "fwd" times the inference call (no grad: no argmax kept), "train" the step.
@@ -82,6 +85,12 @@ def methods(device):
         "unfused": lambda Q, H, W, b: lik.maxsim(Q, F.normalize(F.linear(H, W, b), dim=-1)),
     }
     if device == "cuda":
+
+        def portable(Q, H, W, b):
+            with lik.Context(cuda_off=["wgmma"]):
+                return lik.maxsim_from_hidden(Q, H, W, b)
+
+        out["fused_portable"] = portable
         try:
             from late_interaction_kernels.fused_head import maxsim_from_hidden as lik045_head
 

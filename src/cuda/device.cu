@@ -1,10 +1,13 @@
-/* device.cu — the CUDA backend's state in a lik_context (device.cuh). */
+/* device.cu — the CUDA backend's state in a lik_context, its scratch pools
+ * and the driver's tensor-map encoder (device.cuh). */
 #include <map>
 #include <mutex>
 #include <new>
 #include <tuple>
 
 #include <string.h>
+
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 
 extern "C" {
 #include "../core/context.h"
@@ -129,6 +132,42 @@ static cudaMemPool_t pool_of(const Device &dev) {
 cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st) {
   const cudaMemPool_t pool = pool_of(dev);
   return pool ? cudaMallocFromPoolAsync(p, bytes, pool, st) : cudaMallocAsync(p, bytes, st);
+}
+
+static PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    (void)cudaGetLastError();
+    return (PFN_cuTensorMapEncodeTiled_v12000)f;
+  }();
+  return fn;
+}
+
+bool encode_tmap(CUtensorMap *map, int es, int rank, const void *data, const uint64_t *dims,
+                 const uint64_t *strides, const uint32_t *box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tmap_encoder();
+  if (!encode || rank < 1 || rank > 5) return false;
+  for (int i = 0; i + 1 < rank; ++i)
+    if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40)) return false;
+  cuuint64_t d[5], st[4];
+  cuuint32_t b[5], step[5];
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] < 1 || dims[i] > (1ull << 32)) return false;
+    d[i] = dims[i];
+    b[i] = box[i];
+    step[i] = 1;
+    if (i + 1 < rank) st[i] = strides[i];
+  }
+  const CUtensorMapDataType type =
+      es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  return encode(map, type, (cuuint32_t)rank, const_cast<void *>(data), d, st, b, step,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out) {

@@ -2,11 +2,13 @@
  * device.cuh — what the launchers know of a device, cached in the call's
  * lik_context (src/core/context.h) so that a warm call queries nothing:
  * properties read once per device, and per kernel function its occupancy and
- * dynamic shared memory attribute, set once.
+ * dynamic shared memory attribute, set once; stream-ordered scratch; TMA
+ * tensor maps.
  */
 #ifndef LIK_CUDA_DEVICE_CUH
 #define LIK_CUDA_DEVICE_CUH
 
+#include <cuda.h> /* CUtensorMap (a type only) */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -67,6 +69,15 @@ lik_status device_of(const lik_call &call, Device *out);
  * Captured in a CUDA graph, the allocation becomes the graph's memory node,
  * as cudaMallocAsync's. */
 cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st);
+
+/* A tensor map for TMA tile loads of 2- or 4-byte elements (es) in the
+ * 128-byte swizzle, elements out of range read as zero: rank dims
+ * (innermost first), rank - 1 byte strides (multiples of 16 below 2^40),
+ * the box.  cuTensorMapEncodeTiled is reached through the runtime (no link
+ * to libcuda).  False where the driver has no encoder or a size is out of
+ * TMA's range. */
+bool encode_tmap(CUtensorMap *map, int es, int rank, const void *data, const uint64_t *dims,
+                 const uint64_t *strides, const uint32_t *box);
 
 /* The cached FnInfo of (fn, smem) on dev, or false. */
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out);

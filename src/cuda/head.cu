@@ -2,13 +2,20 @@
  * head.cu — launchers of the fused D-side head on CUDA (extern "C"
  * lik_cuda_maxsim_from_hidden / _backward, declared in src/core/head.h):
  * half / bf16 / fp32 inputs, d_out <= 256 (the projection tile's width).  Kernels:
- * head_fwd.cuh, head_bwd.cuh.  Every launch is on the call's stream; scratch
- * of the backward is stream-ordered, from lik's pool (StreamScratch).
+ * head_wg.cuh (the forward on sm_90a for half types, d_out <= 128, Lq <= 256,
+ * TMA-addressable H_d and W), head_fwd.cuh (the forward elsewhere),
+ * head_bwd.cuh.  Every launch is on the call's stream; scratch (the
+ * backward's, the split forward's partials) is stream-ordered, from lik's
+ * pool (StreamScratch).
  */
+#include <limits.h>
 #include <string.h>
+
+#include <algorithm>
 
 #include "device.cuh"
 #include "head_bwd.cuh"
+#include "head_wg.cuh"
 #include "host.cuh"
 
 extern "C" {
@@ -65,6 +72,92 @@ HParams hparams(const lik_head *h) {
   return P;
 }
 
+unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* H_d as a (d_model, Ld, grp, count / grp) and W as a (d_model, d_out)
+ * tensor map of 2-byte elements, boxes of 64 features x 128 tokens / N
+ * rows; false where TMA cannot address them (feature stride not 1, rows or
+ * data not 16-byte aligned, sizes past its range). */
+bool make_tmaps(WgParams &G, const lik_head *h, int n_rows) {
+  const lik_seqs &d = h->p.d;
+  if (d.sk != 1 || h->w_sk != 1 || (uintptr_t)d.data % 16 || (uintptr_t)h->w % 16 ||
+      d.len >= INT_MAX || d.count >= INT_MAX)
+    return false;
+  const int64_t grp = d.group > 0 ? d.group : d.count, ng = d.count / grp;
+  const int64_t sn = grp > 1 ? d.sn : d.len * d.sl, sg = ng > 1 ? d.sg : grp * sn;
+  const uint64_t hdims[4] = {(uint64_t)d.dim, (uint64_t)d.len, (uint64_t)grp, (uint64_t)ng};
+  const uint64_t hstrides[3] = {(uint64_t)d.sl * 2, (uint64_t)sn * 2, (uint64_t)sg * 2};
+  const uint32_t hbox[4] = {64, WG_BT, 1, 1};
+  const uint64_t wdims[2] = {(uint64_t)d.dim, (uint64_t)h->p.q.dim};
+  const uint64_t wstrides[1] = {(uint64_t)h->w_so * 2};
+  const uint32_t wbox[2] = {64, (uint32_t)n_rows};
+  G.grp = grp;
+  return d.sl > 0 && sn > 0 && sg > 0 && h->w_so > 0 &&
+         encode_tmap(&G.tmap_h, 2, 4, d.data, hdims, hstrides, hbox) &&
+         encode_tmap(&G.tmap_w, 2, 2, h->w, wdims, wstrides, wbox);
+}
+
+/* The sm_90a forward (head_wg.cuh) with N = 64 or 128 projected columns:
+ * false where it does not apply (Lq over 256, Ld = 0, no tensor maps, too
+ * little shared memory), else launched, *err its outcome.  Documents that
+ * are too few to fill the GPU split their tiles over several CTAs, whose
+ * partial maxima merge_kernel combines. */
+template <typename T, int N>
+bool launch_wg(const lik_head *h, const HParams &P, const Device &dev, cudaStream_t st,
+               cudaError_t *err) {
+  const lik_problem *p = &h->p;
+  const int64_t lq = p->q.len, ld = p->d.len, nq = p->q.count, ndocs = p->d.count;
+  if (lq < 1 || lq > WG_MAXQ || ld < 1) return false;
+  WgParams G;
+  memset(&G, 0, sizeof G);
+  G.f = P;
+  G.f.qpc = P.kd ? 1 : (int)std::min<int64_t>(nq, WG_MAXQ / lq);
+  G.qr = (int)((G.f.qpc * lq + 63) / 64 * 64);
+  if (!make_tmaps(G, h, N)) return false;
+  WgSmem<N> lay{0, G.qr};
+  const int64_t nst = std::min<int64_t>(4, (dev.info->smem_max - 1024 - lay.bytes()) /
+                                               (WgSmem<N>::SB + 16));
+  if (nst < 2) return false;
+  G.nst = lay.nst = (int)nst;
+  const int64_t smem = lay.bytes() + 1024; /* + the base's alignment to 1024 bytes */
+  G.nqb = P.kd ? 1 : (nq + G.f.qpc - 1) / G.f.qpc;
+  const int64_t items = ndocs * G.nqb, ntile = (ld + WG_BT - 1) / WG_BT;
+  const int64_t split = items >= dev.info->sms
+                            ? 1
+                            : std::min<int64_t>(ntile, (dev.info->sms + items - 1) / items);
+  G.tps = (ntile + split - 1) / split;
+  G.split = (int)((ntile + G.tps - 1) / G.tps);
+  if (items * G.split > INT_MAX) return false;
+  StreamScratch sc(dev, st);
+  if (G.split > 1) {
+    const size_t parts = (size_t)(ndocs * (P.kd ? 1 : nq) * lq * G.split);
+    if ((*err = sc.get((void **)&G.part_v, parts * sizeof(float))) ||
+        (*err = sc.get((void **)&G.part_i, parts * sizeof(int32_t))))
+      return true;
+  }
+  auto fn = head_wg_kernel<T, N>;
+  FnInfo fi;
+  if (!fn_info_find(dev, (const void *)fn, 0, &fi)) {
+    memset(&fi, 0, sizeof fi);
+    if ((*err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)dev.info->smem_max)))
+      return true;
+    fn_info_put(dev, (const void *)fn, 0, fi);
+  }
+  fn<<<(unsigned)(items * G.split), WG_TH, (size_t)smem, st>>>(G);
+  if (G.split > 1 && !(*err = cudaGetLastError()))
+    merge_kernel<<<blocks(nq * P.ncand, 128), 128, 0, st>>>(G);
+  *err = cudaGetLastError();
+  return true;
+}
+
+template <typename T>
+bool fwd_wg(const lik_head *h, const HParams &P, const Device &dev, cudaStream_t st,
+            cudaError_t *err) {
+  return h->p.q.dim <= 64 ? launch_wg<T, 64>(h, P, dev, st, err)
+                          : launch_wg<T, 128>(h, P, dev, st, err);
+}
+
 template <typename T, int NF>
 cudaError_t launch_fwd(HParams P, int64_t smem_max, cudaStream_t st, bool *too_big) {
   const int64_t lq = P.q.len > 0 ? P.q.len : 1;
@@ -92,8 +185,6 @@ cudaError_t fwd_by_width(const HParams &P, int64_t smem_max, cudaStream_t st, bo
   default: return launch_fwd<T, 16>(P, smem_max, st, too_big);
   }
 }
-
-unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 template <typename T, int NF>
 cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
@@ -145,9 +236,16 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden(const lik_head *h) {
   if (dev.st) return dev.st;
   const HParams P = hparams(h);
   cudaStream_t st = (cudaStream_t)p->call.stream;
+  cudaError_t e = cudaSuccess;
+  /* sm_90a: half types with d_out <= 128 (fp16 normalised only: its hi / lo
+   * pair holds unnormalised projections only below 65504) */
+  if (dev.info->wg && p->q.dim <= 128 &&
+      (p->q.dtype == LIK_BF16 || (p->q.dtype == LIK_F16 && p->call.normalize)) &&
+      (p->q.dtype == LIK_BF16 ? fwd_wg<__nv_bfloat16>(h, P, dev, st, &e)
+                              : fwd_wg<__half>(h, P, dev, st, &e)))
+    return e ? cuda_fail(e, "maxsim_from_hidden") : LIK_OK;
   bool too_big = false;
-  const cudaError_t e =
-      p->q.dtype == LIK_F32    ? fwd_by_width<float>(P, dev.info->smem_max, st, &too_big)
+  e = p->q.dtype == LIK_F32    ? fwd_by_width<float>(P, dev.info->smem_max, st, &too_big)
       : p->q.dtype == LIK_BF16 ? fwd_by_width<__nv_bfloat16>(P, dev.info->smem_max, st, &too_big)
                                : fwd_by_width<__half>(P, dev.info->smem_max, st, &too_big);
   if (too_big)

@@ -119,6 +119,24 @@ __device__ __forceinline__ bool tok_valid(const KMask &m, const KSeq &s, int64_t
   return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
 }
 
+/* A query's score and argmax from its tokens' maxima: best(s, v, i) gives
+ * token s's max v and its argmax i (-1: nothing won); valid tokens with an
+ * argmax are summed in token order (head_fwd_kernel, head_wg.cuh's
+ * head_wg_kernel and merge_kernel). */
+template <class Best>
+__device__ __forceinline__ void finish_query(const HParams &P, int64_t qi, int64_t c, Best best) {
+  float tot = 0.f;
+  for (int64_t s = 0; s < P.q.len; ++s) {
+    float v;
+    int i;
+    best(s, v, i);
+    const bool live = i >= 0 && tok_valid(P.qm, P.q, qi, s);
+    if (live) tot += v;
+    if (P.argmax) P.argmax[qi * P.asi + c * P.asj + s * P.ass] = live ? i : -1;
+  }
+  P.scores[qi * P.ssi + c * P.ssj] = tot;
+}
+
 /* Bytes of dynamic shared memory of head_fwd_kernel<T, NF> for nqt query tokens. */
 template <typename T> __host__ __device__ constexpr size_t fwd_smem(int nf, int64_t nqt) {
   return 2 * ((size_t)BT + (size_t)nf * 16) * Stage<T>::HLD * sizeof(T) +
@@ -289,17 +307,11 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
     }
   }
   __syncthreads();
-  for (int64_t qq = tid; qq < nqry; qq += NTH) {
-    const int64_t qi = q0 + qq;
-    float tot = 0.f;
-    for (int64_t s = 0; s < lq; ++s) {
-      const int64_t x = qq * lq + s;
-      const bool live = ri[x] >= 0 && tok_valid(P.qm, P.q, qi, s);
-      if (live) tot += rm[x];
-      if (P.argmax) P.argmax[qi * P.asi + c * P.asj + s * P.ass] = live ? ri[x] : -1;
-    }
-    P.scores[qi * P.ssi + c * P.ssj] = tot;
-  }
+  for (int64_t qq = tid; qq < nqry; qq += NTH)
+    finish_query(P, q0 + qq, c, [&](int64_t s, float &v, int &i) {
+      v = rm[qq * lq + s];
+      i = ri[qq * lq + s];
+    });
 }
 
 } // namespace head

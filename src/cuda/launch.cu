@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
-
 #include "host.cuh"
 #include "launch.cuh"
 
@@ -23,22 +21,6 @@ namespace lik_cuda {
  * of s. */
 static int vec16_ok(const lik_seqs &s) {
   return s.dtype != LIK_F64 && vec_ok(s, 16 / elt_size(s.dtype));
-}
-
-/* cuTensorMapEncodeTiled, reached through the runtime (no link to libcuda);
- * null where the driver has none. */
-static PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    (void)cudaGetLastError();
-    return (PFN_cuTensorMapEncodeTiled_v12000)f;
-  }();
-  return fn;
 }
 
 /* D's padded tokens are one (feature, token, document) tensor of 16-byte
@@ -53,21 +35,14 @@ static bool tmap_layout_ok(const KParams &P) {
  * zero.  False where the map cannot be made (no encoder, sizes past TMA's
  * limits). */
 static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tmap_encoder();
   const int64_t ndocs = P.pairing == 0 ? P.ncand : P.pairing == 1 ? P.nrows * P.ncand : P.d.count;
   const int64_t es = elt_size(dt);
-  if (!encode || ndocs >= INT_MAX || P.d.len >= INT_MAX || P.d.len < 1 ||
-      P.d.sn * es >= (1ll << 40) || P.d.sl * es >= (1ll << 40))
-    return false;
-  const cuuint64_t dims[3] = {(cuuint64_t)P.d.dim, (cuuint64_t)P.d.len, (cuuint64_t)ndocs};
-  const cuuint64_t strides[2] = {(cuuint64_t)(P.d.sl * es),
-                                 (cuuint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
-  const cuuint32_t box[3] = {(cuuint32_t)(128 / es), (cuuint32_t)bd, 1}, step[3] = {1, 1, 1};
-  const CUtensorMapDataType type =
-      es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
-  return encode(&P.tmap_d, type, 3, const_cast<void *>(P.d.data), dims,
-                strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (ndocs >= INT_MAX || P.d.len >= INT_MAX || P.d.len < 1) return false;
+  const uint64_t dims[3] = {(uint64_t)P.d.dim, (uint64_t)P.d.len, (uint64_t)ndocs};
+  const uint64_t strides[2] = {(uint64_t)(P.d.sl * es),
+                               (uint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
+  const uint32_t box[3] = {(uint32_t)(128 / es), (uint32_t)bd, 1};
+  return encode_tmap(&P.tmap_d, (int)es, 3, P.d.data, dims, strides, box);
 }
 
 /* Shared memory of the K-streamed mma.sync configuration with wn warps of

@@ -84,6 +84,20 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map
                " [%0], [%1, {%2, %3, %4}], [%5];\n"
                ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
 }
+/* box (x, y) of a 2-D and box (x, y, z, w) of a 4-D tensor map (the fused
+ * head's W and H_d, head_wg.cuh) */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int x, int y,
+                                            uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int x, int y, int z,
+                                            int w, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar) : "memory");
+}
 #else
 __device__ __forceinline__ void bar_init(uint32_t, int) { __trap(); }
 __device__ __forceinline__ void bar_init_fence() { __trap(); }
@@ -92,6 +106,13 @@ __device__ __forceinline__ void bar_arrive(uint32_t) { __trap(); }
 __device__ __forceinline__ void bar_wait(uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void bulk_copy(uint32_t, const void *, uint32_t, uint32_t) { __trap(); }
 __device__ __forceinline__ void tma_load_3d(uint32_t, const CUtensorMap *, int, int, int, uint32_t) {
+  __trap();
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t, const CUtensorMap *, int, int, uint32_t) {
+  __trap();
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t, const CUtensorMap *, int, int, int, int,
+                                            uint32_t) {
   __trap();
 }
 #endif

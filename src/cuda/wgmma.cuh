@@ -11,6 +11,11 @@
  *                   tokens x 32 bytes) from shared memory through a
  *                   descriptor, fp32 accumulators in the m16n8 C layout
  *                   repeated over N/8 column blocks; acc = 0 overwrites.
+ *   wgmma_ss<T, N>  (N = 64, 128; bf16 / fp16) m64nNk16 with A (64 rows x
+ *                   32 bytes) and B (N rows x 32 bytes) both from shared
+ *                   memory through descriptors (wg_desc: K-major, 128-byte
+ *                   swizzle); fp32 accumulators as wgmma_rs's (the fused
+ *                   head's projection and MaxSim, head_wg.cuh).
  *   wgmma_8bit_64<T> m64n64k32 s8 -> s32, e4m3 / e5m2 -> f32, A from
  *                   registers (the mma.sync m16n8k32 layout), B through a
  *                   descriptor (quant.cu's tile kernel).
@@ -130,6 +135,40 @@ LIK_WGMMA_RS(__nv_bfloat16, 128, "m64n128k16.f32.bf16.bf16", ", 1, 1, 0")
 LIK_WGMMA_RS(__half, 128, "m64n128k16.f32.f16.f16", ", 1, 1, 0")
 LIK_WGMMA_RS(float, 128, "m64n128k8.f32.tf32.tf32", ", 1, 1")
 #undef LIK_WGMMA_RS
+
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int acc);
+
+/* Per N of the shared-memory form: the predicate's operand and the
+ * registers (N/2 accumulators, the two descriptors). */
+#define LIK_WG_SSPRED_64 "%34"
+#define LIK_WG_SSREGS_64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"  \
+  "%32, %33, p"
+#define LIK_WG_SSPRED_128 "%66"
+#define LIK_WG_SSREGS_128 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"  \
+  "%64, %65, p"
+/* scale-a, scale-b 1; A and B K-major (not transposed) */
+#define LIK_WGMMA_SS(T, N, SHAPE_TYPES)                                                        \
+  template <>                                                                                  \
+  __device__ __forceinline__ void wgmma_ss<T, N>(float *d, uint64_t da, uint64_t db, int acc) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " LIK_WG_SSPRED_##N ", 0;\n"                \
+                 "wgmma.mma_async.sync.aligned." SHAPE_TYPES "\n" LIK_WG_SSREGS_##N            \
+                 ", 1, 1, 0, 0;\n}\n"                                                           \
+                 : LIK_WG_ACC_##N                                                              \
+                 : "l"(da), "l"(db), "r"(acc));                                                \
+  }
+
+LIK_WGMMA_SS(__nv_bfloat16, 64, "m64n64k16.f32.bf16.bf16")
+LIK_WGMMA_SS(__half, 64, "m64n64k16.f32.f16.f16")
+LIK_WGMMA_SS(__nv_bfloat16, 128, "m64n128k16.f32.bf16.bf16")
+LIK_WGMMA_SS(__half, 128, "m64n128k16.f32.f16.f16")
+#undef LIK_WGMMA_SS
+#undef LIK_WG_SSPRED_64
+#undef LIK_WG_SSREGS_64
+#undef LIK_WG_SSPRED_128
+#undef LIK_WG_SSREGS_128
 #undef LIK_WG_ACC8
 #undef LIK_WG_PRED_64
 #undef LIK_WG_REGS_64
@@ -143,6 +182,10 @@ LIK_WGMMA_RS(float, 128, "m64n128k8.f32.tf32.tf32", ", 1, 1")
 #else
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_rs(float *, const uint32_t *, uint64_t, int) {
+  __trap();
+}
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float *, uint64_t, uint64_t, int) {
   __trap();
 }
 #endif

@@ -2,7 +2,8 @@
 compute-sanitizer:
     compute-sanitizer --tool memcheck python3 tests/gpu/sanitize_head.py
 Covers bf16 / fp16 / fp32, cross and KD, masks, d_out tails (17, 96) and the widest
-tile (256), Ld tails (not a multiple of 64), strided H_d, empty Ld."""
+tile (256), Ld tails (not a multiple of 64), strided H_d, empty Ld; the sm_90a kernel
+split over CTAs (few documents) and not (140 documents, 256 query rows)."""
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ g.manual_seed(1)
 bf, hf, f32 = torch.bfloat16, torch.float16, torch.float32
 for dt, nq, nd, kd, lq, ld, dm, do in [(bf, 2, 3, 0, 32, 150, 96, 17), (hf, 2, 0, 3, 9, 70, 40, 96),
                                        (bf, 1, 2, 0, 5, 65, 17, 256), (hf, 3, 2, 0, 4, 0, 8, 16),
-                                       (f32, 2, 0, 3, 9, 70, 40, 96), (f32, 1, 2, 0, 5, 65, 17, 256)]:
+                                       (f32, 2, 0, 3, 9, 70, 40, 96), (f32, 1, 2, 0, 5, 65, 17, 256),
+                                       (bf, 8, 140, 0, 32, 130, 64, 128)]:
     shape = (nq, kd, ld, dm) if kd else (nd, 2 * ld, dm)
     H = torch.randn(shape, device="cuda", generator=g).to(dt)
     if not kd:

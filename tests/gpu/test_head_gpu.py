@@ -76,6 +76,38 @@ def test_cuda_matches_cpu(rng, dtype, normalize, d_model, d_out, kd):
     assert bool((grads[0][~qm] == 0).all()) and bool((grads[1][~dm] == 0).all())
 
 
+# The sm_90a forward (head_wg.cuh: half types, d_out <= 128, Lq <= 256, TMA-
+# addressable H_d and W; fp16 when normalised) and the portable one (a context with
+# cuda_off=["wgmma"]), each against the CPU in float64, on the shapes that pick its
+# branches: CTAs that split a document's tiles (few documents) or not (>= one per SM),
+# 1 to 4 tiles of 64 query rows, two query blocks, Lq > 256 (portable kernel only),
+# d_out <= 64 / <= 128, d_model and Ld tails of the 64-feature chunks and 128-token
+# tiles, strided tokens, KD; garbage (NaN / inf) under both masks.
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("nq,lq,nd,ld,d_model,d_out,kd,strided", [
+    (2, 32, 150, 200, 96, 128, 0, False),
+    (8, 32, 40, 257, 200, 100, 0, True),
+    (3, 9, 5, 131, 40, 64, 0, False),
+    (1, 300, 3, 90, 64, 48, 0, False),
+    (3, 20, 0, 129, 136, 128, 4, False),
+    (11, 24, 7, 64, 72, 33, 0, True),
+])
+def test_cuda_wgmma_forward(rng, dtype, nq, lq, nd, ld, d_model, d_out, kd, strided):
+    xs, qm, dm = inputs(rng, nq, lq, nd, ld, d_model, d_out, dtype, kd=kd)
+    if strided:  # every other token of a twice as long buffer: rows 2 * d_model apart
+        xs[1] = xs[1].repeat_interleave(2, dim=-2)[..., ::2, :]
+    g = torch.from_numpy(rng.standard_normal((nq, kd or nd)))
+    rs, rgrads = run([x.double() for x in xs], qm, dm, True, "cpu", g)
+    s, grads = run(xs, qm, dm, True, "cuda", g)
+    with lik.Context(cuda_off=["wgmma"]):
+        s0, grads0 = run(xs, qm, dm, True, "cuda", g)
+    for what, got, gg in (("sm_90a", s, grads), ("portable", s0, grads0)):
+        err = (got - rs).abs()
+        assert bool((err <= SCORE_TOL[dtype] * (1 + rs.abs())).all()), f"{what} scores: max err {err.max().item()}"
+        for name, a, e in zip("QHWb", gg, rgrads):
+            close(a, e, GRAD_TOL[dtype], f"{what} grad_{name}")
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_cuda_deterministic_and_empty(rng, dtype):
     xs, qm, dm = inputs(rng, 2, 32, 7, 300, 768, 128, dtype)
