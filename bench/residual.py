@@ -16,7 +16,7 @@ of every method does not depend on the values): Nd documents of Ld tokens,
 d = 128, C = 2^floor(log2(16 sqrt(T))) fp16 unit-norm centroids (fast-plaid's
 rule for T tokens), uniform random codes and residual bytes, bucket weights
 from a normal sample; one query of Lq = 32 tokens (the seed's PLAID
-benchmark).  Times: median over --reps calls after warm-up (the Triton peer
+benchmark), or --nq of them per call.  Times: median over --reps calls after warm-up (the Triton peer
 autotunes on its first call); CPU: wall time with all cores, the two methods'
 calls interleaved; GPU: CUDA events
 around 10 back-to-back calls.  lik's GPU calls go through the C entry point
@@ -25,7 +25,7 @@ reduction and a sync).  Scores of every method are compared with lik dense
 (max abs difference printed).
 
     python3 bench/residual.py [--device cpu|gpu|all] [--reps N] [--shapes a,b]
-        [--q-dtype fp32|fp16|bf16]
+        [--q-dtype fp32|fp16|bf16] [--nq N]
 
 --q-dtype: the query's dtype (default fp32).  On CUDA an fp32 query scores
 in fp32 (3xTF32 tiles), a half-type one on fp16 operands (normalize).
@@ -59,6 +59,7 @@ SHAPES = {  # name: (Nd, Ld, nbits)
 }
 D, LQ = 128, 32
 Q_DTYPE = torch.float32
+NQ = 1  # queries per call (--nq)
 
 
 def corpus(nd, ld, nbits, seed=0):
@@ -70,7 +71,7 @@ def corpus(nd, ld, nbits, seed=0):
     res = torch.randint(0, 256, (T, D * nbits // 8), generator=g, dtype=torch.uint8)
     w = torch.sort(torch.randn(1 << nbits, generator=g) * 0.1).values
     cu = torch.arange(0, T + 1, ld, dtype=torch.int32)
-    Q = torch.randn(1, LQ, D, generator=g).to(Q_DTYPE)
+    Q = torch.randn(NQ, LQ, D, generator=g).to(Q_DTYPE)
     return dict(cent=cent, codes=codes, res=res, w=w, cu=cu, Q=Q, C=C, T=T, nbits=nbits)
 
 
@@ -84,17 +85,17 @@ def decoded(c, dtype, device):
 
 def lik_residual(c, device):
     codes, res, cu, cent, w, Q = (c[k].to(device) for k in ("codes", "res", "cu", "cent", "w", "Q"))
-    out = torch.empty(1, cu.shape[0] - 1, device=device)
+    out = torch.empty(NQ, cu.shape[0] - 1, device=device)
     return lambda: (_lib.call_maxsim_residual(Q, codes, res, cu, cent, w, c["nbits"], "colbert", out,
                                               normalize=True, packed=True), out)[1]
 
 
 def lik_dense(c, dtype, device):
     Dx = decoded(c, dtype, device)
-    Q = c["Q"].reshape(LQ, D).to(dtype).to(device)
-    cu_q = torch.tensor([0, LQ], dtype=torch.int32, device=device)
+    Q = c["Q"].reshape(NQ * LQ, D).to(dtype).to(device)
+    cu_q = torch.arange(0, NQ * LQ + 1, LQ, dtype=torch.int32, device=device)
     cu_d = c["cu"].to(device)
-    out = torch.empty(1, cu_d.shape[0] - 1, device=device)
+    out = torch.empty(NQ, cu_d.shape[0] - 1, device=device)
     opts = _lib.make_options(normalize=True, stream=_lib.cuda_stream_of(Q), max_seqlen_q=LQ)
     from lik import _autograd
 
@@ -195,8 +196,10 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--q-dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
+    ap.add_argument("--nq", type=int, default=1, help="queries per call (Lq = 32 each)")
     a = ap.parse_args()
-    global Q_DTYPE
+    global Q_DTYPE, NQ
+    NQ = a.nq
     Q_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.q_dtype]
     shapes = a.shapes.split(",")
     print(f"# bench/residual.py  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  torch {torch.__version__}  "

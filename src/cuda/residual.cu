@@ -157,6 +157,8 @@ static lik_status launch_mt(KRes &P, int64_t items, const Device &dev, cudaStrea
 template <typename T, bool LIST>
 static lik_status launch_t(KRes &P, int mt, int64_t items, const Device &dev,
                            cudaStream_t stream, int64_t smem) {
+  if constexpr (!LIST) /* stacked queries: the full scan only */
+    if (mt == 8) return launch_mt<T, 8, false>(P, items, dev, stream, smem);
   switch (mt) {
     case 1: return launch_mt<T, 1, LIST>(P, items, dev, stream, smem);
     case 2: return launch_mt<T, 2, LIST>(P, items, dev, stream, smem);
@@ -164,17 +166,25 @@ static lik_status launch_t(KRes &P, int mt, int64_t items, const Device &dev,
   }
 }
 
-/* Query rows per block (16, 32 or 64) and tile tokens (64, else 32) that
- * fit for T of es bytes: the shared memory, or 0 where none fits. */
+/* Query rows per block (16 .. 128) and tile tokens (64, else 32) that fit
+ * for T of es bytes: the shared memory, or 0 where none fits; P.qpg /
+ * P.qslot: the queries stacked in the block (the full scan: up to 128 rows
+ * of queries of Lq <= 32, rounded up to 16 / 32 rows each) and their rows. */
 static int64_t fit(KRes &P, int es, const Device &dev, int *mt) {
   int bn = 64;
-  *mt = P.lq <= 16 ? 1 : P.lq <= 32 ? 2 : 4;
+  const int slot = P.lq <= 16 ? 16 : P.lq <= 32 ? 32 : 64;
+  int rows = slot;
+  if (!P.list && slot <= 32)
+    while (rows < 128 && rows < slot * P.nq) rows *= 2;
+  *mt = rows / 16;
   int64_t smem = layout(P, 16 * *mt, bn, es);
   while (smem > dev.info->smem_max && (bn > 32 || *mt > 1)) {
     if (bn > 32) bn = 32;
     else *mt /= 2;
     smem = layout(P, 16 * *mt, bn, es);
   }
+  P.qslot = 16 * *mt < slot ? 16 * *mt : slot;
+  P.qpg = 16 * *mt / P.qslot;
   return smem > dev.info->smem_max ? 0 : smem;
 }
 
@@ -185,7 +195,9 @@ lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream
    * PLAID search's lists, and d past that, on half types */
   if (!P.list && (P.q_dt == LIK_F32 || P.q_dt == LIK_F64)) {
     const int64_t smem = fit(P, 4, dev, &mt);
-    if (smem) return launch_t<float, false>(P, mt, items, dev, stream, smem);
+    if (smem)
+      return launch_t<float, false>(P, mt, (P.nq + P.qpg - 1) / P.qpg * P.t.count, dev, stream,
+                                    smem);
   }
   const int64_t smem = fit(P, 2, dev, &mt);
   if (!smem)
@@ -196,6 +208,7 @@ lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream
   if (P.list)
     return P.normalize ? launch_t<__half, true>(P, mt, items, dev, stream, smem)
                        : launch_t<__nv_bfloat16, true>(P, mt, items, dev, stream, smem);
+  items = (P.nq + P.qpg - 1) / P.qpg * P.t.count; /* query groups x documents */
   return P.normalize ? launch_t<__half, false>(P, mt, items, dev, stream, smem)
                      : launch_t<__nv_bfloat16, false>(P, mt, items, dev, stream, smem);
 }
@@ -254,5 +267,5 @@ extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {
   set_outputs(P, p->out);
   P.normalize = p->call.normalize;
   P.tf32 = p->call.tf32;
-  return launch_residual(P, P.nq * P.t.count, dev, (cudaStream_t)p->call.stream);
+  return launch_residual(P, 0, dev, (cudaStream_t)p->call.stream); /* items: counted there */
 }

@@ -10,9 +10,11 @@
  * indices are nbits consecutive residual bytes (each COLBERT byte
  * bit-reversed into the LIK order), dimension e at bits e*nbits.
  *
- * residual_maxsim (one CTA of 4 warps per (query, document) item, grid-
- * stride): the query block (QB = 16*MT rows, normalised, as T) sits in
- * shared memory; T = float for an fp32 / fp64 Q outside the PLAID search's
+ * residual_maxsim (one CTA of 4 warps per (query group, document) item,
+ * grid-stride): the query block (QB = 16*MT rows, normalised, as T) sits in
+ * shared memory -- in the full scan of short queries (Lq <= 32) up to 128
+ * rows of qpg stacked queries, qslot rows each, so that every decoded tile
+ * serves all of them (the PLAID search's lists: one query per item); T = float for an fp32 / fp64 Q outside the PLAID search's
  * lists (fp32 accuracy: 3xTF32; one TF32 product under LIK_FP32_TF32),
  * else fp16 when normalize and bf16 without
  * (range).  The document is streamed in tiles of BN tokens.  The codes and
@@ -235,15 +237,16 @@ __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
 template <typename T, int QB>
-__device__ void load_query(const KRes &P, int64_t i, int64_t r0, T *qs) {
+__device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t r0, T *qs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   for (int r = warp; r < QB; r += 4) {
-    const int64_t s = r0 + r;
+    const int64_t q = i * qpg + r / qslot, s = r0 + r % qslot;
+    const bool ok = q < P.nq && s < P.lq;
     float inv = 1.f;
-    if (s < P.lq && P.normalize) {
+    if (ok && P.normalize) {
       float ss = 0.f;
       for (int64_t k = lane; k < P.c.dim; k += 32) {
-        const float v = load_f(P.q, P.q_dt, i * P.q_sn + s * P.q_sl + k * P.q_sk);
+        const float v = load_f(P.q, P.q_dt, q * P.q_sn + s * P.q_sl + k * P.q_sk);
         ss += v * v;
       }
 #pragma unroll
@@ -251,8 +254,8 @@ __device__ void load_query(const KRes &P, int64_t i, int64_t r0, T *qs) {
       inv = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
     }
     for (int64_t k = lane; k < P.dpad; k += 32) {
-      const float v = s < P.lq && k < P.c.dim
-                          ? load_f(P.q, P.q_dt, i * P.q_sn + s * P.q_sl + k * P.q_sk) * inv
+      const float v = ok && k < P.c.dim
+                          ? load_f(P.q, P.q_dt, q * P.q_sn + s * P.q_sl + k * P.q_sk) * inv
                           : 0.f;
       qs[r * P.ldr + k] = from_f<T>(v);
     }
@@ -434,7 +437,9 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   load_weights(P.c, wv);
   if constexpr (!std::is_same<T, float>::value) byte_table<T>(P.c, wv, wt);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, tq = lane % 4;
-  const int64_t nqb = (P.lq + QB - 1) / QB, items = P.nq * P.t.count;
+  /* item (i, jo): query group i (queries i * qpg .. of qslot rows each) */
+  const int qpg = LIST ? 1 : P.qpg, qslot = LIST ? QB : P.qslot;
+  const int64_t nqb = (P.lq + qslot - 1) / qslot, items = (P.nq + qpg - 1) / qpg * P.t.count;
   const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
   const uint32_t xs_a = (uint32_t)__cvta_generic_to_shared(xs);
   int64_t loaded = -1; /* query block in qs: i * nqb + qb */
@@ -442,12 +447,12 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
     const int64_t i = item / P.t.count, jo = item % P.t.count;
     if (LIST && jo >= P.list_n[i]) continue; /* uniform over the CTA */
     const int64_t j = LIST ? (int64_t)P.list[i * P.list_sn + jo] : jo, len = doc_len(P.t, j);
-    float score = 0.f;
+    float score = 0.f; /* thread t < qpg: query i * qpg + t */
     for (int64_t qb = 0; qb < nqb; qb++) {
-      const int64_t r0 = qb * QB;
+      const int64_t r0 = qb * qslot;
       if (loaded != i * nqb + qb) {
         __syncthreads();
-        load_query<T, QB>(P, i, r0, qs);
+        load_query<T, QB>(P, qpg, qslot, i, r0, qs);
         loaded = i * nqb + qb;
       }
       float best[MT][2];
@@ -547,13 +552,15 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
             ix = red_i[w * QB + r];
           }
         rowv[r] = ix >= 0 ? v : 0.f;
-        if (P.argmax && r0 + r < P.lq) P.argmax[i * P.asi + jo * P.asj + (r0 + r) * P.ass] = ix;
+        const int64_t q = i * qpg + r / qslot, s = r0 + r % qslot;
+        if (P.argmax && q < P.nq && s < P.lq) P.argmax[q * P.asi + jo * P.asj + s * P.ass] = ix;
       }
       __syncthreads();
-      if (threadIdx.x == 0)
-        for (int r = 0; r < QB && r0 + r < P.lq; r++) score += rowv[r];
+      if (threadIdx.x < qpg) /* a query's rows in order */
+        for (int r = 0; r < qslot && r0 + r < P.lq; r++) score += rowv[threadIdx.x * qslot + r];
     }
-    if (threadIdx.x == 0) P.scores[i * P.ssi + jo * P.ssj] = score;
+    if (threadIdx.x < qpg && i * qpg + threadIdx.x < P.nq)
+      P.scores[(i * qpg + threadIdx.x) * P.ssi + jo * P.ssj] = score;
   }
 }
 

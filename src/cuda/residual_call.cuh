@@ -62,6 +62,10 @@ struct KRes {
   const int32_t *list, *list_n;
   int64_t list_sn;
   int tf32;                 /* float tiles: one TF32 product (LIK_FP32_TF32) */
+  /* the full scan's query stacking: a CTA's QB rows are qpg slots of qslot
+   * rows, one query each (qpg = 1, qslot = QB: one query per item; LIST
+   * kernels never stack) */
+  int qpg, qslot;
 };
 
 /* Element i of an F16 / BF16 / F64 / F32 array as fp32 (the residual kernels'
@@ -76,8 +80,10 @@ __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
 }
 
 /* residual_maxsim_kernel's launch (src/cuda/residual.cu): P's codec, tokens,
- * query and outputs set; picks the query block and tile, lays out shared
- * memory, launches on stream (LIST: P.list set). */
+ * query and outputs set; picks the query block (and, for the full scan, the
+ * queries stacked in it) and tile, lays out shared memory, launches on
+ * stream (LIST: P.list set, items = queries x list slots; the full scan
+ * counts its own items). */
 lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream);
 
 } // namespace res

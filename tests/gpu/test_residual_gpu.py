@@ -96,6 +96,39 @@ def test_scores_match_cpu(rng, nbits, d, lq, lengths, layout, normalize, qdtype)
     _check(Q[0], pc, pr, lens, cent, w, nbits, layout, normalize, False, xmax)
 
 
+@pytest.mark.parametrize("nq,lq", [(9, 5), (5, 16), (7, 32), (33, 20)])
+@pytest.mark.parametrize("qdtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("normalize", (True, False))
+def test_stacked_queries_match_cpu(rng, nq, lq, qdtype, normalize):
+    """The full scan stacks up to 128 rows of short queries in a CTA (each
+    decoded tile serves them all), the last group partial: scores and argmax
+    as the CPU's, per query."""
+    nbits, d = 2, 128
+    codes, res, cu, cent, w = _index(rng, nbits, d, 97, [70, 0, 1, 129, 64, 33])
+    Q = torch.from_numpy(rng.standard_normal((nq, lq, d)).astype(np.float32)).to(qdtype)
+    x = plaid.decompress(codes, res, cent, w, nbits, normalize=False)
+    xmax = float(x.double().norm(dim=-1).max())
+    _check(Q, codes, res, cu, cent, w, nbits, "colbert", normalize, True, xmax)
+    args = (codes, res, cu, cent, w, nbits, "colbert", normalize, True, True)
+    cpu_s, cpu_a = plaid._residual_forward(Q, *args)
+    gpu_s, gpu_a = plaid._residual_forward(*_cuda(Q, codes, res, cu, cent, w), nbits, "colbert", normalize, True,
+                                           True)
+    xd = plaid.decompress(codes, res, cent, w, nbits, normalize=normalize).double()
+    qd = Q.double()
+    if normalize:
+        qd = qd / qd.norm(dim=-1, keepdim=True)
+    tol = 2.0**-7 * (torch.ones(nq, lq, dtype=torch.float64) if normalize else qd.norm(dim=-1) * xmax)
+    assert gpu_s.shape == cpu_s.shape
+    for j in range(len(cu) - 1):
+        a = gpu_a[:, j].cpu().long()
+        assert torch.equal(a == -1, cpu_a[:, j].long() == -1)
+        if cu[j + 1] == cu[j]:
+            continue
+        sims = torch.einsum("isd,td->ist", qd, xd[cu[j]:cu[j + 1]])
+        chosen = sims.gather(-1, a.clamp_min(0)[..., None])[..., 0]
+        assert torch.all(a >= 0) and torch.all(chosen >= sims.max(-1).values - tol)
+
+
 def test_argmax_and_grad_match_cpu(rng):
     nbits, d = 2, 128
     codes, res, cu, cent, w = _index(rng, nbits, d, 64, [40, 0, 100, 3])
