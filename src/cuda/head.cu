@@ -191,16 +191,16 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
   const int64_t d_out = B.f.q.dim, d_model = B.f.h.dim;
   cudaError_t e;
   if (B.nslot > 0) {
-    slot_kernel<T, NF><<<blocks(B.nslot, SB), BTH, 0, st>>>(B);
+    slot_kernel<T, NF><<<blocks(B.nslot, SB), 128, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
-  if (bw->gq.data && B.f.q.count * B.f.q.len * d_out > 0) {
-    q_kernel<T><<<blocks(B.f.q.count * B.f.q.len * d_out, 256), 256, 0, st>>>(B);
+  if (bw->gq.data && B.f.q.count * B.f.q.len > 0) {
+    q_kernel<T, NF><<<(unsigned)(B.f.q.count * B.f.q.len), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
   if (bw->gw || bw->gb) {
     if (B.nslot > 0) {
-      w_kernel<T><<<dim3(blocks(d_model + 1, BTH), blocks(d_out, 16), (unsigned)B.nsplit), BTH, 0, st>>>(B);
+      w_kernel<T, NF><<<dim3(blocks(d_model + 1, WC), (unsigned)B.nsplit, NF > 8 ? 2 : 1), BTH, 0, st>>>(B);
       if ((e = cudaGetLastError())) return e;
     } else if ((e = cudaMemsetAsync(B.wpart, 0, (size_t)(d_out * (d_model + 1)) * 4, st))) {
       return e;
@@ -209,7 +209,7 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
     if ((e = cudaGetLastError())) return e;
   }
   if (bw->gh.data && B.f.h.count * B.f.h.len > 0) {
-    h_kernel<T, NF><<<blocks(B.f.h.count * B.f.h.len, 4), BTH, 0, st>>>(B);
+    h_kernel<T, NF><<<(unsigned)(B.f.h.count * ((B.f.h.len + HR - 1) / HR)), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
   return cudaSuccess;
@@ -280,18 +280,26 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   if (B.nsplit > 64) B.nsplit = 64;
   if (B.nsplit < 1) B.nsplit = 1;
   B.split_len = (B.nslot + B.nsplit - 1) / B.nsplit;
-  size_t rows, toks, parts;
-  int64_t nrow, npart;
+  /* h_kernel: a CTA per (document, HR tokens), each with its document's slots' buckets */
+  const int64_t hctas = p->d.count * ((p->d.len + HR - 1) / HR);
+  size_t rows, toks, parts, lsts;
+  int64_t nrow, npart, nlst;
   if (lik_mul_i64(B.nslot, d_out, &nrow) || lik_bytes(nrow, sizeof(float), &rows) ||
       lik_bytes(B.nslot, sizeof(int64_t), &toks) ||
-      lik_mul_i64(B.nsplit * d_out, d_model + 1, &npart) || lik_bytes(npart, sizeof(float), &parts))
+      lik_mul_i64(B.nsplit * d_out, d_model + 1, &npart) || lik_bytes(npart, sizeof(float), &parts) ||
+      lik_mul_i64(B.nslot, (p->d.len + HR - 1) / HR, &nlst) || lik_bytes(nlst, sizeof(int32_t), &lsts))
     return lik_fail(LIK_ERR_ALLOC, "maxsim_from_hidden backward: %lld argmax slots x d_out=%lld "
                     "exceed the address space", (long long)B.nslot, (long long)d_out);
+  if (hctas > INT_MAX || B.nslot / SB >= INT_MAX || p->q.count * p->q.len > INT_MAX)
+    return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden backward: %lld documents x Ld=%lld, "
+                    "%lld argmax slots exceed the CUDA grid", (long long)p->d.count,
+                    (long long)p->d.len, (long long)B.nslot);
   cudaStream_t st = (cudaStream_t)p->call.stream;
   StreamScratch sc(dev, st);
   cudaError_t e;
   if ((e = sc.get((void **)&B.yhat, rows)) || (e = sc.get((void **)&B.gy, rows)) ||
-      (e = sc.get((void **)&B.tok, toks)) || (e = sc.get((void **)&B.wpart, parts)))
+      (e = sc.get((void **)&B.tok, toks)) || (e = sc.get((void **)&B.wpart, parts)) ||
+      (bw->gh.data && (e = sc.get((void **)&B.lst, lsts))))
     return cuda_fail(e, "allocating CUDA scratch (maxsim_from_hidden backward)");
   e = p->q.dtype == LIK_F32    ? bwd_by_width<float>(B, bw, st)
       : p->q.dtype == LIK_BF16 ? bwd_by_width<__nv_bfloat16>(B, bw, st)

@@ -109,6 +109,24 @@ def test_cuda_wgmma_forward(rng, dtype, nq, lq, nd, ld, d_model, d_out, kd, stri
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("nq,lq,nd,ld,d_model,d_out", [(8, 32, 5, 2, 64, 64), (2, 16, 3, 1100, 48, 40)])
+def test_cuda_backward_buckets(rng, dtype, nq, lq, nd, ld, d_model, d_out):
+    """The backward's grad_H_d buckets: many slots winning one token (Ld = 2: ~128 slots a
+    bucket, summed in slot order: bitwise equal run to run), documents longer than one
+    1024-token range of h_kernel."""
+    xs, qm, dm = inputs(rng, nq, lq, nd, ld, d_model, d_out, dtype)
+    g = torch.from_numpy(rng.standard_normal((nq, nd)))
+    a = run(xs, qm, dm, True, "cuda", g)
+    b = run(xs, qm, dm, True, "cuda", g)
+    assert torch.equal(a[0], b[0]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
+    rs, rgrads = run([x.double() for x in xs], qm, dm, True, "cpu", g)
+    err = (a[0] - rs).abs()
+    assert bool((err <= SCORE_TOL[dtype] * (1 + rs.abs())).all()), f"scores: max err {err.max().item()}"
+    for name, got, e in zip("QHWb", a[1], rgrads):
+        close(got, e, GRAD_TOL[dtype], f"grad_{name}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_cuda_deterministic_and_empty(rng, dtype):
     xs, qm, dm = inputs(rng, 2, 32, 7, 300, 768, 128, dtype)
     g = torch.from_numpy(rng.standard_normal((2, 7)))
