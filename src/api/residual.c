@@ -97,23 +97,23 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
                     lik_dtype_name(cs->dtype));
   lik_approx_problem p = {0};
   const int q3 = cs->ndim == 3;
-  p.cs = cs->data;
-  p.cs_dtype = cs->dtype;
-  p.nq = q3 ? cs->shape[0] : 1;
-  p.lq = cs->shape[cs->ndim - 2];
-  p.ncent = cs->shape[cs->ndim - 1];
-  p.cs_si = q3 ? cs->strides[0] : 0;
-  p.cs_ss = cs->strides[cs->ndim - 2];
-  p.cs_sc = cs->strides[cs->ndim - 1];
+  p.cs.data = cs->data;
+  p.cs.dtype = cs->dtype;
+  p.cs.nq = q3 ? cs->shape[0] : 1;
+  p.cs.lq = cs->shape[cs->ndim - 2];
+  p.cs.ncent = cs->shape[cs->ndim - 1];
+  p.cs.si = q3 ? cs->strides[0] : 0;
+  p.cs.ss = cs->strides[cs->ndim - 2];
+  p.cs.sc = cs->strides[cs->ndim - 1];
   const lik_tensor *ts[] = {cs, codes, cu_seqlens_d, scores};
   const char *names[] = {"centroid_scores", "codes", "cu_seqlens_d", "scores"};
   if ((st = lik_check_devices(ts, names, 4, &p.call.device, &p.call.device_id))) return st;
-  if ((st = lik_ctokens_packed(codes, NULL, cu_seqlens_d, p.ncent, NULL, p.call.device != LIK_CUDA,
-                               &p.d)))
+  if ((st = lik_ctokens_packed(codes, NULL, cu_seqlens_d, p.cs.ncent, NULL,
+                               p.call.device != LIK_CUDA, &p.d)))
     return st;
   int64_t grid[2];
   int ndim = 0;
-  if (q3) grid[ndim++] = p.nq;
+  if (q3) grid[ndim++] = p.cs.nq;
   grid[ndim++] = p.d.count;
   if ((st = check_outputs(scores, NULL, ndim, grid, 0)) ||
       (st = lik_check_disjoint(ts, names, 4, 1)))
@@ -122,7 +122,7 @@ lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores, const lik_t
   p.score_si = q3 ? scores->strides[0] : 0;
   p.score_sj = scores->strides[ndim - 1];
   lik_call_from(&p.call, opts);
-  if (p.nq == 0 || p.d.count == 0) return LIK_OK;
+  if (p.cs.nq == 0 || p.d.count == 0) return LIK_OK;
   const lik_backend *b = lik_backend_of(p.call.device);
   return b->plaid_approx ? b->plaid_approx(&p) : lik_no_entry("lik_plaid_approx_score");
 }

@@ -124,13 +124,20 @@ typedef struct {
   lik_out out;
 } lik_residual_problem;
 
-/* lik_plaid_approx_score: centroid score (i, s, c) at
- * cs[i*cs_si + s*cs_ss + c*cs_sc] (F32/F16/BF16), documents d (packed). */
+/* PLAID's centroid scores: score (i, s, c) of query i, query token s and
+ * centroid c at data[i*si + s*ss + c*sc] (F32/F16/BF16), i < nq, s < lq,
+ * c < ncent.  No field to resolve for a device: the CUDA kernel reads this
+ * view as it is (src/cuda/residual.cuh, KApprox). */
+typedef struct {
+  const void *data;
+  lik_dtype dtype;
+  int64_t nq, lq, ncent, si, ss, sc;
+} lik_cscores;
+
+/* lik_plaid_approx_score: centroid scores cs, documents d (packed). */
 typedef struct {
   lik_call call;
-  const void *cs;
-  lik_dtype cs_dtype;
-  int64_t nq, lq, ncent, cs_si, cs_ss, cs_sc;
+  lik_cscores cs;
   lik_ctokens d;
   float *scores;
   int64_t score_si, score_sj;

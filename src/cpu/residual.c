@@ -173,9 +173,8 @@ static void table_task(void *ctx, int tid, int64_t task) {
     const lik_approx_problem *a = g->ap; /* approx: the query's centroid scores */
     for (int l = 0; l < LB; l++) {
       const int64_t s = b * LB + l;
-      dst[u * LB + l] = s < g->lq ? lik_load_f32(a->cs, a->cs_dtype,
-                                                 g->qi * a->cs_si + s * a->cs_ss + g->ulist[u] * a->cs_sc)
-                                  : 0.0f;
+      const int64_t off = g->qi * a->cs.si + s * a->cs.ss + g->ulist[u] * a->cs.sc;
+      dst[u * LB + l] = s < g->lq ? lik_load_f32(a->cs.data, a->cs.dtype, off) : 0.0f;
     }
   }
 }
@@ -315,9 +314,9 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p) {
   rctx g;
   memset(&g, 0, sizeof g);
   g.ap = p;
-  g.ncent = p->ncent;
-  g.nq = p->nq;
-  g.lq = p->lq;
+  g.ncent = p->cs.ncent;
+  g.nq = p->cs.nq;
+  g.lq = p->cs.lq;
   return run(&g, &p->d, &p->call);
 }
 

@@ -36,10 +36,10 @@ struct KSeq {
   int64_t lens_sn, lens_sg;
 };
 
-struct KMask {
-  const uint8_t *data;
-  int64_t sn, sl, sg;
-};
+/* A token mask: the host's lik_mask as it is (no field to resolve for the
+ * device).  A typedef, not a derived struct: nvcc compiles a mask read
+ * through a base class differently (head_fwd_kernel's SASS). */
+typedef lik_mask KMask;
 
 /* Everything a forward kernel needs, passed by value. */
 struct KParams {

@@ -16,40 +16,21 @@
 
 namespace lik_cuda {
 
+/* The device views of a validated call's index vectors, sequences and masks:
+ * the host structs' fields in the kernel structs' order, the index's dtype
+ * resolved to is64; a mask is the host's as it is. */
 static inline KIndex kindex(const lik_index &ix) {
-  KIndex k;
-  k.data = ix.data;
-  k.stride = ix.stride;
-  k.is64 = ix.dtype == LIK_I64;
-  return k;
+  return KIndex{ix.data, ix.stride, ix.dtype == LIK_I64};
 }
 
 static inline KSeq kseq(const lik_seqs &s) {
-  KSeq k;
-  k.data = s.data;
-  k.count = s.count;
-  k.len = s.len;
-  k.dim = s.dim;
-  k.sn = s.sn;
-  k.sl = s.sl;
-  k.sk = s.sk;
-  k.group = s.group;
-  k.sg = s.sg;
-  k.off = kindex(s.offsets);
-  k.lens = s.lens;
-  k.lens_sn = s.lens_sn;
-  k.lens_sg = s.lens_sg;
-  return k;
+  return KSeq{s.data,
+              s.count, s.len, s.dim, s.sn, s.sl, s.sk, s.group, s.sg,
+              kindex(s.offsets),
+              s.lens, s.lens_sn, s.lens_sg};
 }
 
-static inline KMask kmask(const lik_mask &m) {
-  KMask k;
-  k.data = m.data;
-  k.sn = m.sn;
-  k.sl = m.sl;
-  k.sg = m.sg;
-  return k;
-}
+static inline KMask kmask(const lik_mask &m) { return m; }
 
 /* The sequences, masks, pairing and normalize of a validated call p in
  * kernel parameters K (KParams, bw::Params: q, d, qm, dm, pairing,

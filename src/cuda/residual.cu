@@ -15,24 +15,10 @@
 namespace lik_cuda {
 namespace res {
 
-static KCodec kcodec(const lik_codec_view &v) {
-  KCodec c;
-  memset(&c, 0, sizeof c);
-  c.cent = v.cent;
-  c.cent_dt = v.cent_dtype;
-  c.cent_vec = v.cent_dtype == LIK_F16 && v.cent_sk == 1 && v.cent_sc % 8 == 0 &&
-               ((uintptr_t)v.cent & 15) == 0;
-  c.ncent = v.ncent;
-  c.dim = v.dim;
-  c.cent_sc = v.cent_sc;
-  c.cent_sk = v.cent_sk;
-  c.weights = v.weights;
-  c.w_dt = v.weights_dtype;
-  c.ws = v.weights_s;
-  c.nbits = v.nbits;
-  c.colbert = v.layout == LIK_RESIDUAL_COLBERT;
-  c.width = v.width;
-  return c;
+/* fp16 centroid rows of 8 aligned halves: 16-byte loads. */
+static int cent_vec(const lik_codec_view &v) {
+  return v.cent_dtype == LIK_F16 && v.cent_sk == 1 && v.cent_sc % 8 == 0 &&
+         ((uintptr_t)v.cent & 15) == 0;
 }
 
 /* The residual bytes of an 8-dimension group (nbits bytes) can be read in one
@@ -42,23 +28,22 @@ static int res_vec(const lik_ctokens &t, int nbits) {
          (uintptr_t)t.res % (uintptr_t)nbits == 0;
 }
 
+/* The device views of a codec and of compressed tokens (residual_call.cuh):
+ * the host structs' fields in the kernel structs' order, the dtypes and
+ * layout resolved to flags. */
+static KCodec kcodec(const lik_codec_view &v) {
+  return KCodec{v.cent, v.cent_dtype, cent_vec(v),
+                v.ncent, v.dim, v.cent_sc, v.cent_sk,
+                v.weights, v.weights_dtype, v.weights_s,
+                v.nbits, v.layout == LIK_RESIDUAL_COLBERT, v.width};
+}
+
 static KTok ktok(const lik_ctokens &t, int nbits) {
-  KTok k;
-  memset(&k, 0, sizeof k);
-  k.codes = t.codes;
-  k.codes64 = t.codes_dtype == LIK_I64;
-  k.res_vec = t.res ? res_vec(t, nbits) : 0;
-  k.code_sn = t.code_sn;
-  k.code_s = t.code_s;
-  k.res = t.res;
-  k.res_sn = t.res_sn;
-  k.res_st = t.res_st;
-  k.res_sp = t.res_sp;
-  k.count = t.count;
-  k.len = t.len;
-  k.lengths = kindex(t.lengths);
-  k.offsets = kindex(t.offsets);
-  return k;
+  return KTok{t.codes, t.codes_dtype == LIK_I64, t.res ? res_vec(t, nbits) : 0,
+              t.code_sn, t.code_s,
+              t.res, t.res_sn, t.res_st, t.res_sp,
+              t.count, t.len,
+              kindex(t.lengths), kindex(t.offsets)};
 }
 
 /* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
@@ -238,19 +223,12 @@ extern "C" lik_status lik_cuda_plaid_approx(const lik_approx_problem *p) {
   KApprox P;
   memset(&P, 0, sizeof P);
   P.cs = p->cs;
-  P.cs_dt = p->cs_dtype;
-  P.nq = p->nq;
-  P.lq = p->lq;
-  P.ncent = p->ncent;
-  P.cs_si = p->cs_si;
-  P.cs_ss = p->cs_ss;
-  P.cs_sc = p->cs_sc;
   P.t = ktok(p->d, 1);
   P.scores = p->scores;
   P.ssi = p->score_si;
   P.ssj = p->score_sj;
   return launch_capped("the approx score kernel launch", approx_kernel, P,
-                       p->nq * p->d.count, 16, 128, dev, p->call);
+                       p->cs.nq * p->d.count, 16, 128, dev, p->call);
 }
 
 extern "C" lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p) {

@@ -200,9 +200,7 @@ __global__ void __launch_bounds__(256) decompress_kernel(KDecomp P) {
 /* ---- PLAID's centroid score: one CTA per (query, document) item ---------------- */
 
 struct KApprox {
-  const void *cs;
-  int cs_dt;
-  int64_t nq, lq, ncent, cs_si, cs_ss, cs_sc;
+  lik_cscores cs; /* the host's view */
   KTok t;
   float *scores;
   int64_t ssi, ssj;
@@ -210,23 +208,23 @@ struct KApprox {
 
 __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
   __shared__ float rowv[128];
-  for (int64_t item = blockIdx.x; item < P.nq * P.t.count; item += gridDim.x) {
+  for (int64_t item = blockIdx.x; item < P.cs.nq * P.t.count; item += gridDim.x) {
     const int64_t i = item / P.t.count, j = item % P.t.count, len = doc_len(P.t, j);
     float score = 0.f;
-    for (int64_t s0 = 0; s0 < P.lq; s0 += blockDim.x) {
+    for (int64_t s0 = 0; s0 < P.cs.lq; s0 += blockDim.x) {
       const int64_t s = s0 + threadIdx.x;
       float m = -INFINITY;
-      if (s < P.lq)
+      if (s < P.cs.lq)
         for (int64_t l = 0; l < len; l++) {
           const int64_t c = code_at(P.t, tok_pos(P.t, j, l).x);
-          if (c < 0 || c >= P.ncent) continue;
-          const float v = load_f(P.cs, P.cs_dt, i * P.cs_si + s * P.cs_ss + c * P.cs_sc);
+          if (c < 0 || c >= P.cs.ncent) continue;
+          const float v = load_f(P.cs.data, P.cs.dtype, i * P.cs.si + s * P.cs.ss + c * P.cs.sc);
           if (v > m) m = v;
         }
       rowv[threadIdx.x] = m != -INFINITY ? m : 0.f;
       __syncthreads();
       if (threadIdx.x == 0)
-        for (int64_t r = 0; r < blockDim.x && s0 + r < P.lq; r++) score += rowv[r];
+        for (int64_t r = 0; r < blockDim.x && s0 + r < P.cs.lq; r++) score += rowv[r];
       __syncthreads();
     }
     if (threadIdx.x == 0) P.scores[i * P.ssi + j * P.ssj] = score;

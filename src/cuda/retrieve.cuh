@@ -222,26 +222,27 @@ static lik_status retrieve(const lik_problem *p, int64_t k, float *out_scores,
   const int esz = elt_size(p->d.dtype);
   for (int64_t j = 0; st == LIK_OK && j < nd; j += B) {
     const int64_t nb = nd - j < B ? nd - j : B;
-    KParams P = make_params(p);
-    P.pairing = 0;
-    P.nrows = nq;
-    P.ncand = nb;
-    P.scores = sc;
-    P.ssi = B;
-    P.ssj = 1;
-    P.argmax = nullptr;
-    lik_seqs dsh = p->d;
-    if (dsh.offsets.data) {
-      dsh.offsets.data = (const char *)dsh.offsets.data +
-                         j * dsh.offsets.stride * (dsh.offsets.dtype == LIK_I64 ? 8 : 4);
+    /* documents j .. j + nb - 1: the cross pairing of Q with them, scored
+     * into the block's rows of sc */
+    lik_problem blk = *p;
+    lik_seqs &d = blk.d;
+    if (d.offsets.data) {
+      d.offsets.data = (const char *)d.offsets.data +
+                       j * d.offsets.stride * (d.offsets.dtype == LIK_I64 ? 8 : 4);
     } else {
-      dsh.data = (const char *)dsh.data + j * dsh.sn * esz;
-      if (P.dm.data) P.dm.data += j * P.dm.sn;
-      if (dsh.lens) dsh.lens += j * dsh.lens_sn;
+      d.data = (const char *)d.data + j * d.sn * esz;
+      if (blk.d_mask.data) blk.d_mask.data += j * blk.d_mask.sn;
+      if (d.lens) d.lens += j * d.lens_sn;
     }
-    P.d = kseq(dsh);
+    blk.pairing = LIK_PAIRING_CROSS;
+    blk.ncand = nb;
+    blk.out = lik_out{};
+    blk.out.scores = sc;
+    blk.out.score_si = B;
+    blk.out.score_sj = 1;
+    KParams P = make_params(&blk);
     P.fast_q = vec16_ok(p->q);
-    P.fast_d = vec16_ok(dsh);
+    P.fast_d = vec16_ok(d);
     st = run_forward(P, p->q.dtype, stream, dev);
     if (st != LIK_OK) break;
     const int64_t G = topk_slices(nq, nb, k, sms);
