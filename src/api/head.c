@@ -29,6 +29,21 @@ static lik_status check_like_q(const lik_tensor *t, const char *name, int lo, in
   return LIK_OK;
 }
 
+/* W and b (either NULL: absent) as the head's lik_head_wb. */
+static lik_head_wb wb_of(const lik_tensor *W, const lik_tensor *b) {
+  lik_head_wb wb = {0};
+  if (W) {
+    wb.w = W->data;
+    wb.w_so = W->strides[0];
+    wb.w_sk = W->strides[1];
+  }
+  if (b) {
+    wb.b = b->data;
+    wb.b_s = b->strides[0];
+  }
+  return wb;
+}
+
 /* Inputs of both calls: shapes, dtypes, masks; fills h (not devices, outputs,
  * options) and the scores' grid [Nq, Nd] or [Nq, K]. */
 static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H_d,
@@ -71,11 +86,7 @@ static lik_status describe(lik_head *h, const lik_tensor *Q, const lik_tensor *H
   p->d = lik_seqs_from(H_d);
   p->q_mask = lik_mask_from(q_mask);
   p->d_mask = lik_mask_from(d_mask);
-  h->w = W->data;
-  h->w_so = W->strides[0];
-  h->w_sk = W->strides[1];
-  h->b = b ? b->data : NULL;
-  h->b_s = b ? b->strides[0] : 0;
+  h->wb = wb_of(W, b);
   return LIK_OK;
 }
 
@@ -181,14 +192,6 @@ lik_status lik_maxsim_from_hidden_backward(
   bw.gs_sj = grad_scores->strides[1];
   if (grad_Q) bw.gq = lik_seqs_from(grad_Q);
   if (grad_H_d) bw.gh = lik_seqs_from(grad_H_d);
-  if (grad_W) {
-    bw.gw = grad_W->data;
-    bw.gw_so = grad_W->strides[0];
-    bw.gw_sk = grad_W->strides[1];
-  }
-  if (grad_b) {
-    bw.gb = grad_b->data;
-    bw.gb_s = grad_b->strides[0];
-  }
+  bw.g = wb_of(grad_W, grad_b);
   return route_backward(&bw);
 }

@@ -10,14 +10,20 @@
 
 #include "problem.h"
 
+/* The head's W and b (the forward's inputs, the backward's gradient
+ * outputs): W[o, k] at w[o*w_so + k*w_sk], p.q.dtype, o < p.q.dim, k <
+ * p.d.dim; NULL or b[o] at b[o*b_s].  In the backward either may be NULL
+ * (not requested). */
+typedef struct {
+  void *w;
+  int64_t w_so, w_sk;
+  void *b;
+  int64_t b_s;
+} lik_head_wb;
+
 typedef struct {
   lik_problem p;
-  /* W[o, k] at w[o*w_so + k*w_sk], p.q.dtype; o < p.q.dim, k < p.d.dim. */
-  const void *w;
-  int64_t w_so, w_sk;
-  /* NULL or b[o] at b[o*b_s]. */
-  const void *b;
-  int64_t b_s;
+  lik_head_wb wb; /* inputs: read only */
 } lik_head;
 
 /* One backward call: the forward's description (h.p.out.argmax required),
@@ -28,10 +34,7 @@ typedef struct {
   lik_dtype gs_dtype;
   int64_t gs_si, gs_sj;
   lik_seqs gq, gh;      /* geometry of p.q / p.d, their own strides */
-  void *gw;             /* [d_out, d_model] at gw[o*gw_so + k*gw_sk] */
-  int64_t gw_so, gw_sk;
-  void *gb;             /* [d_out] at gb[o*gb_s] */
-  int64_t gb_s;
+  lik_head_wb g;        /* grad_W [d_out, d_model], grad_b [d_out] */
 } lik_head_bw;
 
 lik_status lik_cpu_maxsim_from_hidden(const lik_head *h);

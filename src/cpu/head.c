@@ -267,9 +267,9 @@ static lik_status run_backward(head_bwd *g, const lik_head_bw *bw, lik_ws *ws) {
   lik_parallel_run((int)T, ceil_div(g->ndocs, g->nb), f64 ? head_bw_doc_task_f64 : head_bw_doc_task_f32, g);
   if (bw->gq.data)
     lik_parallel_run((int)T, p->q.count, f64 ? head_bw_q_task_f64 : head_bw_q_task_f32, g);
-  if (bw->gw)
+  if (bw->g.w)
     lik_parallel_run((int)T, ceil_div(d_model, HEAD_WCOLS), f64 ? head_bw_w_task_f64 : head_bw_w_task_f32, g);
-  if (bw->gb) {
+  if (bw->g.b) {
     if (f64)
       head_bw_b_f64(g, (double *)ptrs[0]);
     else

@@ -56,18 +56,14 @@ HParams hparams(const lik_head *h) {
   P.h = kseq(p->d);
   P.qm = kmask(p->q_mask);
   P.hm = kmask(p->d_mask);
-  P.w = h->w;
-  P.w_so = h->w_so;
-  P.w_sk = h->w_sk;
-  P.b = h->b;
-  P.b_s = h->b_s;
+  P.wb = h->wb;
   P.kd = p->pairing == LIK_PAIRING_KD;
   P.ncand = p->ncand;
   P.normalize = p->call.normalize ? 1 : 0;
   set_outputs(P, p->out);
   const int ev = 16 / elt_size(p->q.dtype); /* elements per 16-byte vector */
   P.vec_h = vec_ok(p->d, ev);
-  P.vec_w = h->w_sk == 1 && p->d.dim % ev == 0 && h->w_so % ev == 0 && (uintptr_t)h->w % 16 == 0;
+  P.vec_w = h->wb.w_sk == 1 && p->d.dim % ev == 0 && h->wb.w_so % ev == 0 && (uintptr_t)h->wb.w % 16 == 0;
   P.tf32 = p->call.tf32;
   return P;
 }
@@ -80,7 +76,7 @@ unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
  * data not 16-byte aligned, sizes past its range). */
 bool make_tmaps(WgParams &G, const lik_head *h, int n_rows) {
   const lik_seqs &d = h->p.d;
-  if (d.sk != 1 || h->w_sk != 1 || (uintptr_t)d.data % 16 || (uintptr_t)h->w % 16 ||
+  if (d.sk != 1 || h->wb.w_sk != 1 || (uintptr_t)d.data % 16 || (uintptr_t)h->wb.w % 16 ||
       d.len >= INT_MAX || d.count >= INT_MAX)
     return false;
   const int64_t grp = d.group > 0 ? d.group : d.count, ng = d.count / grp;
@@ -89,12 +85,12 @@ bool make_tmaps(WgParams &G, const lik_head *h, int n_rows) {
   const uint64_t hstrides[3] = {(uint64_t)d.sl * 2, (uint64_t)sn * 2, (uint64_t)sg * 2};
   const uint32_t hbox[4] = {64, WG_BT, 1, 1};
   const uint64_t wdims[2] = {(uint64_t)d.dim, (uint64_t)h->p.q.dim};
-  const uint64_t wstrides[1] = {(uint64_t)h->w_so * 2};
+  const uint64_t wstrides[1] = {(uint64_t)h->wb.w_so * 2};
   const uint32_t wbox[2] = {64, (uint32_t)n_rows};
   G.grp = grp;
-  return d.sl > 0 && sn > 0 && sg > 0 && h->w_so > 0 &&
+  return d.sl > 0 && sn > 0 && sg > 0 && h->wb.w_so > 0 &&
          encode_tmap(&G.tmap_h, 2, 4, d.data, hdims, hstrides, hbox) &&
-         encode_tmap(&G.tmap_w, 2, 2, h->w, wdims, wstrides, wbox);
+         encode_tmap(&G.tmap_w, 2, 2, h->wb.w, wdims, wstrides, wbox);
 }
 
 /* The sm_90a forward (head_wg.cuh) with N = 64 or 128 projected columns:
@@ -198,7 +194,7 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
     q_kernel<T, NF><<<(unsigned)(B.f.q.count * B.f.q.len), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
-  if (bw->gw || bw->gb) {
+  if (bw->g.w || bw->g.b) {
     if (B.nslot > 0) {
       w_kernel<T, NF><<<dim3(blocks(d_model + 1, WC), (unsigned)B.nsplit, NF > 8 ? 2 : 1), BTH, 0, st>>>(B);
       if ((e = cudaGetLastError())) return e;
@@ -267,11 +263,7 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
   set_grad_scores(B, *bw);
   B.gq = kseq(bw->gq);
   B.gh = kseq(bw->gh);
-  B.gw = bw->gw;
-  B.gb = bw->gb;
-  B.gw_so = bw->gw_so;
-  B.gw_sk = bw->gw_sk;
-  B.gb_s = bw->gb_s;
+  B.g = bw->g;
   B.vec_gh = bw->gh.data ? vec_ok(bw->gh, 16 / elt_size(p->q.dtype)) : 0;
   const int64_t d_out = p->q.dim, d_model = p->d.dim;
   B.nslot = p->q.count * p->ncand * p->q.len;

@@ -39,8 +39,7 @@ struct BParams {
   int gs64;
   int64_t gsi, gsj;
   KSeq gq, gh;          /* gradient views (data NULL: skipped) */
-  void *gw, *gb;
-  int64_t gw_so, gw_sk, gb_s;
+  lik_head_wb g;        /* grad_W, grad_b (NULL: skipped) */
   /* scratch */
   float *yhat, *gy;     /* [nslot][d_out] */
   int64_t *tok;         /* [nslot]: document n * Ld + token, or -1 */
@@ -109,7 +108,7 @@ __global__ void __launch_bounds__(128) slot_kernel(const BParams B) {
   const int64_t lq = P.q.len, ld = P.h.len, d_out = P.q.dim, d_model = P.h.dim;
   const int64_t x0 = (int64_t)blockIdx.x * SB;
   const T *H = reinterpret_cast<const T *>(P.h.data);
-  const T *W = reinterpret_cast<const T *>(P.w);
+  const T *W = reinterpret_cast<const T *>(P.wb.w);
   if (tid < SB) {
     const int64_t x = x0 + tid;
     int64_t row = -1, tk = -1;
@@ -136,8 +135,8 @@ __global__ void __launch_bounds__(128) slot_kernel(const BParams B) {
     }
     for (int u = tid; u < DO * 4; u += 128) {
       const int o = u / 4;
-      stage16<T>(ws_u + buf * (DO * CROW) + o * CROW + 16 * (u % 4), W + (o < d_out ? o * P.w_so : 0),
-                 k0 + u % 4 * EV, P.w_sk, d_model, o < d_out, P.vec_w);
+      stage16<T>(ws_u + buf * (DO * CROW) + o * CROW + 16 * (u % 4), W + (o < d_out ? o * P.wb.w_so : 0),
+                 k0 + u % 4 * EV, P.wb.w_sk, d_model, o < d_out, P.vec_w);
     }
   };
   float acc[NT][4];
@@ -190,7 +189,7 @@ __global__ void __launch_bounds__(128) slot_kernel(const BParams B) {
       for (int e = 0; e < 2; ++e) {
         const int o = nt * 8 + 2 * tg + e;
         float v = acc[nt][2 * h + e];
-        if (o < d_out && P.b) v += to_f<T>(reinterpret_cast<const T *>(P.b)[o * P.b_s]);
+        if (o < d_out && P.wb.b) v += to_f<T>(reinterpret_cast<const T *>(P.wb.b)[o * P.wb.b_s]);
         acc[nt][2 * h + e] = v;
         ss = fmaf(v, v, ss);
       }
@@ -351,9 +350,9 @@ __global__ void w_sum_kernel(const BParams B) {
   float acc = 0.f;
   for (int64_t z = 0; z < B.nsplit; ++z) acc += B.wpart[z * d_out * (d_model + 1) + e];
   if (k < d_model) {
-    if (B.gw) store_t<T>(B.gw, o * B.gw_so + k * B.gw_sk, acc);
-  } else if (B.gb) {
-    store_t<T>(B.gb, o * B.gb_s, acc);
+    if (B.g.w) store_t<T>(B.g.w, o * B.g.w_so + k * B.g.w_sk, acc);
+  } else if (B.g.b) {
+    store_t<T>(B.g.b, o * B.g.b_s, acc);
   }
 }
 
@@ -450,7 +449,7 @@ __global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
     if (t >= 0) lst[atomicAdd(&cur[t], 1)] = (int32_t)j;
   }
   __syncthreads(); /* bucket t: lst[cur[t] - cnt[t] .. cur[t]) */
-  const T *W = reinterpret_cast<const T *>(P.w);
+  const T *W = reinterpret_cast<const T *>(P.wb.w);
   for (int b0 = 0; b0 < nw; b0 += HB) {
     const int nb = min(HB, nw - b0);
     /* warp w: rows 4 w .. 4 w + 3 of the batch, its bucket sorted by slot,
@@ -492,7 +491,7 @@ __global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
         __syncthreads();
 #pragma unroll
         for (int oo = 0; oo < HO; ++oo)
-          ws[oo][tid] = o0 + oo < d_out && k < d_model ? W[(o0 + oo) * P.w_so + k * P.w_sk] : from_f<T>(0.f);
+          ws[oo][tid] = o0 + oo < d_out && k < d_model ? W[(o0 + oo) * P.wb.w_so + k * P.wb.w_sk] : from_f<T>(0.f);
         __syncthreads();
 #pragma unroll
         for (int oo = 0; oo < HO; ++oo) {

@@ -19,6 +19,10 @@
 
 #include "ptx.cuh"
 
+extern "C" {
+#include "../core/head.h"
+}
+
 namespace lik_cuda {
 namespace head {
 
@@ -26,10 +30,7 @@ namespace head {
 struct HParams {
   KSeq q, h;           /* q.dim = d_out, h.dim = d_model */
   KMask qm, hm;
-  const void *w;       /* W[o, k] at w[o*w_so + k*w_sk] */
-  int64_t w_so, w_sk;
-  const void *b;       /* NULL or b[o*b_s] */
-  int64_t b_s;
+  lik_head_wb wb;      /* W[o, k] at w[o*w_so + k*w_sk]; NULL or b[o*b_s] */
   int kd;              /* 1: H_d is [Nq, K, Ld, d_model] */
   int64_t ncand;       /* Nd (cross) or K */
   int normalize;
@@ -169,7 +170,7 @@ template <typename T, int DO> struct ChunkLoader {
         const int u = tid + v * NTH, o = u / (KC / EV);
         const int64_t k = k0 + u % (KC / EV) * EV;
         wr[v] = u < DO * KC / EV && o < d_out && k < d_model
-                    ? __ldg(reinterpret_cast<const uint4 *>(W + o * P.w_so + k))
+                    ? __ldg(reinterpret_cast<const uint4 *>(W + o * P.wb.w_so + k))
                     : make_uint4(0, 0, 0, 0);
       }
   }
@@ -202,7 +203,7 @@ template <typename T, int DO> struct ChunkLoader {
       for (int u = tid; u < DO * KC; u += NTH) {
         const int o = u / KC, kk = u % KC;
         const int64_t k = k0 + kk;
-        Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.w_so + k * P.w_sk] : from_f<T>(0.f);
+        Ws[o * HLD + kk] = o < d_out && k < d_model ? W[o * P.wb.w_so + k * P.wb.w_sk] : from_f<T>(0.f);
       }
     }
   }
@@ -228,7 +229,7 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const T *H = reinterpret_cast<const T *>(P.h.data);
-  const T *W = reinterpret_cast<const T *>(P.w);
+  const T *W = reinterpret_cast<const T *>(P.wb.w);
   const T *Qp = reinterpret_cast<const T *>(P.q.data);
   const int64_t hbase = seq_base(P.h, n);
   const int64_t nchunk = (d_model + KC - 1) / KC;
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(NTH) head_fwd_kernel(const HParams P) {
       float ss = 0.f;
       for (int o = lane; o < DO; o += 32) {
         float v = Ps[r * PLD + o];
-        if (P.b && o < d_out) v += to_f<T>(reinterpret_cast<const T *>(P.b)[o * P.b_s]);
+        if (P.wb.b && o < d_out) v += to_f<T>(reinterpret_cast<const T *>(P.wb.b)[o * P.wb.b_s]);
         Ps[r * PLD + o] = v;
         ss = fmaf(v, v, ss);
       }

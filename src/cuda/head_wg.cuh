@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(WG_TH, 1) head_wg_kernel(const __grid_constant
     }
     float *bias = reinterpret_cast<float *>(sm + lay.bias());
     for (int o = tid - 128; o < N; o += 256)
-      bias[o] = P.b && o < d_out ? to_f<T>(reinterpret_cast<const T *>(P.b)[o * P.b_s]) : 0.f;
+      bias[o] = P.wb.b && o < d_out ? to_f<T>(reinterpret_cast<const T *>(P.wb.b)[o * P.wb.b_s]) : 0.f;
     fence_proxy_async(); /* Q: generic stores, read by wgmma */
   }
   __syncthreads();
@@ -289,29 +289,26 @@ __global__ void __launch_bounds__(WG_TH, 1) head_wg_kernel(const __grid_constant
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) argmax_lanes<4>(bv[mt][h], bi[mt][h]);
-  if (cw == 1 && tg == 0)
+  auto each_row = [&](auto f) { /* f(mt, h, the row in the block) for this thread's rows */
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        if (mt < qt) {
-          const int r = mt * 64 + warp * 16 + g + 8 * h;
-          red_v[r] = bv[mt][h];
-          red_i[r] = bi[mt][h];
-        }
+        if (mt < qt) f(mt, h, mt * 64 + warp * 16 + g + 8 * h);
+  };
+  if (cw == 1 && tg == 0)
+    each_row([&](int mt, int h, int r) {
+      red_v[r] = bv[mt][h];
+      red_i[r] = bi[mt][h];
+    });
   named_sync(3, 256);
   if (cw == 0 && tg == 0)
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (mt < qt) {
-          const int r = mt * 64 + warp * 16 + g + 8 * h;
-          if (!better(red_v[r], red_i[r], bv[mt][h], bi[mt][h])) {
-            red_v[r] = bv[mt][h];
-            red_i[r] = bi[mt][h];
-          }
-        }
+    each_row([&](int mt, int h, int r) {
+      if (!better(red_v[r], red_i[r], bv[mt][h], bi[mt][h])) {
+        red_v[r] = bv[mt][h];
+        red_i[r] = bi[mt][h];
+      }
+    });
   named_sync(3, 256);
   const int u = tid - 128;
   if (G.split == 1) {
