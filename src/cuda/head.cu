@@ -205,8 +205,6 @@ cudaError_t launch_bwd(BParams B, const lik_head_bw *bw, cudaStream_t st) {
     if ((e = cudaGetLastError())) return e;
   }
   if (bw->gh.data && B.f.h.count * B.f.h.len > 0) {
-    zero_kernel<T><<<blocks(B.f.h.count * B.f.h.len, BTH / 32), BTH, 0, st>>>(B);
-    if ((e = cudaGetLastError())) return e;
     h_kernel<T, NF><<<(unsigned)(B.f.h.count * ((B.f.h.len + HR - 1) / HR)), BTH, 0, st>>>(B);
     if ((e = cudaGetLastError())) return e;
   }
@@ -284,8 +282,7 @@ extern "C" lik_status lik_cuda_maxsim_from_hidden_backward(const lik_head_bw *bw
       lik_mul_i64(B.nslot, (p->d.len + HR - 1) / HR, &nlst) || lik_bytes(nlst, sizeof(int32_t), &lsts))
     return lik_fail(LIK_ERR_ALLOC, "maxsim_from_hidden backward: %lld argmax slots x d_out=%lld "
                     "exceed the address space", (long long)B.nslot, (long long)d_out);
-  if (hctas > INT_MAX || B.nslot / SB >= INT_MAX || p->q.count * p->q.len > INT_MAX ||
-      p->d.count * p->d.len / (BTH / 32) >= INT_MAX)
+  if (hctas > INT_MAX || B.nslot / SB >= INT_MAX || p->q.count * p->q.len > INT_MAX)
     return lik_fail(LIK_ERR_UNSUPPORTED, "maxsim_from_hidden backward: %lld documents x Ld=%lld, "
                     "%lld argmax slots exceed the CUDA grid", (long long)p->d.count,
                     (long long)p->d.len, (long long)B.nslot);

@@ -16,13 +16,13 @@
  *                [d_out, d_model + 1] fp32 slab per range; column d_model
  *                is b's) on mma.sync, a CTA per (128 columns, range);
  *                w_sum_kernel adds the ranges in order.
- *   zero_kernel  grad_H_d = 0 (a warp per row).
  *   h_kernel     a CTA per (document, range of up to HR tokens): buckets
  *                the document's live slots by the token they won (counts,
  *                offsets, each bucket sorted by slot), sums each won token's
  *                gy in slot order, multiplies the sums by W (32 rows at a
- *                time, 16 for d_out > 128; o ascending) and writes those
- *                rows over the zeros.
+ *                time, 16 for d_out > 128; o ascending) and writes zero
+ *                rows for every token nothing won: each row of grad_H_d is
+ *                written once.
  * Every output element has one owner and a fixed order: deterministic.
  */
 #ifndef LIK_CUDA_HEAD_BWD_CUH
@@ -384,24 +384,6 @@ __device__ __forceinline__ int cta_scan(int v, int *scan, int *total) {
   return r;
 }
 
-/* grad_H_d = 0, a warp per row (8 rows per CTA; 16-byte stores where
- * vec_gh); h_kernel then writes the won rows (stream order). */
-template <typename T>
-__global__ void __launch_bounds__(BTH) zero_kernel(const BParams B) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = (int64_t)blockIdx.x * (BTH / 32) + (threadIdx.x >> 5), ld = B.gh.len;
-  if (row >= B.gh.count * ld) return;
-  T *r = reinterpret_cast<T *>(const_cast<void *>(B.gh.data)) + seq_base(B.gh, row / ld) + row % ld * B.gh.sl;
-  const int64_t d_model = B.gh.dim;
-  if (B.vec_gh) {
-    constexpr int EV = Stage<T>::EV;
-    for (int64_t k = lane * EV; k < d_model; k += 32 * EV)
-      *reinterpret_cast<uint4 *>(r + k) = make_uint4(0, 0, 0, 0);
-  } else {
-    for (int64_t k = lane; k < d_model; k += 32) r[k * B.gh.sk] = from_f<T>(0.f);
-  }
-}
-
 /* A CTA per (document n, tokens r0 .. r0 + HR - 1). */
 template <typename T, int NF>
 __global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
@@ -431,8 +413,21 @@ __global__ void __launch_bounds__(BTH) h_kernel(const BParams B) {
     if (t >= 0) atomicAdd(&cnt[t], 1);
   }
   __syncthreads();
+  /* zero rows, a warp per token nothing won (first: their stores drain
+   * while the won rows are computed) */
   T *gh = reinterpret_cast<T *>(const_cast<void *>(B.gh.data));
   const int64_t hbase = seq_base(B.gh, n);
+  for (int t = warp; t < rlen; t += BTH / 32) {
+    if (cnt[t]) continue;
+    T *row = gh + hbase + (r0 + t) * B.gh.sl;
+    if (B.vec_gh) {
+      constexpr int EV = Stage<T>::EV;
+      for (int64_t k = lane * EV; k < d_model; k += 32 * EV)
+        *reinterpret_cast<uint4 *>(row + k) = make_uint4(0, 0, 0, 0);
+    } else {
+      for (int64_t k = lane; k < d_model; k += 32) row[k * B.gh.sk] = from_f<T>(0.f);
+    }
+  }
   /* bucket offsets, and the won tokens in ascending order */
   int c4[TPT], sum = 0, won = 0, total, nw;
 #pragma unroll
