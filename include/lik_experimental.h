@@ -386,7 +386,11 @@ LIK_API lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scal
  * CUDA the projection runs on tensor cores: F16 / BF16 operands exactly, F32
  * as 3xTF32 (fp32 accuracy, relative error about 1e-6, as lik_maxsim's), or
  * one TF32 product (operands rounded to 10-bit mantissas, about 1e-3) with
- * opts->fp32_precision = LIK_FP32_TF32; the backward is fp32 on CUDA cores.
+ * opts->fp32_precision = LIK_FP32_TF32.  On sm_90a (BF16, or F16 with
+ * normalize; d_out <= 128, Lq <= 256, unit feature strides and 16-byte
+ * rows) the projected tokens are scored as a pair of the input type (hi and
+ * lo, together within about 2^-16 of the fp32 projection).  The backward
+ * accumulates in fp32 (the projections on tensor cores as above).
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, W not [d_out, d_model], b not
  * [d_out], batch / mask / output shapes, d_out or d_model outside
  * [1, INT32_MAX]), LIK_ERR_DTYPE (also F64 scores for non-F64 inputs),

@@ -75,7 +75,10 @@ def maxsim_from_hidden(Q, H_d, W, b=None, d_mask=None, normalize: bool = True, *
     runs on tensor cores: half / bf16 operands exactly, float32 as 3xTF32
     (fp32 accuracy, about 1e-6 relative), or one TF32 product (about 1e-3)
     under ``torch.set_float32_matmul_precision("high")`` / ``"medium"``;
-    float64 runs on the CPU only.
+    float64 runs on the CPU only.  On Hopper (sm_90a; bfloat16, or float16
+    with ``normalize``; ``d_out <= 128``, ``Lq <= 256``) the forward runs on
+    wgmma and scores the projection as a hi / lo pair of the input dtype
+    (within about 2^-16 of fp32).
 
     Args:
         Q: ``[Nq, Lq, d_out]`` or ``[Lq, d_out]`` float32 / float16 /
