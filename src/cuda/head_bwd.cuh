@@ -85,10 +85,7 @@ __device__ __forceinline__ void stage16(uint32_t dst, const T *row, int64_t k, i
   T e[EV];
 #pragma unroll
   for (int v = 0; v < EV; ++v) e[v] = ok && k + v < dim ? row[(k + v) * sk] : from_f<T>(0.f);
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst),
-               "r"(reinterpret_cast<const uint32_t *>(e)[0]), "r"(reinterpret_cast<const uint32_t *>(e)[1]),
-               "r"(reinterpret_cast<const uint32_t *>(e)[2]), "r"(reinterpret_cast<const uint32_t *>(e)[3])
-               : "memory");
+  sts128(dst, *reinterpret_cast<const uint32_t(*)[4]>(e));
 }
 
 /* 64 slots per CTA, 4 warps of 16 slots x DO outputs on mma.sync: the

@@ -90,10 +90,6 @@ template <typename T> __device__ __forceinline__ uint32_t round_pair(float &a, f
   return (uint32_t)ua | (uint32_t)ub << 16;
 }
 
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-
 template <typename T, int N>
 __global__ void __launch_bounds__(WG_TH, 1) head_wg_kernel(const __grid_constant__ WgParams G) {
   using L = WgSmem<N>;
@@ -238,8 +234,8 @@ __global__ void __launch_bounds__(WG_TH, 1) head_wg_kernel(const __grid_constant
         const uint32_t hi = round_pair<T>(a, b), lo = round_pair<T>(a, b);
         const uint32_t off = nb / 8 * (64 * 128) + (warp * 16 + g + 8 * h) * 128 +
                              ((nb % 8) ^ g) * 16 + 4 * tg; /* row % 8 == g */
-        st_shared_u32(ps_hi + off, hi);
-        st_shared_u32(ps_lo + off, lo);
+        sts32(ps_hi + off, hi);
+        sts32(ps_lo + off, lo);
       }
     if (tg == 0)
 #pragma unroll

@@ -1,7 +1,7 @@
 /*
  * ptx.cuh — inline-PTX wrappers of the tensor-core kernels (forward/, residual.cuh, quant.cu,
  * head_fwd.cuh's fp32 split; sm_80+ unless marked): thread-block clusters, cp.async,
- * transaction barriers with bulk copies and TMA loads (sm_90+), named barriers, ldmatrix,
+ * shared stores, transaction barriers with bulk copies and TMA loads (sm_90+), named barriers, ldmatrix,
  * mma.sync (bf16 / fp16, 3xTF32 for fp32, int8 and fp8).  The sm_90a wgmma wrappers are
  * wgmma.cuh.
  */
@@ -36,6 +36,16 @@ __device__ __forceinline__ X *cluster_map(X *p, int rank) {
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Stores of 4 and 16 bytes at a shared-memory address (smem_u32). */
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t (&v)[4]) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]),
+               "r"(v[2]), "r"(v[3])
+               : "memory");
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src,
