@@ -30,18 +30,19 @@ static bool tmap_layout_ok(const KParams &P) {
 }
 
 /* P.tmap_d for wgmma tiles of bd tokens: boxes of 128 bytes of features
- * (64 half, 32 fp32) x bd tokens x 1 document in the 128-byte swizzle (the
- * layout WgCfg::doff reads), features past d and tokens past Ld read as
- * zero.  False where the map cannot be made (no encoder, sizes past TMA's
- * limits). */
-static bool make_tmap_d(KParams &P, lik_dtype dt, int bd) {
+ * (64 half, 32 fp32) x bd tokens x docs documents in the 128-byte swizzle
+ * (the layout WgCfg::doff reads; docs > 1: bd = Ld, the short-document
+ * tiles), features past d, tokens past Ld and documents past the last read
+ * as zero.  False where the map cannot be made (no encoder, sizes past
+ * TMA's limits). */
+static bool make_tmap_d(KParams &P, lik_dtype dt, int bd, int docs) {
   const int64_t ndocs = P.pairing == 0 ? P.ncand : P.pairing == 1 ? P.nrows * P.ncand : P.d.count;
   const int64_t es = elt_size(dt);
   if (ndocs >= INT_MAX || P.d.len >= INT_MAX || P.d.len < 1) return false;
   const uint64_t dims[3] = {(uint64_t)P.d.dim, (uint64_t)P.d.len, (uint64_t)ndocs};
   const uint64_t strides[2] = {(uint64_t)(P.d.sl * es),
                                (uint64_t)((ndocs > 1 ? P.d.sn : P.d.len * P.d.sl) * es)};
-  const uint32_t box[3] = {(uint32_t)(128 / es), (uint32_t)bd, 1};
+  const uint32_t box[3] = {(uint32_t)(128 / es), (uint32_t)bd, (uint32_t)docs};
   return encode_tmap(&P.tmap_d, (int)es, 3, P.d.data, dims, strides, box);
 }
 
@@ -76,6 +77,11 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  *                        neither fits (half d > 2432 on an H100 / H200, > 1472
  *                        on an A100; half that for fp32)
  *   rb <= 256            query block in registers:
+ *     short documents (sm_90a with TMA, half types, Ld a multiple of 8 up
+ *     to 64, Lq <= 64, queries too few to stack; `few`: cross pairing,
+ *     padded D, scores only, no fused normalize) -> forward/short_docs.cuh:
+ *     floor(128 / Ld) whole documents to a 128-token wgmma tile, one
+ *     reduction per tile, about one CTA per SM;
  *     many short queries (cross pairing, padded Q, Lq <= 64, >= 128 rows in
  *     all): stacked in the CTA's rows (4 / 8 of Lq <= 32, 2 / 4 of <= 64 in
  *     128 / 256 rows), so each document tile is read once for all of them;
@@ -101,11 +107,17 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
-                           bool dense_rows, bool tmap_ok, bool tf32, const DevInfo &dev) {
-  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0, 64};
+                           bool dense_rows, bool tmap_ok, bool tf32, bool few,
+                           const DevInfo &dev) {
+  TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0, 64, 0};
   const int64_t rb = d * elt_size(dt);
   const int64_t slot = lq <= 32 ? 32 : 64;
   const bool stack = lq <= 64 && stack_nq * slot >= 128;
+  if (few && !stack && dev.wg && dev.bulk && tmap_ok && (dt == LIK_BF16 || dt == LIK_F16) &&
+      rb <= 256 && lq >= 1 && lq <= 64 && ld >= 8 && ld <= 64 && ld % 8 == 0) {
+    c.short_docs = c.tma = 1;
+    return c;
+  }
   /* wgmma: half types and fp32 under TF32 with stacked queries or Lq > 64;
    * fp32 rows of 512 bytes under TF32 always (the alternative streams d
    * through shared memory in k-chunks and rounds both operands per k-step) */
@@ -225,19 +237,32 @@ static KParams make_params(const lik_problem *p) {
 
 /* Launches the forward for P (scores / argmax already set) on dev. */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev) {
+
   /* queries can share a CTA's rows in the cross pairing, padded or packed
    * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
    * kernel masks each slot's rows past its query's own length) */
   const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
   const DevInfo &info = *dev.info;
+  const bool am = P.argmax != nullptr;
   cudaError_t e;
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
+  /* the short-document tiles: one query or a few (cross), scores only */
+  const bool few = P.pairing == 0 && !am && !P.normalize && !P.scores64 && !P.d.off.data;
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
-                          tmap_layout_ok(P), P.tf32, info);
-  if (c.tma && !make_tmap_d(P, dt, c.bn)) /* no tensor map: the tiles without TMA */
+                          tmap_layout_ok(P), P.tf32, few, info);
+  const int docs = c.short_docs ? (int)(128 / P.d.len) : 1;
+  if (c.tma && !make_tmap_d(P, dt, c.short_docs ? (int)P.d.len : c.bn, docs))
+    /* no tensor map: the tiles without TMA */
     c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, false, P.tf32,
-                    info);
+                    few, info);
+  if (c.short_docs) {
+    P.qrows = P.q.len <= 32 ? 32 : 64;
+    P.qshift = __builtin_ctz((unsigned)P.qrows);
+    P.qpc = (int)(64 / P.qrows < P.nq ? 64 / P.qrows : P.nq);
+    e = launch_short_docs(P, dt, stream, dev);
+    return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the MaxSim kernel launch");
+  }
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */
@@ -251,7 +276,6 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   P.nqb = (int)nqb;
   P.nkc = c.simt ? 1 : (int)((P.d.dim * elt_size(dt) + c.kc - 1) / c.kc);
   if (P.nkc < 1) P.nkc = 1;
-  const bool am = P.argmax != nullptr;
   if (c.simt) {
     e = launch_simt(P, dt, am, stream, dev);
   } else if (dt == LIK_BF16) {

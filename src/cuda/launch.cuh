@@ -23,6 +23,7 @@ struct TileCfg {
   int bulk;      /* 96-byte rows by 1-D bulk copies into dense tiles (sm_90+) */
   int tma;       /* wgmma document tiles by TMA (P.tmap_d set) */
   int bn;        /* wgmma document tile tokens: 64 (one warpgroup), 128 or 104 (two) */
+  int short_docs; /* forward/short_docs.cuh (tma set): 128 / Ld documents to a tile */
 };
 
 /* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and
@@ -59,6 +60,12 @@ cudaError_t launch_qreg_mma_bq256(KParams &P, const TileCfg &c, bool argmax, cud
 template <typename T, int KC> /* query block in registers, wgmma (c.wg = 1 or 2) */
 cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                            const Device &dev);
+
+/* Short documents (forward/short_docs.cuh; launch.cu's short_docs_ok()
+ * holds, P.tmap_d made with boxes of pk = 128 / Ld documents, P.qpc /
+ * qrows / qshift set): fills P.upr / P.dpc and launches on `stream`
+ * (forward/instantiations/half_short_docs.cu). */
+cudaError_t launch_short_docs(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev);
 
 /* KParams.dpre / dbits of P's padded documents (P.dm, P.dwords set) into
  * dpre[P.d.count] and bits[P.d.count * P.dwords], on stream (prefix.cu). */

@@ -679,7 +679,8 @@ def test_ld_split(dt, lq, d, gen):
 # (its contribution -inf), +inf beats everything, NaN never wins, a token
 # with no winner adds 0 (argmax -1).  Exact expectations, no reference.
 INF_CASES = [("bf16", 2, 3, 37, 150, 128), ("f16", 2, 3, 20, 90, 64), ("f32", 2, 4, 33, 70, 40),
-             ("bf16", 9, 5, 32, 150, 128), ("bf16", 1, 4, 100, 260, 128), ("bf16", 1, 2, 20, 50, 2100)]
+             ("bf16", 9, 5, 32, 150, 128), ("bf16", 1, 4, 100, 260, 128), ("bf16", 1, 2, 20, 50, 2100),
+             ("bf16", 1, 40, 32, 32, 128), ("f16", 2, 33, 20, 16, 64)]  # the last two: short documents
 
 
 @pytest.mark.parametrize("family", list(FAMILY_OFF))
@@ -768,3 +769,98 @@ def test_argmax_exact_ties_unmasked(case, family, gen):
                     f"(S {mx[i, j, s].item()}); rows of the first: {sorted(set(bad[:, 2].tolist()))[:12]}")
     assert torch.equal(scores.double(), want), (scores.double() - want).abs().max()
     assert torch.equal(scores, s2)
+
+
+# Short documents (forward/short_docs.cuh, sm_90a: floor(128 / Ld) whole
+# documents to a 128-token tile when Ld is a multiple of 8 up to 64, one
+# query or a few, scores only).  Against the float64 reference, and against
+# the mma.sync kernels on the same inputs; masks with NaN in masked tokens,
+# prefix masks, lengths, a query mask, strided document views, tiles cut by
+# the documents' end, shapes just outside the path (which the other kernels
+# serve).  On an sm_90 GPU the eligible cases must run the kernel.
+SHORT_CASES = [
+    # dtype, Nq, Nd, Lq, Ld, d, eligible
+    ("bf16", 1, 1000, 32, 32, 128, True),
+    ("f16", 1, 777, 17, 8, 64, True),  # 16 documents a tile, one atom
+    ("bf16", 2, 301, 32, 24, 96, True),  # two queries in 64 rows, 5 documents a tile
+    ("bf16", 3, 90, 20, 40, 48, True),  # two query groups, 3 documents a tile (15 of 16 blocks)
+    ("f16", 1, 5, 64, 64, 128, True),  # Lq 64: two 32-row halves
+    ("bf16", 1, 4099, 33, 56, 16, True),  # 2 documents a tile, d 16
+    ("bf16", 1, 3, 1, 16, 128, True),
+    ("f16", 3, 1, 9, 48, 72, True),  # one document
+    ("bf16", 1, 50, 32, 48, 17, False),  # d not a multiple of 8 (no tensor map)
+    ("bf16", 1, 50, 32, 12, 128, False),  # Ld not a multiple of 8
+    ("bf16", 1, 50, 32, 72, 128, False),  # Ld > 64
+    ("bf16", 4, 300, 32, 32, 128, False),  # four queries: stacked
+    ("f32", 1, 50, 32, 32, 64, False),
+]
+
+
+def _kernel_names(fn):
+    """Names of the CUDA kernels fn launches (the torch profiler's trace)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("masks", ["none", "random", "prefix", "lengths"])
+@pytest.mark.parametrize("case", SHORT_CASES, ids=["-".join(map(str, c[:6])) for c in SHORT_CASES])
+def test_short_documents(case, masks, gen):
+    import lik
+
+    api = _lik()
+    dt, Nq, Nd, Lq, Ld, d, eligible = case
+    Q = rand((Nq, Lq, d), DT[dt], gen)
+    D = rand((Nd, 2, Ld, d), DT[dt], gen)[:, 0]  # strided documents
+    qm = rmask((Nq, Lq), gen) if masks != "none" else None
+    dm = lens = None
+    if masks == "random":
+        dm = rmask((Nd, Ld), gen, 0.7)
+        dm[0] = False  # a document with no valid token
+    elif masks in ("prefix", "lengths"):
+        n = torch.randint(0, Ld + 1, (Nd,), device="cuda", generator=gen)
+        n[0] = 0
+        dm = torch.arange(Ld, device="cuda")[None, :] < n[:, None]
+        if masks == "lengths":
+            lens = n
+    if dm is not None:
+        D[~dm] = float("nan")  # never read
+    kw = dict(d_lengths=lens) if lens is not None else dict(d_mask=dm)
+    s = api.maxsim(Q, D, qm, **kw)
+    torch.cuda.synchronize()
+    S = ref_sim(Q, D, False)
+    qmb = (qm if qm is not None else torch.ones(Nq, Lq, dtype=torch.bool, device="cuda"))[:, None, :]
+    dmb = (dm if dm is not None else torch.ones(Nd, Ld, dtype=torch.bool, device="cuda"))[None, :, None, :]
+    ref = ref_scores(S, qmb, dmb)[0]
+    check_scores(s, ref, Lq, Q.dtype)
+    with lik.Context(cuda_off=("wgmma",)):
+        s2 = api.maxsim(Q, D, qm, **kw)
+    torch.cuda.synchronize()
+    check_scores(s2, ref, Lq, Q.dtype)
+    assert torch.equal(api.maxsim(Q, D, qm, **kw), s), "not deterministic"
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = _kernel_names(lambda: api.maxsim(Q, D, qm, **kw))
+        assert any("short_docs_kernel" in n for n in names) == eligible, names
+
+
+def test_short_documents_graph(gen):
+    """The short-document kernel captured in a CUDA graph, replayed on new
+    contents: equal to an eager call, bitwise."""
+    api = _lik()
+    Q = rand((1, 32, 128), torch.bfloat16, gen)
+    D = rand((3000, 32, 128), torch.bfloat16, gen)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        api.maxsim(Q, D)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = api.maxsim(Q, D)
+    D.copy_(rand((3000, 32, 128), torch.bfloat16, gen))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, api.maxsim(Q, D))
