@@ -247,8 +247,10 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   cudaError_t e;
   /* a document's rows are contiguous: a tile is one copy */
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
-  /* the short-document tiles: one query or a few (cross), scores only */
-  const bool few = P.pairing == 0 && !am && !P.normalize && !P.scores64 && !P.d.off.data;
+  /* the short-document tiles: one query or a few (cross), scores only; a
+   * d_mask read as bits (retrieve's blocks pass the mask bytes alone) */
+  const bool few = P.pairing == 0 && !am && !P.normalize && !P.scores64 && !P.d.off.data &&
+                   (!P.dm.data || P.dbits);
   TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
                           tmap_layout_ok(P), P.tf32, few, info);
   const int docs = c.short_docs ? (int)(128 / P.d.len) : 1;

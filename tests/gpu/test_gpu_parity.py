@@ -844,6 +844,14 @@ def test_short_documents(case, masks, gen):
     if torch.cuda.get_device_capability() == (9, 0):
         names = _kernel_names(lambda: api.maxsim(Q, D, qm, **kw))
         assert any("short_docs_kernel" in n for n in names) == eligible, names
+    if masks != "lengths":  # retrieve scores its blocks of documents with the same kernels
+        k = min(10, Nd)
+        sc, ix = api.retrieve(Q, D, k, qm, dm, normalize=False)
+        torch.cuda.synchronize()
+        got = torch.gather(ref, 1, ix.long())
+        check_scores(sc, got, Lq, Q.dtype)
+        kth = torch.topk(ref, k, dim=1).values[:, -1:]
+        assert (got >= kth - 2e-5 * (kth.abs() + Lq * 4.0) - 1e-6).all(), "not a top-k"
 
 
 def test_short_documents_graph(gen):
