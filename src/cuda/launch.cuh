@@ -61,9 +61,9 @@ template <typename T, int KC> /* query block in registers, wgmma (c.wg = 1 or 2)
 cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s,
                            const Device &dev);
 
-/* Short documents (forward/short_docs.cuh; launch.cu's short_docs_ok()
- * holds, P.tmap_d made with boxes of pk = 128 / Ld documents, P.qpc /
- * qrows / qshift set): fills P.upr / P.dpc and launches on `stream`
+/* Short documents (forward/short_docs.cuh; choose_tile() chose them,
+ * P.tmap_d made with boxes of pk = 128 / Ld documents, P.qpc / qrows /
+ * qshift set): fills P.upr / P.dpc and launches on `stream`
  * (forward/instantiations/half_short_docs.cu). */
 cudaError_t launch_short_docs(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev);
 

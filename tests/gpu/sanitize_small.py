@@ -11,7 +11,9 @@ fp16, fp32 on tensor cores (3xTF32: d 40, 17, 300 K-streamed), fp64
 CUDA-core kernel, KD, pairs, retrieve, a packed
 (cu_seqlens) scores-only call with short queries; on sm_90+ the scores-only
 calls of the few-document one-query cases run the Ld split (clusters); padding
-as a prefix d_mask, lengths, a mixed mask, KD lengths; fp32 as TF32."""
+as a prefix d_mask, lengths, a mixed mask, KD lengths; fp32 as TF32; short
+documents on sm_90a (several documents to a tile; a random mask, lengths,
+two queries, more tiles per CTA than stages)."""
 import sys
 from pathlib import Path
 
@@ -63,3 +65,9 @@ torch.set_float32_matmul_precision("high")  # fp32 as TF32
 _api.maxsim(r((2, 20, 64), torch.float32), r((3, 70, 64), torch.float32))
 torch.cuda.synchronize()
 print("sanitize_small: ok")
+# short documents (forward/short_docs.cuh on sm_90a): a random mask and
+# lengths, two queries, 40 tiles per CTA (the stage ring wraps)
+Q, D = r((2, 20, 96), hf), r((20000, 24, 96), hf)
+_api.maxsim(Q, D, m((2, 20)), m((20000, 24)))
+_api.maxsim(Q[:1], D, d_lengths=torch.randint(0, 25, (20000,), device="cuda", generator=g))
+_api.maxsim(r((1, 32, 128), bf), r((30000, 32, 128), bf))

@@ -47,7 +47,8 @@ namespace lik_cuda {
 constexpr int SD_THREADS = 288; /* two consumer warpgroups and a producer warp */
 constexpr int SD_TILE = 128;    /* tokens per tile */
 
-/* The kernel's shape beside P: documents per tile, pipeline stages. */
+/* The kernel's shape beside P: documents per tile, pipeline stages (even:
+ * stage s then always serves the same consumer warpgroup). */
 struct ShortDocs {
   int pk, nst;
 };
@@ -176,12 +177,24 @@ __global__ void __launch_bounds__(SD_THREADS, 1)
   uint64_t *valid = reinterpret_cast<uint64_t *>(sm + lay.valid()) + cw * (2 * 16);
   const int nbpd = ld / 8; /* n8 column blocks per document */
   float acc[64];
+  /* warp 0's lane p: the valid tokens of document p of this warpgroup's
+   * next tile, loaded a tile ahead (off the tile's critical path) */
+  auto tile_valid = [&](int64_t i) -> uint64_t {
+    const int64_t j = jb + i * pk + lane;
+    return i < ntiles && lane < pk && j < je ? doc_valid(P, j) : 0ull;
+  };
+  uint64_t vnext = w == 0 ? tile_valid(cw) : 0ull;
   int k = 0; /* this warpgroup's tiles so far */
   for (int64_t i = cw; i < ntiles; i += 2, ++k) {
     const int b = k & 1, s = (int)(i % S.nst);
     const int64_t j0 = jb + i * pk;
     const int nvd = (int)min((int64_t)pk, je - j0); /* the tile's documents in the range */
-    if (w == 0 && lane < nvd) valid[16 * b + lane] = doc_valid(P, j0 + lane);
+    if (w == 0) {
+      if (lane < nvd) valid[16 * b + lane] = vnext;
+      vnext = tile_valid(i + 2);
+    }
+    /* a stage's tiles alternate between the warpgroups only if nst is odd:
+     * launch_t keeps it even, so full[s]'s parity is this warpgroup's own */
     bar_wait(fulls + 8 * s, (uint32_t)((i / S.nst) & 1));
     /* the stage's address through a lane-0 broadcast: the descriptors live
      * in uniform registers (forward/kernel.cuh) */

@@ -8,7 +8,8 @@
 namespace lik_cuda {
 
 /* Every 128-byte atom of a row is one 16 KB atom of a stage; as many
- * stages as the shared memory holds (at most 8), one CTA per SM.  Each
+ * stages as the shared memory holds (an even number, at most 8), one CTA
+ * per SM.  Each
  * group of P.qpc queries takes about sms / groups CTAs, each a range of
  * whole tiles (P.upr ranges of P.dpc documents). */
 template <typename T, int NA>
@@ -17,9 +18,9 @@ static cudaError_t launch_t(KParams &P, cudaStream_t st, const Device &dev) {
   ShortDocs S;
   S.pk = (int)(SD_TILE / P.d.len);
   const int64_t fixed = L{0}.bytes() + 1024; /* + the 1024-byte alignment */
-  S.nst = (int)((dev.info->smem_max - fixed) / (L::STAGE + 16));
+  S.nst = (int)((dev.info->smem_max - fixed) / (L::STAGE + 16)) & ~1; /* even */
   if (S.nst > 8) S.nst = 8;
-  if (S.nst < 2) return cudaErrorInvalidConfiguration; /* short_docs_ok() keeps it from here */
+  if (S.nst < 2) return cudaErrorInvalidConfiguration; /* not on sm_90 (227 KB) */
   const size_t smem = (size_t)(L{S.nst}.bytes() + 1024);
   auto fn = short_docs_kernel<T, NA>;
   FnInfo fi;
