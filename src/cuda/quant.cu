@@ -539,6 +539,211 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   }
 }
 
+/* 32 sign bits x (4 bytes, little-endian; byte b holds features 8b .. 8b+7,
+ * most significant bit first) as 32 +-1 int8, word m = features 4m .. 4m+3.
+ * After the bit reversal feature f sits at bit 24 - 8 (f / 8) + f % 8, so a
+ * nibble holds 4 features in ascending order; the multiply spreads bit i of
+ * it to byte i (shifts 0, 7, 14, 21 of a 4-bit value never overlap), and
+ * (1 - bit) * 0xfe + 1 maps bytes 1 / 0 to +1 / -1 (0xff) without carries. */
+__device__ __forceinline__ void signs32(uint32_t x, uint32_t (&v)[8]) {
+  const uint32_t r = __brev(x);
+#pragma unroll
+  for (int m = 0; m < 8; m++) {
+    const uint32_t nib = (r >> (24 - 8 * (m / 2) + 4 * (m % 2))) & 0xfu;
+    const uint32_t b01 = (nib * 0x00204081u) & 0x01010101u;
+    v[m] = (b01 ^ 0x01010101u) * 0xfeu + 0x01010101u;
+  }
+}
+
+/* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
+ * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a).  The block holds QB = 64 MW
+ * / Lq whole queries as the rows of MW m-tiles (A fragments in registers,
+ * bit queries unpacked to +-1) and walks documents j = jb, jb + nblk, .. (a
+ * persistent grid) as one stream of 64-token tiles across documents: each
+ * thread loads 8 bytes of bits (half a token at d = 128) and the token's
+ * mask byte R tiles ahead into registers, so loads stay in flight across
+ * document ends; all 128 threads unpack a tile's bits into +-1 int8 rows in
+ * the 128-byte swizzle (chunk c of token t at chunk c ^ (t % 8)) while the
+ * tensor cores score the previous tile.  Features past d are 0 in the
+ * queries, so whatever bits the documents hold there add nothing.
+ *
+ * Epilogue: there is no document scale, so v = (float)dot * sq and a row's
+ * max over tokens is (float)(max dot) * sq for sq >= 0 (rounding and the
+ * product are monotone; sq = +inf: inf, NaN at max dot 0, -inf: what the
+ * CPU's NaN-never-wins max gives).  A row with sq < 0 has its query values
+ * negated (exact in [-127, 127]) and |sq| applied: max_t dot_t sq =
+ * (max_t -dot_t) |sq|.  So each thread keeps an integer max (IMNMX) per row;
+ * masked and absent tokens get a bias of -2^30 (a full, unmasked tile skips
+ * it), below any dot (|dot| <= 127 * 128), so a max below -2^24 means "no
+ * valid token" (-inf).  A masked or absent query row has sq = NaN and is not
+ * summed.  Bits x bits: the +-1 dot is d - 2 popcount(q ^ x), sq = 1.  So
+ * the results are bitwise the CPU backend's. */
+template <bool QBITS, int MW>
+__global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int groups, int nblk,
+                                                            int dvec8) {
+  constexpr int TN = 64, KS = 4, ROWS = 64 * MW;
+  constexpr int R = MW == 1 ? 4 : 2; /* tiles of bits in flight in registers */
+  constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
+  __shared__ __align__(1024) uint8_t tile[2][TN * 128];
+  __shared__ __align__(8) int tbias[2][TN];
+  __shared__ float rowmax[ROWS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int64_t q0 = (int64_t)(blockIdx.x % groups) * qb;
+  const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
+  auto row_of = [&](int mt, int h) { return mt * 64 + warp * 16 + g + 8 * h; };
+  uint32_t a[MW][KS][4];
+  float sqa[MW][2]; /* |scale| of the row; NaN: not summed */
+#pragma unroll
+  for (int mt = 0; mt < MW; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = row_of(mt, h), lq = (int)P.lq; /* lq <= ROWS */
+      const bool ok = r < rows;
+      const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
+      const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+      const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+      const float sq = !valid ? CUDART_NAN_F : !QBITS && P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+      const bool neg = signbit(sq);
+      sqa[mt][h] = fabsf(sq);
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          const int64_t k = ks * 32 + tg * 4 + 16 * c;
+          uint32_t v = 0u;
+          if (ok) v = QBITS ? load_signs(row, P.q_sk, k, P.dim)
+                            : __vmaxs4(load4(row, P.q_sk, k, P.dim, P.qvec), 0x81818181u); /* -128 -> -127 */
+          a[mt][ks][h + 2 * c] = neg ? __vneg4(v) : v;
+        }
+    }
+
+  /* thread x stages bytes 8 (x % 2) .. of token x / 2 of a tile: features
+   * 64 (x % 2) .., its chunks 4 (x % 2) .. 4 (x % 2) + 3 */
+  const int tx = threadIdx.x >> 1, hf = threadIdx.x & 1;
+  const int64_t nbytes = (P.dim + 7) / 8;
+  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  uint2 pw[R] = {};
+  bool pv[R] = {};
+  int64_t pj = blockIdx.x / groups, pt = 0; /* the next tile to load */
+  auto fetch = [&](uint2 &w, bool &v) {
+    const int64_t t = pt * TN + tx;
+    w = make_uint2(0u, 0u);
+    v = false;
+    if (pj < P.nd && t < P.ld) {
+      v = !P.dm || P.dm[pj * P.dm_sn + t * P.dm_sl];
+      const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl + 8 * hf * P.d_sk;
+      if (dvec8) {
+        w = __ldg((const uint2 *)src);
+      } else {
+        uint32_t x[2] = {0u, 0u};
+#pragma unroll
+        for (int b = 0; b < 8; b++)
+          if (8 * hf + b < nbytes) x[b / 4] |= (uint32_t)__ldg(src + b * P.d_sk) << (8 * (b % 4));
+        w = make_uint2(x[0], x[1]);
+      }
+    }
+    if (++pt == ntiles) {
+      pt = 0;
+      pj += nblk;
+    }
+  };
+  /* the oldest tile in flight, unpacked into buffer b; the ring moves on */
+  auto unpack = [&](int b) {
+    const bool v = pv[0];
+    uint32_t sv[2][8];
+    signs32(pw[0].x, sv[0]);
+    signs32(pw[0].y, sv[1]);
+    const uint32_t base = lik_cuda::smem_u32(&tile[b][tx * 128]);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const uint32_t w4[4] = {sv[c / 2][4 * (c % 2)], sv[c / 2][4 * (c % 2) + 1], sv[c / 2][4 * (c % 2) + 2],
+                              sv[c / 2][4 * (c % 2) + 3]};
+      lik_cuda::sts128(base + 16 * ((4 * hf + c) ^ (tx & 7)), w4);
+    }
+    if (hf == 0) tbias[b][tx] = v ? 0 : BIAS;
+#pragma unroll
+    for (int r = 0; r < R - 1; r++) {
+      pw[r] = pw[r + 1];
+      pv[r] = pv[r + 1];
+    }
+    fetch(pw[R - 1], pv[R - 1]);
+    return v;
+  };
+
+#pragma unroll
+  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+  bool v0 = unpack(0);
+  lik_cuda::fence_proxy_async(); /* st.shared wrote it; wgmma reads it */
+  bool full = __syncthreads_and(v0);
+  int m[MW][2];
+#pragma unroll
+  for (int mt = 0; mt < MW; mt++) m[mt][0] = m[mt][1] = INT32_MIN;
+  int64_t it = 0;
+  for (int64_t j = blockIdx.x / groups, f = 0; j < P.nd; f++) {
+    const int b = (int)(f & 1);
+    int acc[MW][32];
+    const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
+    lik_cuda::wg_fence();
+#pragma unroll
+    for (int mt = 0; mt < MW; mt++) {
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+        lik_cuda::wgmma_8bit_64<0>(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+      lik_cuda::wg_commit();
+    }
+    auto epilogue = [&](int mt) {
+      lik_cuda::wg_fence_regs<32>(acc[mt]);
+      if (full) {
+#pragma unroll
+        for (int e = 0; e < 32; e++) m[mt][(e >> 1) & 1] = max(m[mt][(e >> 1) & 1], acc[mt][e]);
+      } else {
+#pragma unroll
+        for (int nb = 0; nb < TN / 8; nb++) {
+          const int2 bv = *(const int2 *)&tbias[b][nb * 8 + 2 * tg];
+#pragma unroll
+          for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+            m[mt][e >> 1] = max(m[mt][e >> 1], acc[mt][4 * nb + e] + (e & 1 ? bv.y : bv.x));
+        }
+      }
+    };
+    /* the next tile is unpacked while the last m-tile's MMAs run (past the
+     * block's last tile: zeros, never read) */
+    if constexpr (MW == 2) {
+      lik_cuda::wg_wait<1>();
+      epilogue(0);
+    }
+    v0 = unpack(b ^ 1);
+    lik_cuda::wg_wait<0>();
+    epilogue(MW - 1);
+    if (++it == ntiles) { /* the document's last tile */
+#pragma unroll
+      for (int mt = 0; mt < MW; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          int x = m[mt][h];
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+          if (tg == 0) rowmax[row_of(mt, h)] = x < NONE ? -CUDART_INF_F : (float)x * sqa[mt][h];
+          m[mt][h] = INT32_MIN;
+        }
+      __syncthreads();
+      if (threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
+        const int64_t i = q0 + threadIdx.x;
+        const float *rm = rowmax + threadIdx.x * P.lq;
+        float total = 0.0f;
+        for (int64_t s = 0; s < P.lq; s++)
+          if (rm[s] > -CUDART_INF_F) total += rm[s];
+        P.scores[i * P.s_si + j * P.s_sj] = total;
+      }
+      it = 0;
+      j += nblk;
+    }
+    /* the unpacked tile is visible to wgmma, rowmax read, buffer b free */
+    lik_cuda::fence_proxy_async();
+    full = __syncthreads_and(v0);
+  }
+}
+
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
 __device__ __forceinline__ uint64_t bit_word(const uint8_t *row, int64_t sk, int64_t w,
                                              int64_t dim) {
@@ -637,6 +842,32 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
   return false;
 }
 
+/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wgmma
+ * runs, 64 < d <= 128, Lq <= 128: signs_tile_kernel, one m-tile (MW = 1)
+ * where every query fits in 64 rows (one query included), else two (false
+ * where it does not apply). */
+bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, int sms,
+                  cudaStream_t st) {
+  if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1) return false;
+  const int mw = P.nq * P.lq <= 64 ? 1 : 2;
+  const int qb = (int)(64 * mw / P.lq);
+  const int64_t groups = (P.nq + qb - 1) / qb;
+  /* a persistent grid of about two waves of 4 blocks per SM */
+  const int64_t nblk =
+      std::max<int64_t>(1, std::min<int64_t>(P.nd, (8 * (int64_t)sms + groups - 1) / groups));
+  if (groups * nblk > INT32_MAX) return false;
+  const unsigned grid = (unsigned)(groups * nblk);
+  const lik_seqs &d = p->d_seqs;
+  const int dvec8 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 8 == 0 && d.sl % 8 == 0 &&
+                    d.sn % 8 == 0;
+  const int g = (int)groups, n = (int)nblk;
+  if (qbits && mw == 1) signs_tile_kernel<true, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (qbits) signs_tile_kernel<true, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (mw == 1) signs_tile_kernel<false, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else signs_tile_kernel<false, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  return true;
+}
+
 /* One query (memory-bound: a warp per document streams it once), long
  * queries and d > 256: the one-warp kernel; several queries: the
  * shared-tile kernel. */
@@ -653,6 +884,7 @@ void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg,
     else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 128) {
     if (launch_tile<KIND, 4>(p, P, wg, sms, st)) return;
+    if (KIND == K_I8_BITS && launch_signs(p, P, false, wg, sms, st)) return;
     if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
   } else {
@@ -703,7 +935,9 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
       if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, wg, sms, st);
       else launch_mma<K_E4M3>(p, P, grid, wg, sms, st);
       break;
-    case LIK_QK_BITS: bits_kernel<<<grid, 128, 0, st>>>(P); break;
+    case LIK_QK_BITS:
+      if (!launch_signs(p, P, true, wg, sms, st)) bits_kernel<<<grid, 128, 0, st>>>(P);
+      break;
   }
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? LIK_OK : cuda_fail(e, "lik_maxsim (low-bit) launch");
