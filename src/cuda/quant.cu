@@ -539,45 +539,38 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   }
 }
 
-/* 32 sign bits x (4 bytes, little-endian; byte b holds features 8b .. 8b+7,
- * most significant bit first) as 32 +-1 int8, word m = features 4m .. 4m+3.
- * After the bit reversal feature f sits at bit 24 - 8 (f / 8) + f % 8, so a
- * nibble holds 4 features in ascending order; the multiply spreads bit i of
- * it to byte i (shifts 0, 7, 14, 21 of a 4-bit value never overlap), and
- * (1 - bit) * 0xfe + 1 maps bytes 1 / 0 to +1 / -1 (0xff) without carries. */
-__device__ __forceinline__ void signs32(uint32_t x, uint32_t (&v)[8]) {
-  const uint32_t r = __brev(x);
-#pragma unroll
-  for (int m = 0; m < 8; m++) {
-    const uint32_t nib = (r >> (24 - 8 * (m / 2) + 4 * (m % 2))) & 0xfu;
-    const uint32_t b01 = (nib * 0x00204081u) & 0x01010101u;
-    v[m] = (b01 ^ 0x01010101u) * 0xfeu + 0x01010101u;
-  }
-}
-
 /* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
  * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a).  The block holds QB = 64 MW
- * / Lq whole queries as the rows of MW m-tiles (A fragments in registers,
- * bit queries unpacked to +-1) and walks documents j = jb, jb + nblk, .. (a
- * persistent grid) as one stream of 64-token tiles across documents: each
- * thread loads 8 bytes of bits (half a token at d = 128) and the token's
- * mask byte R tiles ahead into registers, so loads stay in flight across
- * document ends; all 128 threads unpack a tile's bits into +-1 int8 rows in
- * the 128-byte swizzle (chunk c of token t at chunk c ^ (t % 8)) while the
- * tensor cores score the previous tile.  Features past d are 0 in the
- * queries, so whatever bits the documents hold there add nothing.
+ * / Lq whole queries as the rows of MW m-tiles (A fragments in registers)
+ * and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
+ * stream of 64-token tiles across documents: each thread loads 8 bytes of
+ * bits (half a token at d = 128) and the token's mask byte R tiles ahead
+ * into registers, so loads stay in flight across document ends; all 128
+ * threads unpack a tile into 0 / 1 int8 rows in the 128-byte swizzle (chunk
+ * c of token t at chunk c ^ (t % 8)) while the tensor cores score the
+ * previous one.
+ *
+ * The unpack is two instructions per 4 features because K is permuted:
+ * position 32 G + 4 p + i of a row (word p of 32-feature group G) holds
+ * feature 32 G + 8 i + 7 - p, so word p of a group is (bits >> p) &
+ * 0x01010101 of the group's 4 bit bytes (byte b holds features 8b .. 8b+7,
+ * most significant bit first); the query's A fragments are gathered in the
+ * same order once (the sum over K does not depend on it), 0 past d (so
+ * whatever bits the documents hold there add nothing).  With x in {0, 1},
+ * the +-1 product is sum_k q_k (2 x_k - 1) = 2 dot01 - S, S = sum_k q_k of
+ * the row, once per row at the end (max is monotone).
  *
  * Epilogue: there is no document scale, so v = (float)dot * sq and a row's
  * max over tokens is (float)(max dot) * sq for sq >= 0 (rounding and the
- * product are monotone; sq = +inf: inf, NaN at max dot 0, -inf: what the
- * CPU's NaN-never-wins max gives).  A row with sq < 0 has its query values
- * negated (exact in [-127, 127]) and |sq| applied: max_t dot_t sq =
- * (max_t -dot_t) |sq|.  So each thread keeps an integer max (IMNMX) per row;
+ * product are monotone; sq = +inf: inf, or NaN at max dot 0, as the CPU's
+ * NaN-never-wins max).  A row with sq < 0 has its query values negated
+ * (exact in [-127, 127]) and |sq| applied: max_t dot_t sq = (max_t -dot_t)
+ * |sq|.  So each thread keeps an integer max (IMNMX) of dot01 per row;
  * masked and absent tokens get a bias of -2^30 (a full, unmasked tile skips
  * it), below any dot (|dot| <= 127 * 128), so a max below -2^24 means "no
  * valid token" (-inf).  A masked or absent query row has sq = NaN and is not
- * summed.  Bits x bits: the +-1 dot is d - 2 popcount(q ^ x), sq = 1.  So
- * the results are bitwise the CPU backend's. */
+ * summed.  Bits x bits: the +-1 dot is d - 2 popcount(q ^ x), sq = 1.  So the
+ * results are bitwise the CPU backend's. */
 template <bool QBITS, int MW>
 __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int groups, int nblk,
                                                             int dvec8) {
@@ -586,13 +579,14 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
   __shared__ __align__(1024) uint8_t tile[2][TN * 128];
   __shared__ __align__(8) int tbias[2][TN];
-  __shared__ float rowmax[ROWS];
+  __shared__ float rowmax[2][ROWS]; /* a finished document's row maxima, summed one tile later */
+  __shared__ float rowsq[ROWS]; /* |scale| of the row; NaN: not summed */
+  __shared__ int rowqs[ROWS];   /* S: the sum of the row's (negated) query values */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t q0 = (int64_t)(blockIdx.x % groups) * qb;
   const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
   auto row_of = [&](int mt, int h) { return mt * 64 + warp * 16 + g + 8 * h; };
   uint32_t a[MW][KS][4];
-  float sqa[MW][2]; /* |scale| of the row; NaN: not summed */
 #pragma unroll
   for (int mt = 0; mt < MW; mt++)
 #pragma unroll
@@ -604,33 +598,47 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
       const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
       const float sq = !valid ? CUDART_NAN_F : !QBITS && P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
       const bool neg = signbit(sq);
-      sqa[mt][h] = fabsf(sq);
+      int part = 0;
 #pragma unroll
       for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-          const int64_t k = ks * 32 + tg * 4 + 16 * c;
+        for (int c = 0; c < 2; c++) { /* A word (row, K 32 ks + 4 p ..), p = tg + 4 c */
+          const int p = tg + 4 * c;
           uint32_t v = 0u;
-          if (ok) v = QBITS ? load_signs(row, P.q_sk, k, P.dim)
-                            : __vmaxs4(load4(row, P.q_sk, k, P.dim, P.qvec), 0x81818181u); /* -128 -> -127 */
-          a[mt][ks][h + 2 * c] = neg ? __vneg4(v) : v;
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int64_t f = 32 * ks + 8 * e + 7 - p;
+            if (!ok || f >= P.dim) continue;
+            uint32_t x;
+            if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+            else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
+            v |= x << (8 * e);
+          }
+          a[mt][ks][h + 2 * c] = v = neg ? __vneg4(v) : v;
+          part = __dp4a((int)v, 0x01010101, part);
         }
+      part += __shfl_xor_sync(0xffffffffu, part, 1); /* the quad holds the row's K */
+      part += __shfl_xor_sync(0xffffffffu, part, 2);
+      if (tg == 0) {
+        rowsq[r] = fabsf(sq);
+        rowqs[r] = part;
+      }
     }
 
-  /* thread x stages bytes 8 (x % 2) .. of token x / 2 of a tile: features
-   * 64 (x % 2) .., its chunks 4 (x % 2) .. 4 (x % 2) + 3 */
+  /* thread x stages bytes 8 (x % 2) .. of token x / 2 of a tile: feature
+   * groups 2 (x % 2) and 2 (x % 2) + 1, chunks 4 (x % 2) .. 4 (x % 2) + 3 */
   const int tx = threadIdx.x >> 1, hf = threadIdx.x & 1;
   const int64_t nbytes = (P.dim + 7) / 8;
   const int64_t ntiles = (P.ld + TN - 1) / TN;
   uint2 pw[R] = {};
-  bool pv[R] = {};
+  uint32_t pv[R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked: no wait here */
   int64_t pj = blockIdx.x / groups, pt = 0; /* the next tile to load */
-  auto fetch = [&](uint2 &w, bool &v) {
+  auto fetch = [&](uint2 &w, uint32_t &v) {
     const int64_t t = pt * TN + tx;
     w = make_uint2(0u, 0u);
-    v = false;
+    v = 0u;
     if (pj < P.nd && t < P.ld) {
-      v = !P.dm || P.dm[pj * P.dm_sn + t * P.dm_sl];
+      v = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
       const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl + 8 * hf * P.d_sk;
       if (dvec8) {
         w = __ldg((const uint2 *)src);
@@ -649,15 +657,14 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   };
   /* the oldest tile in flight, unpacked into buffer b; the ring moves on */
   auto unpack = [&](int b) {
-    const bool v = pv[0];
-    uint32_t sv[2][8];
-    signs32(pw[0].x, sv[0]);
-    signs32(pw[0].y, sv[1]);
+    const bool v = pv[0] != 0u;
     const uint32_t base = lik_cuda::smem_u32(&tile[b][tx * 128]);
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      const uint32_t w4[4] = {sv[c / 2][4 * (c % 2)], sv[c / 2][4 * (c % 2) + 1], sv[c / 2][4 * (c % 2) + 2],
-                              sv[c / 2][4 * (c % 2) + 3]};
+    for (int c = 0; c < 4; c++) { /* group 2 hf + c / 2, words p = 4 (c % 2) .. */
+      const uint32_t bits = c < 2 ? pw[0].x : pw[0].y;
+      uint32_t w4[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) w4[q] = (bits >> (4 * (c % 2) + q)) & 0x01010101u;
       lik_cuda::sts128(base + 16 * ((4 * hf + c) ^ (tx & 7)), w4);
     }
     if (hf == 0) tbias[b][tx] = v ? 0 : BIAS;
@@ -678,7 +685,23 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   int m[MW][2];
 #pragma unroll
   for (int mt = 0; mt < MW; mt++) m[mt][0] = m[mt][1] = INT32_MIN;
-  int64_t it = 0;
+  /* the sum over a query's rows (ascending, as the CPU) of the document
+   * finished in the previous iteration, by one thread per query while the
+   * tensor cores run: rowmax[rb] was written before the last barrier, and
+   * is written again two documents later */
+  int64_t it = 0, pend = -1; /* pend: that document, or none */
+  int rb = 0;
+  auto sum_rows = [&]() {
+    if (pend >= 0 && threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
+      const int64_t i = q0 + threadIdx.x;
+      const float *rm = rowmax[rb ^ 1] + threadIdx.x * P.lq;
+      float total = 0.0f;
+      for (int64_t s = 0; s < P.lq; s++)
+        if (rm[s] > -CUDART_INF_F) total += rm[s];
+      P.scores[i * P.s_si + pend * P.s_sj] = total;
+    }
+    pend = -1;
+  };
   for (int64_t j = blockIdx.x / groups, f = 0; j < P.nd; f++) {
     const int b = (int)(f & 1);
     int acc[MW][32];
@@ -691,6 +714,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
         lik_cuda::wgmma_8bit_64<0>(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
       lik_cuda::wg_commit();
     }
+    sum_rows();
     auto epilogue = [&](int mt) {
       lik_cuda::wg_fence_regs<32>(acc[mt]);
       if (full) {
@@ -723,25 +747,20 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
           int x = m[mt][h];
           x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
           x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
-          if (tg == 0) rowmax[row_of(mt, h)] = x < NONE ? -CUDART_INF_F : (float)x * sqa[mt][h];
+          const int r = row_of(mt, h);
+          if (tg == 0) rowmax[rb][r] = x < NONE ? -CUDART_INF_F : (float)(2 * x - rowqs[r]) * rowsq[r];
           m[mt][h] = INT32_MIN;
         }
-      __syncthreads();
-      if (threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
-        const int64_t i = q0 + threadIdx.x;
-        const float *rm = rowmax + threadIdx.x * P.lq;
-        float total = 0.0f;
-        for (int64_t s = 0; s < P.lq; s++)
-          if (rm[s] > -CUDART_INF_F) total += rm[s];
-        P.scores[i * P.s_si + j * P.s_sj] = total;
-      }
+      pend = j;
+      rb ^= 1;
       it = 0;
       j += nblk;
     }
-    /* the unpacked tile is visible to wgmma, rowmax read, buffer b free */
+    /* the unpacked tile and rowmax are visible, buffer b is free */
     lik_cuda::fence_proxy_async();
     full = __syncthreads_and(v0);
   }
+  sum_rows();
 }
 
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
