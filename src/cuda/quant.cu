@@ -2,12 +2,16 @@
  * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
  * lik_experimental.h).
  *
- * Two kernels.  Several int8 queries against int8 documents (d <= 256, Lq
- * up to a block's rows), and several fp8 queries where wgmma runs (64 < d
- * <= 128): tile_kernel, each document tile staged in shared memory once and
- * scored against every query of a block, on wgmma where it runs (below).
- * Otherwise (one query, which is memory-bound; fp8 off wgmma; sign-bit
- * documents; longer queries; larger d): one warp per (query, document).
+ * Three tensor-core kernels.  Several int8 queries against int8 documents
+ * (d <= 256, Lq up to a block's rows), and several fp8 queries where wgmma
+ * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
+ * memory once and scored against every query of a block, on wgmma where it
+ * runs (below).  Sign-bit documents where wgmma runs (64 < d <= 128, Lq <=
+ * 128, one query or more; int8 or sign-bit queries): signs_tile_kernel, the
+ * bits streamed into registers and unpacked to 0 / 1 rows in shared memory.
+ * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off wgmma;
+ * sign-bit documents elsewhere; longer queries; larger d): one warp per
+ * (query, document), mma_kernel.
  * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
  * m16n8k32 (fp8 is unpacked to f16 by ptxas on sm_90: Hopper's fp8 units
  * are wgmma's): the document's tokens are M (16 per
@@ -21,7 +25,7 @@
  * over rows once, and lane 0 sums the valid query tokens in ascending order.
  * int8 results are therefore bitwise those of the CPU backend (the same
  * integers and fp32 operations); fp8 sums in the tensor core's order.
- * bits x bits: popcount, lanes = query tokens.
+ * bits x bits elsewhere: bits_kernel, popcount, lanes = query tokens.
  */
 #include <stdint.h>
 
@@ -829,10 +833,11 @@ bool vec16(const lik_quant_problem *p, int ks) {
  * tokens: the shared-tile kernel, on wgmma where it runs (wg) for 64 < d <=
  * 128 with 16-byte rows, else on mma.sync; several fp8 queries: the same on
  * wgmma only (false where it does not apply).
- * Sign-bit documents stay on the one-warp kernel (which unpacks the bits in
- * registers; the tile kernel's staging of +-1 bytes was slower).  fp8 off
- * wgmma stays on the one-warp kernel: sm_90's mma.sync has no fp8 units
- * (ptxas unpacks e4m3 / e5m2 to f16 and runs HMMA). */
+ * Sign-bit documents are not staged here (+-1 bytes through its registers
+ * spilled): signs_tile_kernel (launch_signs) where wgmma runs, else the
+ * one-warp kernel.  fp8 off wgmma stays on the one-warp kernel: sm_90's
+ * mma.sync has no fp8 units (ptxas unpacks e4m3 / e5m2 to f16 and runs
+ * HMMA). */
 template <int KIND, int KS>
 bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cudaStream_t st) {
   using S = TileShape<KS>;
@@ -887,9 +892,9 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   return true;
 }
 
-/* One query (memory-bound: a warp per document streams it once), long
- * queries and d > 256: the one-warp kernel; several queries: the
- * shared-tile kernel. */
+/* One int8 / fp8 query (memory-bound: a warp per document streams it
+ * once), long queries and d > 256: the one-warp kernel; several queries: the
+ * shared-tile kernel; sign-bit documents: signs_tile_kernel where it runs. */
 template <int KIND>
 void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
                 cudaStream_t st) {
