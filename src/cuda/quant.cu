@@ -7,8 +7,11 @@
  * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
  * memory once and scored against every query of a block, on wgmma where it
  * runs (below).  Sign-bit documents where wgmma runs (64 < d <= 128, Lq <=
- * 128, one query or more; int8 or sign-bit queries): signs_tile_kernel, the
- * bits streamed into registers and unpacked to 0 / 1 rows in shared memory.
+ * 128; int8 or sign-bit queries): up to 32 query rows (one query),
+ * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
+ * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
+ * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
+ * rows.
  * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off wgmma;
  * sign-bit documents elsewhere; longer queries; larger d): one warp per
  * (query, document), mma_kernel.
@@ -767,6 +770,183 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   sum_rows();
 }
 
+/* Sign-bit documents against at most 32 query rows (Nq * Lq <= 32: one
+ * ColBERT query), 64 < d <= 128, sm_90a: the documents are the M rows of
+ * wgmma m64n32k32 s8 and the queries its N columns, so no 64-row m-tile is
+ * half empty and the documents never pass through shared memory: each warp
+ * unpacks its 16 tokens of a 64-token tile straight into A fragments (the
+ * K order of signs_tile_kernel: word p of group G is (bits >> p) &
+ * 0x01010101, here p = tg and tg + 4), and the query rows (B, 4 KB, in the
+ * 128-byte swizzle) are staged once per block.  The documents j = jb, jb +
+ * nblk, .. stream as one sequence of tiles; each thread loads the 16 bytes
+ * of bits of its two tokens (rows g, g + 8 of its warp's 16) and their mask
+ * bytes R tiles ahead into registers.  Per element an integer max per
+ * column (query row) of dot01 + bias (0, or -2^30 for masked and absent
+ * tokens: VIADDMNMX); at a document's end the maxima are reduced over the
+ * warp's rows (shuffles) and its 4 warps (shared memory, one barrier), and
+ * one thread per query sums its rows, one tile later while the tensor cores
+ * run, as signs_tile_kernel: (float)(2 max - S) * |scale| per row (rows of
+ * negative scale negated), bitwise the CPU's. */
+template <bool QBITS>
+__global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec16) {
+  constexpr int TN = 64, KS = 4, N = 32, R = 4;
+  constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
+  __shared__ __align__(1024) uint8_t qtile[N * 128];
+  __shared__ int part[2][4][N]; /* per warp column maxima of a finished document */
+  __shared__ float colsq[N];    /* |scale| of the query row; NaN: not summed */
+  __shared__ int colqs[N];      /* S: the sum of the row's (negated) query values */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int rows = (int)min((int64_t)qb, P.nq) * (int)P.lq; /* valid query rows */
+  {
+    /* thread x: query row n = x / 4, 32-feature group G = x % 4, words p =
+     * 0 .. 7 (features 32 G + 8 e + 7 - p, e = 0 .. 3), chunks 2G, 2G + 1 */
+    const int n = threadIdx.x >> 2, G = threadIdx.x & 3, lq = (int)P.lq;
+    const bool ok = n < rows;
+    const int64_t i = ok ? n / lq : 0, s = ok ? n % lq : 0;
+    const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+    const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+    const float sq = !valid ? CUDART_NAN_F : !QBITS && P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+    const bool neg = signbit(sq);
+    uint32_t w[8];
+    int sum = 0;
+#pragma unroll
+    for (int p = 0; p < 8; p++) {
+      uint32_t v = 0u;
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int64_t f = 32 * G + 8 * e + 7 - p;
+        if (!ok || f >= P.dim) continue;
+        uint32_t x;
+        if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+        else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
+        v |= x << (8 * e);
+      }
+      w[p] = v = neg ? __vneg4(v) : v;
+      sum = __dp4a((int)v, 0x01010101, sum);
+    }
+    const uint32_t base = lik_cuda::smem_u32(&qtile[n * 128]);
+    lik_cuda::sts128(base + 16 * ((2 * G) ^ (n & 7)), {w[0], w[1], w[2], w[3]});
+    lik_cuda::sts128(base + 16 * ((2 * G + 1) ^ (n & 7)), {w[4], w[5], w[6], w[7]});
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* the row's 4 groups */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (G == 0) {
+      colsq[n] = fabsf(sq);
+      colqs[n] = sum;
+    }
+  }
+  lik_cuda::fence_proxy_async(); /* st.shared wrote the query tile; wgmma reads it */
+  __syncthreads();
+
+  const int64_t nbytes = (P.dim + 7) / 8;
+  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  uint4 pw[R][2] = {}; /* bits of tokens 16 warp + g, + 8 of a tile */
+  uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used */
+  int64_t pj = blockIdx.x, pt = 0; /* the next tile to load */
+  auto fetch = [&](uint4 (&w)[2], uint32_t (&v)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int64_t t = pt * TN + warp * 16 + g + 8 * h;
+      w[h] = make_uint4(0u, 0u, 0u, 0u);
+      v[h] = 0u;
+      if (pj < P.nd && t < P.ld) {
+        v[h] = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
+        const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl;
+        if (dvec16) {
+          w[h] = __ldg((const uint4 *)src);
+        } else {
+          uint32_t x[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+          for (int b = 0; b < 16; b++)
+            if (b < nbytes) x[b / 4] |= (uint32_t)__ldg(src + b * P.d_sk) << (8 * (b % 4));
+          w[h] = make_uint4(x[0], x[1], x[2], x[3]);
+        }
+      }
+    }
+    if (++pt == ntiles) {
+      pt = 0;
+      pj += nblk;
+    }
+  };
+#pragma unroll
+  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+
+  int m[4][2]; /* running max of this thread's columns 8 nb + 2 tg + c */
+#pragma unroll
+  for (int nb = 0; nb < 4; nb++) m[nb][0] = m[nb][1] = INT32_MIN;
+  const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(qtile));
+  int64_t it = 0, pend = -1; /* pend: a finished document whose sums are due */
+  int pb = 0;
+  auto sum_cols = [&]() {
+    if (pend >= 0 && threadIdx.x < qb && threadIdx.x < P.nq) {
+      const int64_t i = threadIdx.x;
+      float total = 0.0f;
+      for (int64_t s = 0; s < P.lq; s++) {
+        const int c = (int)(i * P.lq + s);
+        const int x = max(max(part[pb ^ 1][0][c], part[pb ^ 1][1][c]),
+                          max(part[pb ^ 1][2][c], part[pb ^ 1][3][c]));
+        const float v = x < NONE ? -CUDART_INF_F : (float)(2 * x - colqs[c]) * colsq[c];
+        if (v > -CUDART_INF_F) total += v;
+      }
+      P.scores[i * P.s_si + pend * P.s_sj] = total;
+    }
+    pend = -1;
+  };
+  for (int64_t j = blockIdx.x; j < P.nd;) {
+    uint32_t a[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) { /* group ks: word ks of the bits; rows g, g + 8 */
+      const uint32_t b0 = ks == 0 ? pw[0][0].x : ks == 1 ? pw[0][0].y : ks == 2 ? pw[0][0].z : pw[0][0].w;
+      const uint32_t b1 = ks == 0 ? pw[0][1].x : ks == 1 ? pw[0][1].y : ks == 2 ? pw[0][1].z : pw[0][1].w;
+      a[ks][0] = (b0 >> tg) & 0x01010101u;
+      a[ks][1] = (b1 >> tg) & 0x01010101u;
+      a[ks][2] = (b0 >> (tg + 4)) & 0x01010101u;
+      a[ks][3] = (b1 >> (tg + 4)) & 0x01010101u;
+    }
+    const int bias0 = pv[0][0] ? 0 : BIAS, bias1 = pv[0][1] ? 0 : BIAS;
+    int acc[16];
+    lik_cuda::wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) lik_cuda::wgmma_s8_32(acc, a[ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+    lik_cuda::wg_commit();
+    /* while the MMAs run: the ring moves on, the last document is summed */
+#pragma unroll
+    for (int r = 0; r < R - 1; r++) {
+      pw[r][0] = pw[r + 1][0];
+      pw[r][1] = pw[r + 1][1];
+      pv[r][0] = pv[r + 1][0];
+      pv[r][1] = pv[r + 1][1];
+    }
+    fetch(pw[R - 1], pv[R - 1]);
+    sum_cols();
+    lik_cuda::wg_wait<0>();
+    lik_cuda::wg_fence_regs<16>(acc);
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+        m[nb][e & 1] = max(m[nb][e & 1], acc[4 * nb + e] + (e & 2 ? bias1 : bias0));
+    if (++it == ntiles) { /* the document's last tile: its column maxima over the block's rows */
+#pragma unroll
+      for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          int x = m[nb][c];
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+          if (g == 0) part[pb][warp][nb * 8 + 2 * tg + c] = x;
+          m[nb][c] = INT32_MIN;
+        }
+      pend = j;
+      pb ^= 1;
+      it = 0;
+      j += nblk;
+      __syncthreads(); /* part[pb ^ 1] complete; it is written again two documents later */
+    }
+  }
+  sum_cols();
+}
+
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
 __device__ __forceinline__ uint64_t bit_word(const uint8_t *row, int64_t sk, int64_t w,
                                              int64_t dim) {
@@ -867,9 +1047,9 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
 }
 
 /* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wgmma
- * runs, 64 < d <= 128, Lq <= 128: signs_tile_kernel, one m-tile (MW = 1)
- * where every query fits in 64 rows (one query included), else two (false
- * where it does not apply). */
+ * runs, 64 < d <= 128, Lq <= 128: signs_doc_kernel for up to 32 query rows,
+ * else signs_tile_kernel, one m-tile (MW = 1) where every query fits in 64
+ * rows, else two (false where it does not apply). */
 bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, int sms,
                   cudaStream_t st) {
   if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1) return false;
@@ -885,6 +1065,13 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   const int dvec8 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 8 == 0 && d.sl % 8 == 0 &&
                     d.sn % 8 == 0;
   const int g = (int)groups, n = (int)nblk;
+  if (P.nq * P.lq <= 32) {
+    const int dvec16 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 16 == 0 && d.sl % 16 == 0 &&
+                       d.sn % 16 == 0;
+    if (qbits) signs_doc_kernel<true><<<grid, 128, 0, st>>>(P, qb, n, dvec16);
+    else signs_doc_kernel<false><<<grid, 128, 0, st>>>(P, qb, n, dvec16);
+    return true;
+  }
   if (qbits && mw == 1) signs_tile_kernel<true, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
   else if (qbits) signs_tile_kernel<true, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
   else if (mw == 1) signs_tile_kernel<false, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);

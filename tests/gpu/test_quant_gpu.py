@@ -110,18 +110,20 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
     np.testing.assert_array_equal(g_b.cpu().numpy(), cpu_b)
 
 
-# Sign-bit documents where wgmma runs (sm_90a), 64 < d <= 128, Lq <= 128:
-# the shared-tile kernel signs_tile_kernel (src/cuda/quant.cu) for int8 and
-# sign-bit queries, one m-tile of 64 rows where every query fits (one query
-# included, Lq = 1 with 7 queries), else two of 128 (groups split across
-# queries, Lq 65 .. 128); documents as one stream of 64-token tiles (tails,
-# Ld < 64: a document per tile; blocks that walk several documents: Nd =
-# 3000); 16-byte bit rows (8-byte loads) and others (byte loads: d < 121, a
-# strided last dimension); d outside (64, 128] and Lq > 128 on the one-warp
-# kernels (bits x bits: the popcount kernel).  Scales of every sign, -0,
-# +-inf, NaN (the rows' integer max with negated rows), garbage bits in
-# masked tokens.  Bitwise equal to the CPU on any device.
-SIGN_SHAPES = [(1, 7, 32, 300, 128), (1, 5, 64, 65, 128), (2, 9, 32, 300, 128), (3, 4, 20, 64, 100),
+# Sign-bit documents where wgmma runs (sm_90a), 64 < d <= 128, Lq <= 128
+# (src/cuda/quant.cu), for int8 and sign-bit queries: up to 32 query rows
+# (one ColBERT query, 7 queries of Lq = 1, 4 of 8) on signs_doc_kernel
+# (documents as the M rows), more on signs_tile_kernel with one m-tile of 64
+# rows or two of 128 (groups split across queries, Lq 65 .. 128); documents
+# as one stream of 64-token tiles (tails, Ld <= 64: a document per tile;
+# blocks that walk several documents: Nd = 2000, 3000); 16-byte bit rows
+# (16- / 8-byte loads) and others (byte loads: d < 121, a strided last
+# dimension); d outside (64, 128] and Lq > 128 on the one-warp kernels (bits
+# x bits: the popcount kernel).  Scales of every sign, -0, +-inf, NaN (the
+# rows' integer max with negated rows), garbage in masked tokens.  Bitwise
+# equal to the CPU on any device.
+SIGN_SHAPES = [(1, 7, 32, 300, 128), (1, 9, 20, 70, 100), (4, 30, 8, 64, 72), (3, 2000, 5, 100, 128),
+               (1, 5, 64, 65, 128), (2, 9, 32, 300, 128), (3, 4, 20, 64, 100),
                (1, 3000, 32, 20, 128), (16, 40, 32, 300, 128), (5, 3000, 13, 9, 72), (4, 6, 65, 70, 128),
                (2, 3, 128, 33, 97), (7, 50, 1, 130, 121), (1, 3, 129, 40, 128), (3, 5, 30, 65, 64),
                (2, 4, 7, 17, 1), (2, 3, 5, 20, 3), (1, 4, 9, 31, 17), (2, 3, 11, 40, 48), (2, 4, 32, 33, 96),
