@@ -839,25 +839,27 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
 
   const int64_t nbytes = (P.dim + 7) / 8;
   const int64_t ntiles = (P.ld + TN - 1) / TN;
-  uint4 pw[R][2] = {}; /* bits of tokens 16 warp + g, + 8 of a tile */
-  uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used */
+  const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
+  uint4 pw[R][2] = {};            /* their bits, R tiles in flight (slot f % R) */
+  uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
   int64_t pj = blockIdx.x, pt = 0; /* the next tile to load */
   auto fetch = [&](uint4 (&w)[2], uint32_t (&v)[2]) {
+    const uint8_t *src = P.d + pj * P.d_sn + (pt * TN + row0) * P.d_sl;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int64_t t = pt * TN + warp * 16 + g + 8 * h;
+      const int64_t t = pt * TN + row0 + 8 * h;
       w[h] = make_uint4(0u, 0u, 0u, 0u);
       v[h] = 0u;
       if (pj < P.nd && t < P.ld) {
         v[h] = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
-        const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl;
+        const uint8_t *s = src + 8 * h * P.d_sl;
         if (dvec16) {
-          w[h] = __ldg((const uint4 *)src);
+          w[h] = __ldg((const uint4 *)s);
         } else {
           uint32_t x[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
           for (int b = 0; b < 16; b++)
-            if (b < nbytes) x[b / 4] |= (uint32_t)__ldg(src + b * P.d_sk) << (8 * (b % 4));
+            if (b < nbytes) x[b / 4] |= (uint32_t)__ldg(s + b * P.d_sk) << (8 * (b % 4));
           w[h] = make_uint4(x[0], x[1], x[2], x[3]);
         }
       }
@@ -891,57 +893,56 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     }
     pend = -1;
   };
+  /* unrolled over the ring's slots, so slot r stays in its registers */
   for (int64_t j = blockIdx.x; j < P.nd;) {
-    uint32_t a[KS][4];
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) { /* group ks: word ks of the bits; rows g, g + 8 */
-      const uint32_t b0 = ks == 0 ? pw[0][0].x : ks == 1 ? pw[0][0].y : ks == 2 ? pw[0][0].z : pw[0][0].w;
-      const uint32_t b1 = ks == 0 ? pw[0][1].x : ks == 1 ? pw[0][1].y : ks == 2 ? pw[0][1].z : pw[0][1].w;
-      a[ks][0] = (b0 >> tg) & 0x01010101u;
-      a[ks][1] = (b1 >> tg) & 0x01010101u;
-      a[ks][2] = (b0 >> (tg + 4)) & 0x01010101u;
-      a[ks][3] = (b1 >> (tg + 4)) & 0x01010101u;
-    }
-    const int bias0 = pv[0][0] ? 0 : BIAS, bias1 = pv[0][1] ? 0 : BIAS;
-    int acc[16];
-    lik_cuda::wg_fence();
+    for (int r = 0; r < R; r++) {
+      if (j >= P.nd) break;
+      uint32_t a[KS][4];
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) lik_cuda::wgmma_s8_32(acc, a[ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
-    lik_cuda::wg_commit();
-    /* while the MMAs run: the ring moves on, the last document is summed */
+      for (int ks = 0; ks < KS; ks++) { /* group ks: word ks of the bits; rows g, g + 8 */
+        const uint32_t b0 = ks == 0 ? pw[r][0].x : ks == 1 ? pw[r][0].y : ks == 2 ? pw[r][0].z : pw[r][0].w;
+        const uint32_t b1 = ks == 0 ? pw[r][1].x : ks == 1 ? pw[r][1].y : ks == 2 ? pw[r][1].z : pw[r][1].w;
+        a[ks][0] = (b0 >> tg) & 0x01010101u;
+        a[ks][1] = (b1 >> tg) & 0x01010101u;
+        a[ks][2] = (b0 >> (tg + 4)) & 0x01010101u;
+        a[ks][3] = (b1 >> (tg + 4)) & 0x01010101u;
+      }
+      const int bias0 = pv[r][0] ? 0 : BIAS, bias1 = pv[r][1] ? 0 : BIAS;
+      int acc[16];
+      lik_cuda::wg_fence();
 #pragma unroll
-    for (int r = 0; r < R - 1; r++) {
-      pw[r][0] = pw[r + 1][0];
-      pw[r][1] = pw[r + 1][1];
-      pv[r][0] = pv[r + 1][0];
-      pv[r][1] = pv[r + 1][1];
-    }
-    fetch(pw[R - 1], pv[R - 1]);
-    sum_cols();
-    lik_cuda::wg_wait<0>();
-    lik_cuda::wg_fence_regs<16>(acc);
-#pragma unroll
-    for (int nb = 0; nb < 4; nb++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
-        m[nb][e & 1] = max(m[nb][e & 1], acc[4 * nb + e] + (e & 2 ? bias1 : bias0));
-    if (++it == ntiles) { /* the document's last tile: its column maxima over the block's rows */
+      for (int ks = 0; ks < KS; ks++)
+        lik_cuda::wgmma_s8_32(acc, a[ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+      lik_cuda::wg_commit();
+      /* while the MMAs run: the slot refills R tiles ahead, the last document is summed */
+      fetch(pw[r], pv[r]);
+      sum_cols();
+      lik_cuda::wg_wait<0>();
+      lik_cuda::wg_fence_regs<16>(acc);
 #pragma unroll
       for (int nb = 0; nb < 4; nb++)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-          int x = m[nb][c];
-          x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
-          x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
-          x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
-          if (g == 0) part[pb][warp][nb * 8 + 2 * tg + c] = x;
-          m[nb][c] = INT32_MIN;
-        }
-      pend = j;
-      pb ^= 1;
-      it = 0;
-      j += nblk;
-      __syncthreads(); /* part[pb ^ 1] complete; it is written again two documents later */
+        for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+          m[nb][e & 1] = max(m[nb][e & 1], acc[4 * nb + e] + (e & 2 ? bias1 : bias0));
+      if (++it == ntiles) { /* the document's last tile: its column maxima over the block's rows */
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+          for (int c = 0; c < 2; c++) {
+            int x = m[nb][c];
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+            if (g == 0) part[pb][warp][nb * 8 + 2 * tg + c] = x;
+            m[nb][c] = INT32_MIN;
+          }
+        pend = j;
+        pb ^= 1;
+        it = 0;
+        j += nblk;
+        __syncthreads(); /* part[pb ^ 1] complete; it is written again two documents later */
+      }
     }
   }
   sum_cols();
