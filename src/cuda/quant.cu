@@ -774,22 +774,26 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
  * ColBERT query), 64 < d <= 128, sm_90a: the documents are the M rows of
  * wgmma m64n32k32 s8 and the queries its N columns, so no 64-row m-tile is
  * half empty and the documents never pass through shared memory: each warp
- * unpacks its 16 tokens of a 64-token tile straight into A fragments (the
- * K order of signs_tile_kernel: word p of group G is (bits >> p) &
- * 0x01010101, here p = tg and tg + 4), and the query rows (B, 4 KB, in the
- * 128-byte swizzle) are staged once per block.  The documents j = jb, jb +
- * nblk, .. stream as one sequence of tiles; each thread loads the 16 bytes
- * of bits of its two tokens (rows g, g + 8 of its warp's 16) and their mask
- * bytes R tiles ahead into registers.  Per element an integer max per
- * column (query row) of dot01 + bias (0, or -2^30 for masked and absent
- * tokens: VIADDMNMX); at a document's end the maxima are reduced over the
- * warp's rows (shuffles) and its 4 warps (shared memory, one barrier), and
- * one thread per query sums its rows, one tile later while the tensor cores
+ * unpacks its 16 tokens of a 64-token tile straight into A fragments, and
+ * the query rows (B, 4 KB, in the 128-byte swizzle) are staged once per
+ * block.  K is permuted so that lane tg of a quad needs only the 32-bit
+ * word tg of its tokens' bits (bytes 4 tg .. 4 tg + 3, features 32 tg ..):
+ * K position 32 ks + 16 c + 4 tq + e holds feature 32 tq + 8 e + 7 - p, p =
+ * ks + 4 c, so the A word of k-step ks is (word >> p) & 0x01010101 with p
+ * known at compile time, and the query is gathered in the same order.  The
+ * documents j = jb, jb + nblk, .. stream as one sequence of tiles; each
+ * thread loads its word of its two tokens (rows g, g + 8 of its warp's 16)
+ * and their mask bytes R = 8 tiles ahead into registers (the loop unrolled
+ * over the ring's slots).  Per element an integer max per column (query
+ * row) of dot01 + bias (0, or -2^30 for masked and absent tokens:
+ * VIADDMNMX); at a document's end the maxima are reduced over the warp's
+ * rows (shuffles) and its 4 warps (shared memory, one barrier), and one
+ * thread per query sums its rows one tile later while the tensor cores
  * run, as signs_tile_kernel: (float)(2 max - S) * |scale| per row (rows of
  * negative scale negated), bitwise the CPU's. */
 template <bool QBITS>
-__global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec16) {
-  constexpr int TN = 64, KS = 4, N = 32, R = 4;
+__global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec4) {
+  constexpr int TN = 64, KS = 4, N = 32, R = 8;
   constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
   __shared__ __align__(1024) uint8_t qtile[N * 128];
   __shared__ int part[2][4][N]; /* per warp column maxima of a finished document */
@@ -798,8 +802,9 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int rows = (int)min((int64_t)qb, P.nq) * (int)P.lq; /* valid query rows */
   {
-    /* thread x: query row n = x / 4, 32-feature group G = x % 4, words p =
-     * 0 .. 7 (features 32 G + 8 e + 7 - p, e = 0 .. 3), chunks 2G, 2G + 1 */
+    /* thread x: query row n = x / 4, k-step G = x % 4 (K 32 G ..): word 4 c +
+     * tq holds features 32 tq + 8 e + 7 - (G + 4 c), e = 0 .. 3; chunks 2G,
+     * 2G + 1 */
     const int n = threadIdx.x >> 2, G = threadIdx.x & 3, lq = (int)P.lq;
     const bool ok = n < rows;
     const int64_t i = ok ? n / lq : 0, s = ok ? n % lq : 0;
@@ -810,24 +815,27 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     uint32_t w[8];
     int sum = 0;
 #pragma unroll
-    for (int p = 0; p < 8; p++) {
-      uint32_t v = 0u;
+    for (int c = 0; c < 2; c++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int64_t f = 32 * G + 8 * e + 7 - p;
-        if (!ok || f >= P.dim) continue;
-        uint32_t x;
-        if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
-        else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
-        v |= x << (8 * e);
+      for (int tq = 0; tq < 4; tq++) {
+        const int p = G + 4 * c;
+        uint32_t v = 0u;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int64_t f = 32 * tq + 8 * e + 7 - p;
+          if (!ok || f >= P.dim) continue;
+          uint32_t x;
+          if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+          else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
+          v |= x << (8 * e);
+        }
+        w[4 * c + tq] = v = neg ? __vneg4(v) : v;
+        sum = __dp4a((int)v, 0x01010101, sum);
       }
-      w[p] = v = neg ? __vneg4(v) : v;
-      sum = __dp4a((int)v, 0x01010101, sum);
-    }
     const uint32_t base = lik_cuda::smem_u32(&qtile[n * 128]);
     lik_cuda::sts128(base + 16 * ((2 * G) ^ (n & 7)), {w[0], w[1], w[2], w[3]});
     lik_cuda::sts128(base + 16 * ((2 * G + 1) ^ (n & 7)), {w[4], w[5], w[6], w[7]});
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* the row's 4 groups */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* the row's 4 k-steps */
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if (G == 0) {
       colsq[n] = fabsf(sq);
@@ -840,27 +848,27 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   const int64_t nbytes = (P.dim + 7) / 8;
   const int64_t ntiles = (P.ld + TN - 1) / TN;
   const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
-  uint4 pw[R][2] = {};            /* their bits, R tiles in flight (slot f % R) */
+  uint32_t pw[R][2] = {};         /* word tg of their bits, R tiles in flight (slot f % R) */
   uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
   int64_t pj = blockIdx.x, pt = 0; /* the next tile to load */
-  auto fetch = [&](uint4 (&w)[2], uint32_t (&v)[2]) {
-    const uint8_t *src = P.d + pj * P.d_sn + (pt * TN + row0) * P.d_sl;
+  auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
+    const uint8_t *src = P.d + pj * P.d_sn + (pt * TN + row0) * P.d_sl + 4 * tg * P.d_sk;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int64_t t = pt * TN + row0 + 8 * h;
-      w[h] = make_uint4(0u, 0u, 0u, 0u);
+      w[h] = 0u;
       v[h] = 0u;
       if (pj < P.nd && t < P.ld) {
         v[h] = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
         const uint8_t *s = src + 8 * h * P.d_sl;
-        if (dvec16) {
-          w[h] = __ldg((const uint4 *)s);
+        if (dvec4) {
+          w[h] = __ldg((const unsigned int *)s);
         } else {
-          uint32_t x[4] = {0u, 0u, 0u, 0u};
+          uint32_t x = 0u;
 #pragma unroll
-          for (int b = 0; b < 16; b++)
-            if (b < nbytes) x[b / 4] |= (uint32_t)__ldg(s + b * P.d_sk) << (8 * (b % 4));
-          w[h] = make_uint4(x[0], x[1], x[2], x[3]);
+          for (int b = 0; b < 4; b++)
+            if (4 * tg + b < nbytes) x |= (uint32_t)__ldg(s + b * P.d_sk) << (8 * b);
+          w[h] = x;
         }
       }
     }
@@ -900,13 +908,11 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
       if (j >= P.nd) break;
       uint32_t a[KS][4];
 #pragma unroll
-      for (int ks = 0; ks < KS; ks++) { /* group ks: word ks of the bits; rows g, g + 8 */
-        const uint32_t b0 = ks == 0 ? pw[r][0].x : ks == 1 ? pw[r][0].y : ks == 2 ? pw[r][0].z : pw[r][0].w;
-        const uint32_t b1 = ks == 0 ? pw[r][1].x : ks == 1 ? pw[r][1].y : ks == 2 ? pw[r][1].z : pw[r][1].w;
-        a[ks][0] = (b0 >> tg) & 0x01010101u;
-        a[ks][1] = (b1 >> tg) & 0x01010101u;
-        a[ks][2] = (b0 >> (tg + 4)) & 0x01010101u;
-        a[ks][3] = (b1 >> (tg + 4)) & 0x01010101u;
+      for (int ks = 0; ks < KS; ks++) { /* rows g, g + 8; K 32 ks + 4 tg .. and + 16 */
+        a[ks][0] = (pw[r][0] >> ks) & 0x01010101u;
+        a[ks][1] = (pw[r][1] >> ks) & 0x01010101u;
+        a[ks][2] = (pw[r][0] >> (ks + 4)) & 0x01010101u;
+        a[ks][3] = (pw[r][1] >> (ks + 4)) & 0x01010101u;
       }
       const int bias0 = pv[r][0] ? 0 : BIAS, bias1 = pv[r][1] ? 0 : BIAS;
       int acc[16];
@@ -1067,10 +1073,10 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
                     d.sn % 8 == 0;
   const int g = (int)groups, n = (int)nblk;
   if (P.nq * P.lq <= 32) {
-    const int dvec16 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 16 == 0 && d.sl % 16 == 0 &&
-                       d.sn % 16 == 0;
-    if (qbits) signs_doc_kernel<true><<<grid, 128, 0, st>>>(P, qb, n, dvec16);
-    else signs_doc_kernel<false><<<grid, 128, 0, st>>>(P, qb, n, dvec16);
+    const int dvec4 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 4 == 0 && d.sl % 4 == 0 &&
+                      d.sn % 4 == 0;
+    if (qbits) signs_doc_kernel<true><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    else signs_doc_kernel<false><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
     return true;
   }
   if (qbits && mw == 1) signs_tile_kernel<true, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);

@@ -117,7 +117,7 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
 # rows or two of 128 (groups split across queries, Lq 65 .. 128); documents
 # as one stream of 64-token tiles (tails, Ld <= 64: a document per tile;
 # blocks that walk several documents: Nd = 2000, 3000); 16-byte bit rows
-# (16- / 8-byte loads) and others (byte loads: d < 121, a strided last
+# (4- / 8-byte loads) and others (byte loads: d < 121, a strided last
 # dimension); d outside (64, 128] and Lq > 128 on the one-warp kernels (bits
 # x bits: the popcount kernel).  Scales of every sign, -0, +-inf, NaN (the
 # rows' integer max with negated rows), garbage in masked tokens.  Bitwise
