@@ -703,6 +703,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
       const int64_t i = q0 + threadIdx.x;
       const float *rm = rowmax[rb ^ 1] + threadIdx.x * P.lq;
       float total = 0.0f;
+#pragma unroll 8
       for (int64_t s = 0; s < P.lq; s++)
         if (rm[s] > -CUDART_INF_F) total += rm[s];
       P.scores[i * P.s_si + pend * P.s_sj] = total;
@@ -799,6 +800,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   __shared__ int part[2][4][N]; /* per warp column maxima of a finished document */
   __shared__ float colsq[N];    /* |scale| of the query row; NaN: not summed */
   __shared__ int colqs[N];      /* S: the sum of the row's (negated) query values */
+  __shared__ float colv[N];     /* a finished document's column maxima as fp32 */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int rows = (int)min((int64_t)qb, P.nq) * (int)P.lq; /* valid query rows */
   {
@@ -886,18 +888,24 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(qtile));
   int64_t it = 0, pend = -1; /* pend: a finished document whose sums are due */
   int pb = 0;
+  /* warp 0: lane c the value of column c, then lane i the sum of query i's
+   * (ascending, a chain of at most 32 adds) */
   auto sum_cols = [&]() {
-    if (pend >= 0 && threadIdx.x < qb && threadIdx.x < P.nq) {
-      const int64_t i = threadIdx.x;
-      float total = 0.0f;
-      for (int64_t s = 0; s < P.lq; s++) {
-        const int c = (int)(i * P.lq + s);
-        const int x = max(max(part[pb ^ 1][0][c], part[pb ^ 1][1][c]),
-                          max(part[pb ^ 1][2][c], part[pb ^ 1][3][c]));
-        const float v = x < NONE ? -CUDART_INF_F : (float)(2 * x - colqs[c]) * colsq[c];
-        if (v > -CUDART_INF_F) total += v;
+    if (pend >= 0 && warp == 0) {
+      const int x = max(max(part[pb ^ 1][0][lane], part[pb ^ 1][1][lane]),
+                        max(part[pb ^ 1][2][lane], part[pb ^ 1][3][lane]));
+      colv[lane] = x < NONE ? -CUDART_INF_F : (float)(2 * x - colqs[lane]) * colsq[lane];
+      __syncwarp();
+      if (lane < qb && lane < P.nq) {
+        const int lq = (int)P.lq; /* lq * qb <= 32 */
+        const float *v = colv + lane * lq;
+        float total = 0.0f;
+#pragma unroll
+        for (int s = 0; s < N; s++)
+          if (s < lq && v[s] > -CUDART_INF_F) total += v[s];
+        P.scores[lane * P.s_si + pend * P.s_sj] = total;
       }
-      P.scores[i * P.s_si + pend * P.s_sj] = total;
+      __syncwarp(); /* colv is rewritten for the next document */
     }
     pend = -1;
   };
