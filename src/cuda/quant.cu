@@ -788,10 +788,10 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
  * over the ring's slots).  Per element an integer max per column (query
  * row) of dot01 + bias (0, or -2^30 for masked and absent tokens:
  * VIADDMNMX); at a document's end the maxima are reduced over the warp's
- * rows (shuffles) and its 4 warps (shared memory, one barrier), and one
- * thread per query sums its rows one tile later while the tensor cores
- * run, as signs_tile_kernel: (float)(2 max - S) * |scale| per row (rows of
- * negative scale negated), bitwise the CPU's. */
+ * rows (shuffles) and its 4 warps (shared memory, one barrier), and warp 0
+ * sums them one tile later while the tensor cores run (a lane per column,
+ * then a lane per query, ascending), as signs_tile_kernel: (float)(2 max -
+ * S) * |scale| per row (rows of negative scale negated), bitwise the CPU's. */
 template <bool QBITS>
 __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec4) {
   constexpr int TN = 64, KS = 4, N = 32, R = 8;
