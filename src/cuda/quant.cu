@@ -547,9 +547,10 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
 }
 
 /* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
- * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a).  The block holds QB = 64 MW
- * / Lq whole queries as the rows of MW m-tiles (A fragments in registers)
- * and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
+ * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a), for more than 32 query
+ * rows (fewer: signs_doc_kernel).  The block holds QB = 64 MW / Lq whole
+ * queries as the rows of MW m-tiles (A fragments in registers; sign-bit
+ * queries as +-1) and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
  * stream of 64-token tiles across documents: each thread loads 8 bytes of
  * bits (half a token at d = 128) and the token's mask byte R tiles ahead
  * into registers, so loads stay in flight across document ends; all 128
@@ -577,7 +578,9 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  * it), below any dot (|dot| <= 127 * 128), so a max below -2^24 means "no
  * valid token" (-inf).  A masked or absent query row has sq = NaN and is not
  * summed.  Bits x bits: the +-1 dot is d - 2 popcount(q ^ x), sq = 1.  So the
- * results are bitwise the CPU backend's. */
+ * results are bitwise the CPU backend's.  A finished document's row values
+ * are summed one tile later (rowmax double-buffered), one thread per query
+ * in ascending order, while the tensor cores run. */
 template <bool QBITS, int MW>
 __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int groups, int nblk,
                                                             int dvec8) {
