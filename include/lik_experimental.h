@@ -294,7 +294,8 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * Devices: the quantisers run on the CPU (CUDA tensors: LIK_ERR_UNSUPPORTED).
  * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
  * and on CUDA (tensor cores, mma.sync or on sm_90 wgmma: int8 and int8 x bits
- * on sm_80+, fp8 on sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there), on
+ * on sm_80+, fp8 on sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there;
+ * bits x bits on wgmma for 64 < d <= 128, else popcount), on
  * opts->stream.  int8, int8 x bits and bits x bits results are bitwise
  * identical across CPU paths, thread counts and the GPU.
  */

@@ -2,12 +2,19 @@
  * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
  * lik_experimental.h).
  *
- * Two kernels.  Several int8 queries against int8 documents (d <= 256, Lq
- * up to a block's rows), and several fp8 queries where wgmma runs (64 < d
- * <= 128): tile_kernel, each document tile staged in shared memory once and
- * scored against every query of a block, on wgmma where it runs (below).
- * Otherwise (one query, which is memory-bound; fp8 off wgmma; sign-bit
- * documents; longer queries; larger d): one warp per (query, document).
+ * Three tensor-core kernels.  Several int8 queries against int8 documents
+ * (d <= 256, Lq up to a block's rows), and several fp8 queries where wgmma
+ * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
+ * memory once and scored against every query of a block, on wgmma where it
+ * runs (below).  Sign-bit documents where wgmma runs (64 < d <= 128, Lq <=
+ * 128; int8 or sign-bit queries): up to 32 query rows (one query),
+ * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
+ * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
+ * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
+ * rows.
+ * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off wgmma;
+ * sign-bit documents elsewhere; longer queries; larger d): one warp per
+ * (query, document), mma_kernel.
  * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
  * m16n8k32 (fp8 is unpacked to f16 by ptxas on sm_90: Hopper's fp8 units
  * are wgmma's): the document's tokens are M (16 per
@@ -21,7 +28,7 @@
  * over rows once, and lane 0 sums the valid query tokens in ascending order.
  * int8 results are therefore bitwise those of the CPU backend (the same
  * integers and fp32 operations); fp8 sums in the tensor core's order.
- * bits x bits: popcount, lanes = query tokens.
+ * bits x bits elsewhere: bits_kernel, popcount, lanes = query tokens.
  */
 #include <stdint.h>
 
@@ -539,6 +546,425 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   }
 }
 
+/* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
+ * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a), for more than 32 query
+ * rows (fewer: signs_doc_kernel).  The block holds QB = 64 MW / Lq whole
+ * queries as the rows of MW m-tiles (A fragments in registers; sign-bit
+ * queries as +-1) and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
+ * stream of 64-token tiles across documents: each thread loads 8 bytes of
+ * bits (half a token at d = 128) and the token's mask byte R tiles ahead
+ * into registers, so loads stay in flight across document ends; all 128
+ * threads unpack a tile into 0 / 1 int8 rows in the 128-byte swizzle (chunk
+ * c of token t at chunk c ^ (t % 8)) while the tensor cores score the
+ * previous one.
+ *
+ * The unpack is two instructions per 4 features because K is permuted:
+ * position 32 G + 4 p + i of a row (word p of 32-feature group G) holds
+ * feature 32 G + 8 i + 7 - p, so word p of a group is (bits >> p) &
+ * 0x01010101 of the group's 4 bit bytes (byte b holds features 8b .. 8b+7,
+ * most significant bit first); the query's A fragments are gathered in the
+ * same order once (the sum over K does not depend on it), 0 past d (so
+ * whatever bits the documents hold there add nothing).  With x in {0, 1},
+ * the +-1 product is sum_k q_k (2 x_k - 1) = 2 dot01 - S, S = sum_k q_k of
+ * the row, once per row at the end (max is monotone).
+ *
+ * Epilogue: there is no document scale, so v = (float)dot * sq and a row's
+ * max over tokens is (float)(max dot) * sq for sq >= 0 (rounding and the
+ * product are monotone; sq = +inf: inf, or NaN at max dot 0, as the CPU's
+ * NaN-never-wins max).  A row with sq < 0 has its query values negated
+ * (exact in [-127, 127]) and |sq| applied: max_t dot_t sq = (max_t -dot_t)
+ * |sq|.  So each thread keeps an integer max (IMNMX) of dot01 per row;
+ * masked and absent tokens get a bias of -2^30 (a full, unmasked tile skips
+ * it), below any dot (|dot| <= 127 * 128), so a max below -2^24 means "no
+ * valid token" (-inf).  A masked or absent query row has sq = NaN and is not
+ * summed.  Bits x bits: the +-1 dot is d - 2 popcount(q ^ x), sq = 1.  So the
+ * results are bitwise the CPU backend's.  A finished document's row values
+ * are summed one tile later (rowmax double-buffered), one thread per query
+ * in ascending order, while the tensor cores run. */
+template <bool QBITS, int MW>
+__global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int groups, int nblk,
+                                                            int dvec8) {
+  constexpr int TN = 64, KS = 4, ROWS = 64 * MW;
+  constexpr int R = MW == 1 ? 4 : 2; /* tiles of bits in flight in registers */
+  constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
+  __shared__ __align__(1024) uint8_t tile[2][TN * 128];
+  __shared__ __align__(8) int tbias[2][TN];
+  __shared__ float rowmax[2][ROWS]; /* a finished document's row maxima, summed one tile later */
+  __shared__ float rowsq[ROWS]; /* |scale| of the row; NaN: not summed */
+  __shared__ int rowqs[ROWS];   /* S: the sum of the row's (negated) query values */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int64_t q0 = (int64_t)(blockIdx.x % groups) * qb;
+  const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
+  auto row_of = [&](int mt, int h) { return mt * 64 + warp * 16 + g + 8 * h; };
+  uint32_t a[MW][KS][4];
+#pragma unroll
+  for (int mt = 0; mt < MW; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = row_of(mt, h), lq = (int)P.lq; /* lq <= ROWS */
+      const bool ok = r < rows;
+      const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
+      const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+      const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+      const float sq = !valid ? CUDART_NAN_F : !QBITS && P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+      const bool neg = signbit(sq);
+      int part = 0;
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) { /* A word (row, K 32 ks + 4 p ..), p = tg + 4 c */
+          const int p = tg + 4 * c;
+          uint32_t v = 0u;
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int64_t f = 32 * ks + 8 * e + 7 - p;
+            if (!ok || f >= P.dim) continue;
+            uint32_t x;
+            if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+            else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
+            v |= x << (8 * e);
+          }
+          a[mt][ks][h + 2 * c] = v = neg ? __vneg4(v) : v;
+          part = __dp4a((int)v, 0x01010101, part);
+        }
+      part += __shfl_xor_sync(0xffffffffu, part, 1); /* the quad holds the row's K */
+      part += __shfl_xor_sync(0xffffffffu, part, 2);
+      if (tg == 0) {
+        rowsq[r] = fabsf(sq);
+        rowqs[r] = part;
+      }
+    }
+
+  /* thread x stages bytes 8 (x % 2) .. of token x / 2 of a tile: feature
+   * groups 2 (x % 2) and 2 (x % 2) + 1, chunks 4 (x % 2) .. 4 (x % 2) + 3 */
+  const int tx = threadIdx.x >> 1, hf = threadIdx.x & 1;
+  const int64_t nbytes = (P.dim + 7) / 8;
+  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  uint2 pw[R] = {};
+  uint32_t pv[R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked: no wait here */
+  int64_t pj = blockIdx.x / groups, pt = 0; /* the next tile to load */
+  auto fetch = [&](uint2 &w, uint32_t &v) {
+    const int64_t t = pt * TN + tx;
+    w = make_uint2(0u, 0u);
+    v = 0u;
+    if (pj < P.nd && t < P.ld) {
+      v = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
+      const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl + 8 * hf * P.d_sk;
+      if (dvec8) {
+        w = __ldg((const uint2 *)src);
+      } else {
+        uint32_t x[2] = {0u, 0u};
+#pragma unroll
+        for (int b = 0; b < 8; b++)
+          if (8 * hf + b < nbytes) x[b / 4] |= (uint32_t)__ldg(src + b * P.d_sk) << (8 * (b % 4));
+        w = make_uint2(x[0], x[1]);
+      }
+    }
+    if (++pt == ntiles) {
+      pt = 0;
+      pj += nblk;
+    }
+  };
+  /* the oldest tile in flight, unpacked into buffer b; the ring moves on */
+  auto unpack = [&](int b) {
+    const bool v = pv[0] != 0u;
+    const uint32_t base = lik_cuda::smem_u32(&tile[b][tx * 128]);
+#pragma unroll
+    for (int c = 0; c < 4; c++) { /* group 2 hf + c / 2, words p = 4 (c % 2) .. */
+      const uint32_t bits = c < 2 ? pw[0].x : pw[0].y;
+      uint32_t w4[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) w4[q] = (bits >> (4 * (c % 2) + q)) & 0x01010101u;
+      lik_cuda::sts128(base + 16 * ((4 * hf + c) ^ (tx & 7)), w4);
+    }
+    if (hf == 0) tbias[b][tx] = v ? 0 : BIAS;
+#pragma unroll
+    for (int r = 0; r < R - 1; r++) {
+      pw[r] = pw[r + 1];
+      pv[r] = pv[r + 1];
+    }
+    fetch(pw[R - 1], pv[R - 1]);
+    return v;
+  };
+
+#pragma unroll
+  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+  bool v0 = unpack(0);
+  lik_cuda::fence_proxy_async(); /* st.shared wrote it; wgmma reads it */
+  bool full = __syncthreads_and(v0);
+  int m[MW][2];
+#pragma unroll
+  for (int mt = 0; mt < MW; mt++) m[mt][0] = m[mt][1] = INT32_MIN;
+  /* the sum over a query's rows (ascending, as the CPU) of the document
+   * finished in the previous iteration, by one thread per query while the
+   * tensor cores run: rowmax[rb] was written before the last barrier, and
+   * is written again two documents later */
+  int64_t it = 0, pend = -1; /* pend: that document, or none */
+  int rb = 0;
+  auto sum_rows = [&]() {
+    if (pend >= 0 && threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
+      const int64_t i = q0 + threadIdx.x;
+      const float *rm = rowmax[rb ^ 1] + threadIdx.x * P.lq;
+      float total = 0.0f;
+#pragma unroll 8
+      for (int64_t s = 0; s < P.lq; s++)
+        if (rm[s] > -CUDART_INF_F) total += rm[s];
+      P.scores[i * P.s_si + pend * P.s_sj] = total;
+    }
+    pend = -1;
+  };
+  for (int64_t j = blockIdx.x / groups, f = 0; j < P.nd; f++) {
+    const int b = (int)(f & 1);
+    int acc[MW][32];
+    const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
+    lik_cuda::wg_fence();
+#pragma unroll
+    for (int mt = 0; mt < MW; mt++) {
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+        lik_cuda::wgmma_8bit_64<0>(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+      lik_cuda::wg_commit();
+    }
+    sum_rows();
+    auto epilogue = [&](int mt) {
+      lik_cuda::wg_fence_regs<32>(acc[mt]);
+      if (full) {
+#pragma unroll
+        for (int e = 0; e < 32; e++) m[mt][(e >> 1) & 1] = max(m[mt][(e >> 1) & 1], acc[mt][e]);
+      } else {
+#pragma unroll
+        for (int nb = 0; nb < TN / 8; nb++) {
+          const int2 bv = *(const int2 *)&tbias[b][nb * 8 + 2 * tg];
+#pragma unroll
+          for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+            m[mt][e >> 1] = max(m[mt][e >> 1], acc[mt][4 * nb + e] + (e & 1 ? bv.y : bv.x));
+        }
+      }
+    };
+    /* the next tile is unpacked while the last m-tile's MMAs run (past the
+     * block's last tile: zeros, never read) */
+    if constexpr (MW == 2) {
+      lik_cuda::wg_wait<1>();
+      epilogue(0);
+    }
+    v0 = unpack(b ^ 1);
+    lik_cuda::wg_wait<0>();
+    epilogue(MW - 1);
+    if (++it == ntiles) { /* the document's last tile */
+#pragma unroll
+      for (int mt = 0; mt < MW; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          int x = m[mt][h];
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+          x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+          const int r = row_of(mt, h);
+          if (tg == 0) rowmax[rb][r] = x < NONE ? -CUDART_INF_F : (float)(2 * x - rowqs[r]) * rowsq[r];
+          m[mt][h] = INT32_MIN;
+        }
+      pend = j;
+      rb ^= 1;
+      it = 0;
+      j += nblk;
+    }
+    /* the unpacked tile and rowmax are visible, buffer b is free */
+    lik_cuda::fence_proxy_async();
+    full = __syncthreads_and(v0);
+  }
+  sum_rows();
+}
+
+/* Sign-bit documents against at most 32 query rows (Nq * Lq <= 32: one
+ * ColBERT query), 64 < d <= 128, sm_90a: the documents are the M rows of
+ * wgmma m64n32k32 s8 and the queries its N columns, so no 64-row m-tile is
+ * half empty and the documents never pass through shared memory: each warp
+ * unpacks its 16 tokens of a 64-token tile straight into A fragments, and
+ * the query rows (B, 4 KB, in the 128-byte swizzle) are staged once per
+ * block.  K is permuted so that lane tg of a quad needs only the 32-bit
+ * word tg of its tokens' bits (bytes 4 tg .. 4 tg + 3, features 32 tg ..):
+ * K position 32 ks + 16 c + 4 tq + e holds feature 32 tq + 8 e + 7 - p, p =
+ * ks + 4 c, so the A word of k-step ks is (word >> p) & 0x01010101 with p
+ * known at compile time, and the query is gathered in the same order.  The
+ * documents j = jb, jb + nblk, .. stream as one sequence of tiles; each
+ * thread loads its word of its two tokens (rows g, g + 8 of its warp's 16)
+ * and their mask bytes R = 8 tiles ahead into registers (the loop unrolled
+ * over the ring's slots).  Per element an integer max per column (query
+ * row) of dot01 + bias (0, or -2^30 for masked and absent tokens:
+ * VIADDMNMX); at a document's end the maxima are reduced over the warp's
+ * rows (shuffles) and its 4 warps (shared memory, one barrier), and warp 0
+ * sums them one tile later while the tensor cores run (a lane per column,
+ * then a lane per query, ascending), as signs_tile_kernel: (float)(2 max -
+ * S) * |scale| per row (rows of negative scale negated), bitwise the CPU's. */
+template <bool QBITS>
+__global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec4) {
+  constexpr int TN = 64, KS = 4, N = 32, R = 8;
+  constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
+  __shared__ __align__(1024) uint8_t qtile[N * 128];
+  __shared__ int part[2][4][N]; /* per warp column maxima of a finished document */
+  __shared__ float colsq[N];    /* |scale| of the query row; NaN: not summed */
+  __shared__ int colqs[N];      /* S: the sum of the row's (negated) query values */
+  __shared__ float colv[N];     /* a finished document's column maxima as fp32 */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int rows = (int)min((int64_t)qb, P.nq) * (int)P.lq; /* valid query rows */
+  {
+    /* thread x: query row n = x / 4, k-step G = x % 4 (K 32 G ..): word 4 c +
+     * tq holds features 32 tq + 8 e + 7 - (G + 4 c), e = 0 .. 3; chunks 2G,
+     * 2G + 1 */
+    const int n = threadIdx.x >> 2, G = threadIdx.x & 3, lq = (int)P.lq;
+    const bool ok = n < rows;
+    const int64_t i = ok ? n / lq : 0, s = ok ? n % lq : 0;
+    const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+    const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+    const float sq = !valid ? CUDART_NAN_F : !QBITS && P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+    const bool neg = signbit(sq);
+    uint32_t w[8];
+    int sum = 0;
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+#pragma unroll
+      for (int tq = 0; tq < 4; tq++) {
+        const int p = G + 4 * c;
+        uint32_t v = 0u;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int64_t f = 32 * tq + 8 * e + 7 - p;
+          if (!ok || f >= P.dim) continue;
+          uint32_t x;
+          if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+          else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
+          v |= x << (8 * e);
+        }
+        w[4 * c + tq] = v = neg ? __vneg4(v) : v;
+        sum = __dp4a((int)v, 0x01010101, sum);
+      }
+    const uint32_t base = lik_cuda::smem_u32(&qtile[n * 128]);
+    lik_cuda::sts128(base + 16 * ((2 * G) ^ (n & 7)), {w[0], w[1], w[2], w[3]});
+    lik_cuda::sts128(base + 16 * ((2 * G + 1) ^ (n & 7)), {w[4], w[5], w[6], w[7]});
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* the row's 4 k-steps */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (G == 0) {
+      colsq[n] = fabsf(sq);
+      colqs[n] = sum;
+    }
+  }
+  lik_cuda::fence_proxy_async(); /* st.shared wrote the query tile; wgmma reads it */
+  __syncthreads();
+
+  const int64_t nbytes = (P.dim + 7) / 8;
+  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
+  uint32_t pw[R][2] = {};         /* word tg of their bits, R tiles in flight (slot f % R) */
+  uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
+  int64_t pj = blockIdx.x, pt = 0; /* the next tile to load */
+  auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
+    const uint8_t *src = P.d + pj * P.d_sn + (pt * TN + row0) * P.d_sl + 4 * tg * P.d_sk;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int64_t t = pt * TN + row0 + 8 * h;
+      w[h] = 0u;
+      v[h] = 0u;
+      if (pj < P.nd && t < P.ld) {
+        v[h] = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
+        const uint8_t *s = src + 8 * h * P.d_sl;
+        if (dvec4) {
+          w[h] = __ldg((const unsigned int *)s);
+        } else {
+          uint32_t x = 0u;
+#pragma unroll
+          for (int b = 0; b < 4; b++)
+            if (4 * tg + b < nbytes) x |= (uint32_t)__ldg(s + b * P.d_sk) << (8 * b);
+          w[h] = x;
+        }
+      }
+    }
+    if (++pt == ntiles) {
+      pt = 0;
+      pj += nblk;
+    }
+  };
+#pragma unroll
+  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+
+  int m[4][2]; /* running max of this thread's columns 8 nb + 2 tg + c */
+#pragma unroll
+  for (int nb = 0; nb < 4; nb++) m[nb][0] = m[nb][1] = INT32_MIN;
+  const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(qtile));
+  int64_t it = 0, pend = -1; /* pend: a finished document whose sums are due */
+  int pb = 0;
+  /* warp 0: lane c the value of column c, then lane i the sum of query i's
+   * (ascending, a chain of at most 32 adds) */
+  auto sum_cols = [&]() {
+    if (pend >= 0 && warp == 0) {
+      const int x = max(max(part[pb ^ 1][0][lane], part[pb ^ 1][1][lane]),
+                        max(part[pb ^ 1][2][lane], part[pb ^ 1][3][lane]));
+      colv[lane] = x < NONE ? -CUDART_INF_F : (float)(2 * x - colqs[lane]) * colsq[lane];
+      __syncwarp();
+      if (lane < qb && lane < P.nq) {
+        const int lq = (int)P.lq; /* lq * qb <= 32 */
+        const float *v = colv + lane * lq;
+        float total = 0.0f;
+#pragma unroll
+        for (int s = 0; s < N; s++)
+          if (s < lq && v[s] > -CUDART_INF_F) total += v[s];
+        P.scores[lane * P.s_si + pend * P.s_sj] = total;
+      }
+      __syncwarp(); /* colv is rewritten for the next document */
+    }
+    pend = -1;
+  };
+  /* unrolled over the ring's slots, so slot r stays in its registers */
+  for (int64_t j = blockIdx.x; j < P.nd;) {
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      if (j >= P.nd) break;
+      uint32_t a[KS][4];
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++) { /* rows g, g + 8; K 32 ks + 4 tg .. and + 16 */
+        a[ks][0] = (pw[r][0] >> ks) & 0x01010101u;
+        a[ks][1] = (pw[r][1] >> ks) & 0x01010101u;
+        a[ks][2] = (pw[r][0] >> (ks + 4)) & 0x01010101u;
+        a[ks][3] = (pw[r][1] >> (ks + 4)) & 0x01010101u;
+      }
+      const int bias0 = pv[r][0] ? 0 : BIAS, bias1 = pv[r][1] ? 0 : BIAS;
+      int acc[16];
+      lik_cuda::wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ks++)
+        lik_cuda::wgmma_s8_32(acc, a[ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+      lik_cuda::wg_commit();
+      /* while the MMAs run: the slot refills R tiles ahead, the last document is summed */
+      fetch(pw[r], pv[r]);
+      sum_cols();
+      lik_cuda::wg_wait<0>();
+      lik_cuda::wg_fence_regs<16>(acc);
+#pragma unroll
+      for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+          m[nb][e & 1] = max(m[nb][e & 1], acc[4 * nb + e] + (e & 2 ? bias1 : bias0));
+      if (++it == ntiles) { /* the document's last tile: its column maxima over the block's rows */
+#pragma unroll
+        for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+          for (int c = 0; c < 2; c++) {
+            int x = m[nb][c];
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+            if (g == 0) part[pb][warp][nb * 8 + 2 * tg + c] = x;
+            m[nb][c] = INT32_MIN;
+          }
+        pend = j;
+        pb ^= 1;
+        it = 0;
+        j += nblk;
+        __syncthreads(); /* part[pb ^ 1] complete; it is written again two documents later */
+      }
+    }
+  }
+  sum_cols();
+}
+
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
 __device__ __forceinline__ uint64_t bit_word(const uint8_t *row, int64_t sk, int64_t w,
                                              int64_t dim) {
@@ -605,10 +1031,11 @@ bool vec16(const lik_quant_problem *p, int ks) {
  * tokens: the shared-tile kernel, on wgmma where it runs (wg) for 64 < d <=
  * 128 with 16-byte rows, else on mma.sync; several fp8 queries: the same on
  * wgmma only (false where it does not apply).
- * Sign-bit documents stay on the one-warp kernel (which unpacks the bits in
- * registers; the tile kernel's staging of +-1 bytes was slower).  fp8 off
- * wgmma stays on the one-warp kernel: sm_90's mma.sync has no fp8 units
- * (ptxas unpacks e4m3 / e5m2 to f16 and runs HMMA). */
+ * Sign-bit documents are not staged here (+-1 bytes through its registers
+ * spilled): signs_tile_kernel (launch_signs) where wgmma runs, else the
+ * one-warp kernel.  fp8 off wgmma stays on the one-warp kernel: sm_90's
+ * mma.sync has no fp8 units (ptxas unpacks e4m3 / e5m2 to f16 and runs
+ * HMMA). */
 template <int KIND, int KS>
 bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cudaStream_t st) {
   using S = TileShape<KS>;
@@ -637,9 +1064,42 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
   return false;
 }
 
-/* One query (memory-bound: a warp per document streams it once), long
- * queries and d > 256: the one-warp kernel; several queries: the
- * shared-tile kernel. */
+/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wgmma
+ * runs, 64 < d <= 128, Lq <= 128: signs_doc_kernel for up to 32 query rows,
+ * else signs_tile_kernel, one m-tile (MW = 1) where every query fits in 64
+ * rows, else two (false where it does not apply). */
+bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, int sms,
+                  cudaStream_t st) {
+  if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1) return false;
+  const int mw = P.nq * P.lq <= 64 ? 1 : 2;
+  const int qb = (int)(64 * mw / P.lq);
+  const int64_t groups = (P.nq + qb - 1) / qb;
+  /* a persistent grid of about two waves of 4 blocks per SM */
+  const int64_t nblk =
+      std::max<int64_t>(1, std::min<int64_t>(P.nd, (8 * (int64_t)sms + groups - 1) / groups));
+  if (groups * nblk > INT32_MAX) return false;
+  const unsigned grid = (unsigned)(groups * nblk);
+  const lik_seqs &d = p->d_seqs;
+  const int dvec8 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 8 == 0 && d.sl % 8 == 0 &&
+                    d.sn % 8 == 0;
+  const int g = (int)groups, n = (int)nblk;
+  if (P.nq * P.lq <= 32) {
+    const int dvec4 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 4 == 0 && d.sl % 4 == 0 &&
+                      d.sn % 4 == 0;
+    if (qbits) signs_doc_kernel<true><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    else signs_doc_kernel<false><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    return true;
+  }
+  if (qbits && mw == 1) signs_tile_kernel<true, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (qbits) signs_tile_kernel<true, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (mw == 1) signs_tile_kernel<false, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else signs_tile_kernel<false, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  return true;
+}
+
+/* One int8 / fp8 query (memory-bound: a warp per document streams it
+ * once), long queries and d > 256: the one-warp kernel; several queries: the
+ * shared-tile kernel; sign-bit documents: signs_tile_kernel where it runs. */
 template <int KIND>
 void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
                 cudaStream_t st) {
@@ -653,6 +1113,7 @@ void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg,
     else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 128) {
     if (launch_tile<KIND, 4>(p, P, wg, sms, st)) return;
+    if (KIND == K_I8_BITS && launch_signs(p, P, false, wg, sms, st)) return;
     if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
   } else {
@@ -703,7 +1164,9 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
       if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, wg, sms, st);
       else launch_mma<K_E4M3>(p, P, grid, wg, sms, st);
       break;
-    case LIK_QK_BITS: bits_kernel<<<grid, 128, 0, st>>>(P); break;
+    case LIK_QK_BITS:
+      if (!launch_signs(p, P, true, wg, sms, st)) bits_kernel<<<grid, 128, 0, st>>>(P);
+      break;
   }
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? LIK_OK : cuda_fail(e, "lik_maxsim (low-bit) launch");

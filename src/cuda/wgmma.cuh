@@ -18,7 +18,9 @@
  *                   head's projection and MaxSim, head_wg.cuh).
  *   wgmma_8bit_64<T> m64n64k32 s8 -> s32, e4m3 / e5m2 -> f32, A from
  *                   registers (the mma.sync m16n8k32 layout), B through a
- *                   descriptor (quant.cu's tile kernel).
+ *                   descriptor (quant.cu's tile kernels).
+ *   wgmma_s8_32     m64n32k32 s8 -> s32, the same operands (quant.cu's
+ *                   signs_doc_kernel).
  *   wg_desc         descriptor of a K-major tile in the 128-byte swizzle:
  *                   row r (token) at r * 128 bytes, 16-byte chunk c of the
  *                   row at chunk c ^ (r % 8), tile 1024-byte aligned;
@@ -218,9 +220,24 @@ LIK_WGMMA_8BIT_64(0, int, "s32.s8.s8", "+r", "")
 LIK_WGMMA_8BIT_64(1, float, "f32.e4m3.e4m3", "+f", ", 1, 1")
 LIK_WGMMA_8BIT_64(2, float, "f32.e5m2.e5m2", "+f", ", 1, 1")
 #undef LIK_WGMMA_8BIT_64
+
+/* m64n32k32 s8 x s8 -> s32, A from registers, B (32 rows x 32 bytes)
+ * through a descriptor, accumulators in the m16n8 C layout over 4 column
+ * blocks (quant.cu's signs_doc_kernel: document tokens as the rows). */
+__device__ __forceinline__ void wgmma_s8_32(int *d, const uint32_t *a, uint64_t desc, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8\n"
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},\n"
+               "{%16, %17, %18, %19}, %20, p;\n}\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+                 "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),
+                 "+r"(d[14]), "+r"(d[15])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
 #else
 template <int T, class A>
 __device__ __forceinline__ void wgmma_8bit_64(A *, const uint32_t *, uint64_t, int) { __trap(); }
+__device__ __forceinline__ void wgmma_s8_32(int *, const uint32_t *, uint64_t, int) { __trap(); }
 #endif
 
 } // namespace lik_cuda

@@ -110,6 +110,66 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
     np.testing.assert_array_equal(g_b.cpu().numpy(), cpu_b)
 
 
+# Sign-bit documents where wgmma runs (sm_90a), 64 < d <= 128, Lq <= 128
+# (src/cuda/quant.cu), for int8 and sign-bit queries: up to 32 query rows
+# (one ColBERT query, 7 queries of Lq = 1, 4 of 8) on signs_doc_kernel
+# (documents as the M rows), more on signs_tile_kernel with one m-tile of 64
+# rows or two of 128 (groups split across queries, Lq 65 .. 128); documents
+# as one stream of 64-token tiles (tails, Ld <= 64: a document per tile;
+# blocks that walk several documents: Nd = 2000, 3000); 16-byte bit rows
+# (4- / 8-byte loads) and others (byte loads: d < 121, a strided last
+# dimension); d outside (64, 128] and Lq > 128 on the one-warp kernels (bits
+# x bits: the popcount kernel).  Scales of every sign, -0, +-inf, NaN (the
+# rows' integer max with negated rows), garbage in masked tokens.  Bitwise
+# equal to the CPU on any device.
+SIGN_SHAPES = [(1, 7, 32, 300, 128), (1, 9, 20, 70, 100), (4, 30, 8, 64, 72), (3, 2000, 5, 100, 128),
+               (1, 5, 64, 65, 128), (2, 9, 32, 300, 128), (3, 4, 20, 64, 100),
+               (1, 3000, 32, 20, 128), (16, 40, 32, 300, 128), (5, 3000, 13, 9, 72), (4, 6, 65, 70, 128),
+               (2, 3, 128, 33, 97), (7, 50, 1, 130, 121), (1, 3, 129, 40, 128), (3, 5, 30, 65, 64),
+               (2, 4, 7, 17, 1), (2, 3, 5, 20, 3), (1, 4, 9, 31, 17), (2, 3, 11, 40, 48), (2, 4, 32, 33, 96),
+               (1, 2, 3, 9, 1000), (2, 5, 6, 129, 160)]
+
+
+def _bitwise(g, cpu):
+    np.testing.assert_array_equal(g.cpu().numpy().view(np.int32), np.asarray(cpu).view(np.int32))
+
+
+@pytest.mark.parametrize("shape", SIGN_SHAPES)
+def test_sign_bit_documents_bitwise_vs_cpu(rng, shape):
+    nq, nd, lq, ld, d = shape
+    Q, D, qm, dm = _case(rng, *shape)
+    qi, sq = lik.quantize_int8(Q)
+    qi[0, 0, 0] = -128  # read as -127 on both
+    sq *= rng.choice(np.array([1.0, -1.0], np.float32), sq.shape)
+    special = rng.random(sq.shape) < 0.2
+    sq[special] = rng.choice(np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 3e38, -3e38], np.float32),
+                             special.sum())
+    bits, qb = lik.quantize_binary(D), lik.quantize_binary(Q)
+    bits[~dm] = rng.integers(0, 256, bits[~dm].shape)  # garbage in masked tokens
+    nb = bits.shape[-1]
+    wide = np.zeros((nd, ld, nb + 3), np.uint8)  # rows of nb + 3 bytes: the byte-load path
+    wide[..., :nb] = bits
+    gq, gqb, gbits, gsq, gqm, gdm = cuda(qi, qb, bits, sq, qm, dm)
+    gwide = cuda(wide)[0][..., :nb]
+    with np.errstate(invalid="ignore", over="ignore"):
+        cpu = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm, d_mask=dm)
+        _bitwise(lik.maxsim_inference_binary(gq, gbits, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
+        _bitwise(lik.maxsim_inference_binary(gq, gwide, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
+        # strided queries and documents (every other one), a negative per-tensor scale, no masks
+        cpu2 = lik.maxsim_inference_binary(qi[::2], bits[::2], scale_Q=-0.5)
+        _bitwise(lik.maxsim_inference_binary(gq[::2], gbits[::2], d=d,
+                                             scale_Q=torch.tensor(-0.5, device="cuda")), cpu2)
+        cpu_bb = lik.maxsim_inference_binary(qb, bits, d=d, q_mask=qm, d_mask=dm)
+        _bitwise(lik.maxsim_inference_binary(gqb, gbits, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
+        _bitwise(lik.maxsim_inference_binary(gqb, gwide, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
+        cpu_bb2 = lik.maxsim_inference_binary(qb[::2], bits[::2], d=d)
+        _bitwise(lik.maxsim_inference_binary(gqb[::2], gbits[::2], d=d), cpu_bb2)
+    # empty batches
+    assert lik.maxsim_inference_binary(gq[:0], gbits, d=d, scale_Q=gsq[:0]).shape == (0, nd)
+    assert lik.maxsim_inference_binary(gq, gbits[:0], d=d, scale_Q=gsq).shape == (nq, 0)
+    assert lik.maxsim_inference_binary(gqb, gbits[:0], d=d).shape == (nq, 0)
+
+
 def _fp8_rtol(nq, lq, d):
     """fp8's tolerance relative to sum_s max_t sum_k |q_k d_k| s_q s_d: fp32
     rounding (1e-5) on mma.sync; on sm_90 several queries of 64 < d <= 128
