@@ -360,7 +360,7 @@ extern "C" lik_status lik_cuda_plaid_search(const void *state, const lik_plaid_q
       }
       probe_kernel<<<dim3((unsigned)tiles, (unsigned)splits, (unsigned)P.nq), 32 * W, (size_t)smem,
                      stream>>>(P, splits, x.part_s, x.part_i);
-      probe_merge_kernel<<<grid_of(P.nq * lq, 128), 128, 0, stream>>>(P, splits, x.part_s, x.part_i);
+      probe_merge_kernel<<<grid_of(P.nq * lq * 32, 128), 128, 0, stream>>>(P, splits, x.part_s, x.part_i);
     }
     mark_kernel<<<grid_of(P.nq * lq * np * 32, 256), 256, 0, stream>>>(P);
     compact_kernel<<<(unsigned)P.nq, CT, 0, stream>>>(P, x.cand, x.n0);

@@ -271,31 +271,59 @@ __global__ void probe_kernel(KChunk P, int splits, float *part_s, int32_t *part_
   }
 }
 
-/* One thread per (query, token): the np best of the splits' sorted lists. */
+/* A warp per (query, token): the np best of the splits' sorted lists (at
+ * most 64).  Lane l holds the heads of ranges l and l + 32 and the entry
+ * after each (loaded while the warp merges); each round the warp's best head
+ * (rbetter: score descending, then lower id, NaN last; the ranges' ids are
+ * disjoint, so the best is unique) is the next probe and its range advances.
+ * -1 (a range with no more centroids) never wins; a round nothing wins
+ * writes -1.  The same lists as a serial merge, without its serial loads. */
 __global__ void probe_merge_kernel(KChunk P, int splits, const float *part_s,
                                    const int32_t *part_i) {
-  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= P.nq * P.lq) return;
+  const int64_t t = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (t >= P.nq * P.lq) return; /* warp-uniform */
   const int64_t np = P.np, base = t * splits * np;
   int32_t *out = P.probes + t * np;
-  int head[64];
-  for (int sp = 0; sp < splits; sp++) head[sp] = 0;
-  for (int64_t r = 0; r < np; r++) {
-    int bs = -1;
-    float bv = 0.f;
-    int32_t bc = -1;
-    for (int sp = 0; sp < splits; sp++) {
-      if (head[sp] >= np) continue;
-      const int64_t e = base + sp * np + head[sp];
-      if (part_i[e] < 0) continue;
-      if (bs < 0 || rbetter(part_s[e], part_i[e], bv, bc)) {
-        bs = sp;
-        bv = part_s[e];
-        bc = part_i[e];
+  /* entry h of range sp, or (0, -1) past its list */
+  auto entry = [&](int sp, int64_t h, float &v, int32_t &c) {
+    c = -1;
+    v = 0.f;
+    if (sp < splits && h < np) {
+      const int64_t e = base + sp * np + h;
+      c = part_i[e];
+      if (c >= 0) v = part_s[e];
+    }
+  };
+  int64_t h[2] = {0, 0};
+  float v[2], nv[2];
+  int32_t c[2], nc[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    entry(lane + 32 * k, 0, v[k], c[k]);
+    entry(lane + 32 * k, 1, nv[k], nc[k]);
+  }
+  for (int64_t r = 0; r < np; ++r) {
+    const bool one = c[1] >= 0 && (c[0] < 0 || rbetter(v[1], c[1], v[0], c[0]));
+    float bv = one ? v[1] : v[0];
+    int32_t bc = one ? c[1] : c[0];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int32_t oc = __shfl_xor_sync(0xffffffffu, bc, o);
+      if (oc >= 0 && (bc < 0 || rbetter(ov, oc, bv, bc))) {
+        bv = ov;
+        bc = oc;
       }
     }
-    out[r] = bc;
-    if (bs >= 0) head[bs]++;
+    if (lane == 0) out[r] = bc;
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      if (bc >= 0 && c[k] == bc) { /* this lane's range k won: its next entry moves up */
+        v[k] = nv[k];
+        c[k] = nc[k];
+        entry(lane + 32 * k, ++h[k] + 1, nv[k], nc[k]);
+      }
   }
 }
 
