@@ -177,19 +177,21 @@ __global__ void __launch_bounds__(SD_THREADS, 1)
   uint64_t *valid = reinterpret_cast<uint64_t *>(sm + lay.valid()) + cw * (2 * 16);
   const int nbpd = ld / 8; /* n8 column blocks per document */
   float acc[64];
+  /* no mask and no lengths: a tile's valid columns are its documents' blocks */
+  const bool plain = !P.dbits && !P.d.lens;
   /* warp 0's lane p: the valid tokens of document p of this warpgroup's
    * next tile, loaded a tile ahead (off the tile's critical path) */
   auto tile_valid = [&](int64_t i) -> uint64_t {
     const int64_t j = jb + i * pk + lane;
     return i < ntiles && lane < pk && j < je ? doc_valid(P, j) : 0ull;
   };
-  uint64_t vnext = w == 0 ? tile_valid(cw) : 0ull;
+  uint64_t vnext = w == 0 && !plain ? tile_valid(cw) : 0ull;
   int k = 0; /* this warpgroup's tiles so far */
   for (int64_t i = cw; i < ntiles; i += 2, ++k) {
     const int b = k & 1, s = (int)(i % S.nst);
     const int64_t j0 = jb + i * pk;
     const int nvd = (int)min((int64_t)pk, je - j0); /* the tile's documents in the range */
-    if (w == 0) {
+    if (w == 0 && !plain) {
       if (lane < nvd) valid[16 * b + lane] = vnext;
       vnext = tile_valid(i + 2);
     }
@@ -214,9 +216,14 @@ __global__ void __launch_bounds__(SD_THREADS, 1)
 
     /* bit 2 nb + e: column 8 nb + 2 tg + e is valid */
     uint32_t vb = 0;
-    for (int p = 0; p < nvd; ++p) {
-      const uint64_t m = valid[16 * b + p] >> (2 * tg);
-      for (int u = 0; u < nbpd; ++u) vb |= (uint32_t)((m >> (8 * u)) & 3u) << (2 * (p * nbpd + u));
+    if (plain) {
+      const int nbits = 2 * nvd * nbpd; /* every column of the tile's documents */
+      vb = nbits >= 32 ? ~0u : (1u << nbits) - 1;
+    } else {
+      for (int p = 0; p < nvd; ++p) {
+        const uint64_t m = valid[16 * b + p] >> (2 * tg);
+        for (int u = 0; u < nbpd; ++u) vb |= (uint32_t)((m >> (8 * u)) & 3u) << (2 * (p * nbpd + u));
+      }
     }
     /* each document's row maxima (C element e of block nb: row g + 8 (e / 2),
      * column 8 nb + 2 tg + e % 2); a document ends where its blocks do */
