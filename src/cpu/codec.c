@@ -83,12 +83,6 @@ typedef struct {
   atomic_llong bad; /* lowest token without a finite best centroid, or INT64_MAX */
 } comp_ctx;
 
-static int bucket_of(const comp_ctx *g, float r) {
-  int b = 0;
-  for (int i = 0; i < g->ncut; i++) b += g->cut[i] < r;
-  return b;
-}
-
 static void compress_task(void *ctx, int tid, int64_t task) {
   comp_ctx *g = (comp_ctx *)ctx;
   const lik_codec_problem *p = g->p;
@@ -142,7 +136,7 @@ static void compress_task(void *ctx, int tid, int64_t task) {
       uint8_t b[8];
       for (int i = 0; i < cpb; i++) {
         const int64_t k = byte * cpb + i;
-        b[i] = (uint8_t)bucket_of(g, x[k] - c[k]);
+        b[i] = (uint8_t)lik_res_bucket(g->cut, g->ncut, x[k] - c[k]);
       }
       res[byte * ct->res_sp] = lik_res_byte(b, nbits, p->codec.layout);
     }
