@@ -269,7 +269,7 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
       p.tok.count = 1;
       p.tok.len = b - a;
       p.call = o->call;
-      if ((st = lik_cpu_codec_compress(&p))) {
+      if ((st = lik_plaid_compress(&p, NULL))) {
         /* name the token in the caller's numbering */
         const char *msg = lik_last_error();
         long long t;

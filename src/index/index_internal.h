@@ -212,6 +212,14 @@ void lik_plaid_normalize(float *pts, int64_t n, int64_t dim);
 lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k, int niters,
                             uint64_t seed, const lik_call *call, float *cent);
 
+/* The codec's compress of p where p->call says (host data either way):
+ * the CPU's, or LIK_CUDA: lik_cuda_codec_compress_host on device
+ * p->call.device_id (the same codes and bytes).  keep: NULL or a handle
+ * kept between calls (lik_cuda_codec_compress_host); free it with
+ * lik_plaid_staged_free (NULL: no-op). */
+lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep);
+void lik_plaid_staged_free(lik_cuda_staged *keep);
+
 /* Codes (nearest centroid by inner product, lowest index on ties) of rows
  * [n][dim] fp32 against centroids of the view cv; codes I32 [n].  Through
  * the codec's compress backend (no residuals). */

@@ -2,8 +2,9 @@
  * kmeans.c — the arithmetic of training and of an expanding add: an input
  * row as fp32, quantiles, and the PLAID index's k-means: spherical (points
  * and centroids L2-normalised, a point goes to the centroid of highest inner
- * product, lowest index on ties, through the codec's compress backend and so
- * the MaxSim tile kernels), centroids updated to the normalised mean of their
+ * product, lowest index on ties, through the codec's compress backend: the
+ * MaxSim tile kernels, or the CUDA compress with the same arithmetic when the
+ * build has a device), centroids updated to the normalised mean of their
  * points.  Deterministic: the seed fixes the initial centroids and the
  * re-seeding of empty clusters; every centroid's sum is taken by one task in
  * ascending point order (fp64), so the result does not depend on threads.
@@ -38,8 +39,24 @@ float lik_plaid_quantile(float *v, int64_t n, double q) {
   return (float)(v[lo] + (pos - (double)lo) * (v[hi] - v[lo]));
 }
 
-lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
-                            const lik_call *call, int32_t *codes) {
+lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep) {
+#ifdef LIK_WITH_CUDA
+  if (p->call.device == LIK_CUDA) return lik_cuda_codec_compress_host(p, keep);
+#endif
+  (void)keep;
+  return lik_cpu_codec_compress(p);
+}
+
+void lik_plaid_staged_free(lik_cuda_staged *keep) {
+#ifdef LIK_WITH_CUDA
+  lik_cuda_staged_free(keep);
+#else
+  (void)keep;
+#endif
+}
+
+static lik_status assign_keep(const lik_codec_view *cv, const float *rows, int64_t n,
+                              const lik_call *call, int32_t *codes, lik_cuda_staged **keep) {
   if (n == 0) return LIK_OK;
   lik_codec_problem p;
   memset(&p, 0, sizeof p);
@@ -58,7 +75,12 @@ lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t
   p.tok.count = 1;
   p.tok.len = n;
   p.call = *call;
-  return lik_cpu_codec_compress(&p);
+  return lik_plaid_compress(&p, keep);
+}
+
+lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
+                            const lik_call *call, int32_t *codes) {
+  return assign_keep(cv, rows, n, call, codes, NULL);
 }
 
 void lik_plaid_normalize(float *pts, int64_t n, int64_t dim) {
@@ -124,6 +146,7 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
   int64_t *order = (int64_t *)malloc((size_t)n * sizeof(int64_t));
   int64_t *start = (int64_t *)calloc((size_t)kpad + 2, sizeof(int64_t));
   uint8_t *empty = (uint8_t *)calloc((size_t)kpad, 1);
+  lik_cuda_staged *keep = NULL;
   lik_status st = LIK_OK;
   if (!perm || !codes || !order || !start || !empty) {
     st = lik_fail(LIK_ERR_ALLOC, "k-means: cannot allocate its tables for %lld points",
@@ -136,7 +159,8 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
     memcpy(cent + i * dim, pts + perm[i] * dim, (size_t)dim * sizeof(float));
   const lik_codec_view cv = lik_plaid_dense_view(cent, LIK_F32, k, dim, 8);
   for (int it = 0; it < niters; it++) {
-    if ((st = lik_plaid_assign(&cv, pts, n, call, codes))) goto out;
+    /* on a device the points stay there between the passes */
+    if ((st = assign_keep(&cv, pts, n, call, codes, &keep))) goto out;
     /* counting sort of the points by centroid (stable: ascending points) */
     memset(start, 0, (size_t)(kpad + 2) * sizeof(int64_t));
     for (int64_t i = 0; i < n; i++) start[codes[i] + 2]++;
@@ -154,6 +178,7 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
       }
   }
 out:
+  lik_plaid_staged_free(keep);
   free(perm);
   free(codes);
   free(order);
