@@ -79,7 +79,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
     for (int64_t i = 0; i < npts; i++)
       if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
   }
-  lik_plaid_normalize(pts, npts, dim);
+  lik_plaid_normalize(pts, npts, dim, o->call.threads);
   if ((st = lik_plaid_kmeans(pts, npts, dim, K, o->niters, o->seed, &o->call, cent))) goto out;
   for (int64_t i = 0; i < K * dim; i++) c16[i] = lik_tr_f32_to_f16(cent[i]);
 
@@ -148,12 +148,13 @@ lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o
   if (!rows)
     return lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate %lld x %lld floats",
                     (long long)ts, (long long)dim);
-  for (int64_t r = 0; r < ts; r++)
-    if (!lik_plaid_load_row(sample, r, rows + r * dim)) {
-      free(rows);
-      return not_finite("sample", r);
-    }
-  lik_status st = train_rows(rows, ts, dim, o->total_tokens ? o->total_tokens : ts, o, out);
+  int64_t bad;
+  lik_status st = lik_plaid_load_rows(sample, NULL, ts, o->call.threads, rows, &bad);
+  if (st || bad >= 0) {
+    free(rows);
+    return st ? st : not_finite("sample", bad);
+  }
+  st = train_rows(rows, ts, dim, o->total_tokens ? o->total_tokens : ts, o, out);
   free(rows);
   return st;
 }
@@ -187,23 +188,29 @@ lik_status lik_plaid_train_docs(const lik_plaid_docs *docs, const lik_plaid_bopt
     ts = docs->ntok;
   }
   float *rows = (float *)malloc((size_t)(ts * dim) * sizeof(float));
-  if (!rows) {
+  int64_t *src = (int64_t *)malloc((size_t)ts * sizeof(int64_t));
+  if (!rows || !src) {
+    free(rows);
+    free(src);
     free(ids);
     return lik_fail(LIK_ERR_ALLOC, "PLAID build: cannot allocate the sample (%lld tokens)",
                     (long long)ts);
   }
-  int64_t r = 0;
+  int64_t r = 0; /* the sampled documents' tokens in sample order */
   for (int64_t i = 0; i < S; i++) {
     const int64_t a = lik_index_at(&docs->cu, ids[i]), b = lik_index_at(&docs->cu, ids[i] + 1);
-    for (int64_t t = a; t < b; t++, r++)
-      if (!lik_plaid_load_row(&docs->x, t, rows + r * dim)) {
-        free(rows);
-        free(ids);
-        return not_finite("documents", t);
-      }
+    for (int64_t t = a; t < b; t++) src[r++] = t;
   }
   free(ids);
-  lik_status st = train_rows(rows, ts, dim, docs->ntok, o, out);
+  int64_t bad;
+  lik_status st = lik_plaid_load_rows(&docs->x, src, ts, o->call.threads, rows, &bad);
+  if (!st && bad >= 0) st = not_finite("documents", src[bad]);
+  free(src);
+  if (st) {
+    free(rows);
+    return st;
+  }
+  st = train_rows(rows, ts, dim, docs->ntok, o, out);
   free(rows);
   return st;
 }

@@ -27,6 +27,61 @@ int lik_plaid_load_row(const lik_seqs *x, int64_t r, float *dst) {
   return ok;
 }
 
+/* ---- rows loaded / normalised over the threads (each row by one task: the
+ * values and the first bad row do not depend on the thread count) ---- */
+
+#define ROW_BLOCK 4096
+
+typedef struct {
+  const lik_seqs *x;
+  const int64_t *src;
+  float *dst;
+  int64_t n, dim;
+  int64_t *bad; /* [ntasks]: the task's first non-finite row of dst, or -1 */
+} rows_ctx;
+
+static void load_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  const rows_ctx *g = (const rows_ctx *)ctx;
+  const int64_t i1 = (task + 1) * ROW_BLOCK < g->n ? (task + 1) * ROW_BLOCK : g->n;
+  g->bad[task] = -1;
+  for (int64_t i = task * ROW_BLOCK; i < i1; i++)
+    if (!lik_plaid_load_row(g->x, g->src ? g->src[i] : i, g->dst + i * g->dim) && g->bad[task] < 0)
+      g->bad[task] = i;
+}
+
+lik_status lik_plaid_load_rows(const lik_seqs *x, const int64_t *src, int64_t n, int threads,
+                               float *dst, int64_t *bad) {
+  *bad = -1;
+  if (n == 0) return LIK_OK;
+  const int64_t ntasks = (n + ROW_BLOCK - 1) / ROW_BLOCK;
+  int64_t *b = (int64_t *)malloc((size_t)ntasks * sizeof(int64_t));
+  if (!b) return lik_fail(LIK_ERR_ALLOC, "PLAID train: out of memory");
+  rows_ctx g = {x, src, dst, n, x->dim, b};
+  lik_parallel_run(threads, ntasks, load_task, &g);
+  for (int64_t t = 0; t < ntasks && *bad < 0; t++) *bad = b[t];
+  free(b);
+  return LIK_OK;
+}
+
+static void normalize_task(void *ctx, int tid, int64_t task) {
+  (void)tid;
+  const rows_ctx *g = (const rows_ctx *)ctx;
+  const int64_t i1 = (task + 1) * ROW_BLOCK < g->n ? (task + 1) * ROW_BLOCK : g->n;
+  for (int64_t i = task * ROW_BLOCK; i < i1; i++) {
+    float *x = g->dst + i * g->dim;
+    double ss = 0;
+    for (int64_t k = 0; k < g->dim; k++) ss += (double)x[k] * x[k];
+    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
+    for (int64_t k = 0; k < g->dim; k++) x[k] = (float)(x[k] * inv);
+  }
+}
+
+void lik_plaid_normalize(float *pts, int64_t n, int64_t dim, int threads) {
+  rows_ctx g = {NULL, NULL, pts, n, dim, NULL};
+  lik_parallel_run(threads, (n + ROW_BLOCK - 1) / ROW_BLOCK, normalize_task, &g);
+}
+
 static int cmp_float(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
   return (x > y) - (x < y);
@@ -81,16 +136,6 @@ static lik_status assign_keep(const lik_codec_view *cv, const float *rows, int64
 lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
                             const lik_call *call, int32_t *codes) {
   return assign_keep(cv, rows, n, call, codes, NULL);
-}
-
-void lik_plaid_normalize(float *pts, int64_t n, int64_t dim) {
-  for (int64_t i = 0; i < n; i++) {
-    float *x = pts + i * dim;
-    double ss = 0;
-    for (int64_t k = 0; k < dim; k++) ss += (double)x[k] * x[k];
-    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
-    for (int64_t k = 0; k < dim; k++) x[k] = (float)(x[k] * inv);
-  }
 }
 
 typedef struct {
