@@ -25,6 +25,34 @@ namespace codec {
 
 static int elem_bytes(int dt) { return dt == LIK_F64 ? 8 : dt == LIK_F32 ? 4 : 2; }
 
+/* An operand's loader (codec.cuh, LD_*): vector loads for contiguous fp32 /
+ * fp16 / bf16 rows with d and the row stride multiples of 4, aligned. */
+static int loader(const void *p, int dt, int64_t sl, int64_t sk, int64_t dim) {
+  const int es = elem_bytes(dt);
+  if (sk != 1 || dim % 4 || sl % 4 || (uintptr_t)p % (uintptr_t)(4 * es)) return LD_GEN;
+  return dt == LIK_F32 ? LD_F32 : dt == LIK_F16 ? LD_F16 : dt == LIK_BF16 ? LD_BF16 : LD_GEN;
+}
+
+typedef void (*argmax_fn)(KComp);
+
+template <int XL> static argmax_fn argmax_for(int cl) {
+  switch (cl) {
+    case LD_F32: return argmax_kernel<XL, LD_F32>;
+    case LD_F16: return argmax_kernel<XL, LD_F16>;
+    case LD_BF16: return argmax_kernel<XL, LD_BF16>;
+    default: return argmax_kernel<XL, LD_GEN>;
+  }
+}
+
+static argmax_fn argmax_for(int xl, int cl) {
+  switch (xl) {
+    case LD_F32: return argmax_for<LD_F32>(cl);
+    case LD_F16: return argmax_for<LD_F16>(cl);
+    case LD_BF16: return argmax_for<LD_BF16>(cl);
+    default: return argmax_for<LD_GEN>(cl);
+  }
+}
+
 /* Launches the three kernels of one compress on st (P: everything but the
  * scratch and the split). */
 static lik_status run(const Device &dev, cudaStream_t st, KComp &P) {
@@ -48,7 +76,9 @@ static lik_status run(const Device &dev, cudaStream_t st, KComp &P) {
     return lik_fail(LIK_ERR_ALLOC, "lik_codec_compress: cannot allocate %lld bytes of device "
                     "scratch for T=%lld tokens (%s)", (long long)((2 * P.nsplit + 1) * P.T * 4),
                     (long long)P.T, cudaGetErrorString(e));
-  argmax_kernel<<<dim3((unsigned)tiles, (unsigned)P.nsplit), 256, 0, st>>>(P);
+  const argmax_fn fn = argmax_for(loader(P.x, P.x_dt, P.x_sl, P.x_sk, P.dim),
+                                  loader(P.cent, P.c_dt, P.c_sc, P.c_sk, P.dim));
+  fn<<<dim3((unsigned)tiles, (unsigned)P.nsplit), 256, 0, st>>>(P);
   lik_status s = launched("the compress argmax kernel launch");
   if (s) return s;
   const int64_t cap = (int64_t)dev.info->sms * 8;

@@ -18,7 +18,9 @@
  * dimensions of both operands are staged in shared memory ([k][row], rows
  * padded to 132 floats: conflict-free stores, 16-byte reads), double
  * buffered, the next step's global loads issued into registers before the
- * current step's 512 FMAs.  Dimensions past d are zero on both sides
+ * current step's 512 FMAs (4 dimensions of a row per load: one 16- / 8-byte
+ * load for contiguous fp32 / fp16 / bf16 rows, LD_*; element by element
+ * otherwise).  Dimensions past d are zero on both sides
  * (fma(0, 0, acc) == acc up to the sign of a zero, which no comparison
  * sees).  After each centroid tile every thread folds its 64 scores into a
  * running (max, argmax) per token in ascending centroid order (strict >);
@@ -75,13 +77,50 @@ __device__ __forceinline__ bool ahead(float m, int i, float mo, int io) {
   return m > mo || (m == mo && (unsigned)i < (unsigned)io);
 }
 
+/* How an operand's rows are read: LD_GEN any dtype and strides (element by
+ * element); the others contiguous rows of that dtype with d and the row
+ * stride multiples of 4 and the base aligned, 4 dimensions in one load
+ * (16 bytes fp32, 8 bytes fp16 / bf16; widened exactly). */
+enum { LD_GEN = 0, LD_F32 = 1, LD_F16 = 2, LD_BF16 = 3 };
+
+/* Dimensions k0 .. k0+3 (k0 a multiple of 4) of the row at row_off; 0 past d
+ * or for a row out of range. */
+template <int L>
 __device__ __forceinline__ void load4(const void *p, int dt, int64_t row_off, int64_t sk,
                                       int64_t k0, int64_t dim, bool in, float v[4]) {
+  if constexpr (L == LD_GEN) {
 #pragma unroll
-  for (int e = 0; e < 4; e++)
-    v[e] = in && k0 + e < dim ? res::load_f(p, dt, row_off + (k0 + e) * sk) : 0.f;
+    for (int e = 0; e < 4; e++)
+      v[e] = in && k0 + e < dim ? res::load_f(p, dt, row_off + (k0 + e) * sk) : 0.f;
+  } else {
+    v[0] = v[1] = v[2] = v[3] = 0.f;
+    if (in && k0 < dim) { /* then k0 + 3 < dim: d is a multiple of 4 */
+      if constexpr (L == LD_F32) {
+        const float4 f = __ldg((const float4 *)((const float *)p + row_off + k0));
+        v[0] = f.x;
+        v[1] = f.y;
+        v[2] = f.z;
+        v[3] = f.w;
+      } else {
+        const uint2 u = __ldg((const uint2 *)((const uint16_t *)p + row_off + k0));
+        float2 a, b;
+        if constexpr (L == LD_F16) {
+          a = __half22float2(*(const __half2 *)&u.x);
+          b = __half22float2(*(const __half2 *)&u.y);
+        } else {
+          a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x);
+          b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+        }
+        v[0] = a.x;
+        v[1] = a.y;
+        v[2] = b.x;
+        v[3] = b.y;
+      }
+    }
+  }
 }
 
+template <int XL, int CL>
 __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
   __shared__ __align__(16) float xs[2][CB_K][CB_LD];
   __shared__ __align__(16) float cs[2][CB_K][CB_LD];
@@ -111,8 +150,8 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
 #pragma unroll
       for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
     float rx[4], rc[4];
-    load4(P.x, P.x_dt, xoff, P.x_sk, lk, P.dim, xin, rx);
-    load4(P.cent, P.c_dt, coff, P.c_sk, lk, P.dim, cin, rc);
+    load4<XL>(P.x, P.x_dt, xoff, P.x_sk, lk, P.dim, xin, rx);
+    load4<CL>(P.cent, P.c_dt, coff, P.c_sk, lk, P.dim, cin, rc);
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       xs[0][lk + e][lr] = rx[e];
@@ -122,8 +161,8 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
     for (int64_t kb = 0; kb < nk; kb++) {
       const int buf = (int)(kb & 1);
       if (kb + 1 < nk) {
-        load4(P.x, P.x_dt, xoff, P.x_sk, (kb + 1) * CB_K + lk, P.dim, xin, rx);
-        load4(P.cent, P.c_dt, coff, P.c_sk, (kb + 1) * CB_K + lk, P.dim, cin, rc);
+        load4<XL>(P.x, P.x_dt, xoff, P.x_sk, (kb + 1) * CB_K + lk, P.dim, xin, rx);
+        load4<CL>(P.cent, P.c_dt, coff, P.c_sk, (kb + 1) * CB_K + lk, P.dim, cin, rc);
       }
 #pragma unroll
       for (int kk = 0; kk < CB_K; kk++) {
