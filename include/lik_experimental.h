@@ -651,8 +651,9 @@ typedef struct lik_plaid_index_info {
  * negative options, a NaN / infinite token, naming it; options.device not
  * LIK_CPU / LIK_CUDA, a negative device_id), LIK_ERR_ALLOC (host or device
  * memory), LIK_ERR_UNSUPPORTED (CUDA tensors; options.device LIK_CUDA in a
- * build without the CUDA backend), LIK_ERR_CUDA (no such device, a failed
- * copy or kernel). */
+ * build without the CUDA backend), LIK_ERR_DEVICE (options.device_id cannot
+ * be selected: no such device, no driver), LIK_ERR_CUDA (a failed copy or
+ * kernel). */
 LIK_API lik_status lik_plaid_index_build(const lik_tensor *documents,
                                          const lik_tensor *cu_seqlens,
                                          const lik_plaid_build_options *options,

@@ -339,6 +339,14 @@ static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_co
 
 extern "C" lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p,
                                                    lik_cuda_staged **keep) {
+  { /* as lik_plaid_index_to_device: a device that cannot be selected is the caller's */
+    DeviceGuard probe(p->call.device_id);
+    if (probe.err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return lik_fail(LIK_ERR_DEVICE, "options.device_id: CUDA device %d cannot be selected (%s)",
+                      (int)p->call.device_id, cudaGetErrorString(probe.err));
+    }
+  }
   OnDevice dev(p->call);
   if (dev.st) return dev.st;
   if (p->x.len == 0) return LIK_OK;
