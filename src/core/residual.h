@@ -186,11 +186,17 @@ lik_status lik_cuda_codec_decompress(const lik_codec_problem *p);
  * CPU's codes and residual bytes, bit for bit (the CPU's FMA paths: AVX2,
  * AVX-512, NEON, SVE), and its error for a token without a finite best
  * centroid.  Synchronous, on p->call.stream.  keep: NULL, or a handle (*keep
- * NULL at first; free it with lik_cuda_staged_free) that keeps device
- * buffers and the tokens between calls on the same host rows (unchanged:
- * k-means' assignment passes). */
+ * NULL at first; free it with lik_cuda_staged_free) that keeps the device
+ * buffers between calls, and what `same` says the caller did not change
+ * since the last call on it (checked against the pointers and sizes, the
+ * contents trusted): LIK_CUDA_SAME_ROWS the tokens (k-means' assignment
+ * passes: kept on the device), LIK_CUDA_SAME_CODEC the centroids and
+ * cutoffs (an add's batches: not copied again). */
+#define LIK_CUDA_SAME_ROWS 1u
+#define LIK_CUDA_SAME_CODEC 2u
 typedef struct lik_cuda_staged lik_cuda_staged;
-lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p, lik_cuda_staged **keep);
+lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p, lik_cuda_staged **keep,
+                                        unsigned same);
 void lik_cuda_staged_free(lik_cuda_staged *s);
 lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p);
 lik_status lik_cuda_plaid_approx(const lik_approx_problem *p);

@@ -9,8 +9,9 @@
  *   index's build / train / add with a device in the options): centroids and
  *   cutoffs copied once, tokens in chunks, codes and residual bytes copied
  *   back, synchronous; a token without a code is the CPU's error.  A staged
- *   handle keeps the tokens on the device between calls on the same rows
- *   (k-means' assignment passes).
+ *   handle keeps the device buffers between calls, and the tokens (k-means'
+ *   assignment passes: LIK_CUDA_SAME_ROWS) or the centroids and cutoffs (the
+ *   batches of an add: LIK_CUDA_SAME_CODEC) the caller says did not change.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -157,6 +158,10 @@ struct lik_cuda_staged {
   const void *x_host;
   int64_t x_len, x_dim, x_sl, x_sk;
   int x_dt;
+  /* what cent / cut hold (these host centroids and ncut cutoffs), or c_host NULL */
+  const void *c_host, *cut_host;
+  int64_t c_len, c_dim, c_sc, c_sk;
+  int c_dt, ncut;
 };
 
 static void staged_release(lik_cuda_staged *s) {
@@ -220,16 +225,17 @@ static lik_status copy_fail(cudaError_t e, const char *what) {
   return cuda_fail(e, what);
 }
 
-static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_codec_problem *p,
-                                lik_cuda_staged *S, int keep) {
-  const lik_codec_view &v = p->codec;
-  const int64_t T = p->x.len, d = v.dim, K = v.ncent, W = v.width;
-  const int ex = elem_bytes(p->x.dtype), ec = elem_bytes(v.cent_dtype);
-  const int want_res = p->tok.res != NULL;
+/* The centroids (dense, in their dtype) and ncut cutoffs (fp32) of v into
+ * S->cent / S->cut, on st (pageable copies: the host data is read before the
+ * return). */
+static lik_status upload_codec(cudaStream_t st, const lik_codec_view &v, int ncut,
+                               lik_cuda_staged *S) {
+  const int64_t K = v.ncent, d = v.dim;
+  const int ec = elem_bytes(v.cent_dtype);
+  const size_t cb = (size_t)(K * d) * (size_t)ec;
   lik_status s;
   cudaError_t e;
-  /* centroids, dense in their dtype */
-  const size_t cb = (size_t)(K * d) * (size_t)ec;
+  S->c_host = NULL;
   if ((s = dgrow(&S->cent, &S->cent_cap, cb, "the centroids"))) return s;
   const void *csrc = v.cent;
   if (!(v.cent_sk == 1 && v.cent_sc == d)) {
@@ -239,21 +245,45 @@ static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_co
   }
   if ((e = cudaMemcpyAsync(S->cent, csrc, cb, cudaMemcpyHostToDevice, st)))
     return copy_fail(e, "copying the centroids to the device");
+  if (!ncut) return LIK_OK;
   float cut[255];
-  const int ncut = want_res && v.cutoffs ? (1 << v.nbits) - 1 : 0;
   for (int i = 0; i < ncut; i++) cut[i] = host_f(v.cutoffs, v.cutoffs_dtype, i * v.cutoffs_s);
-  if (ncut) {
-    size_t cap = S->cut ? 255 * sizeof(float) : 0;
-    if ((s = dgrow((void **)&S->cut, &cap, 255 * sizeof(float), "the cutoffs"))) return s;
-    if ((e = cudaMemcpyAsync(S->cut, cut, (size_t)ncut * sizeof(float), cudaMemcpyHostToDevice,
-                             st)))
-      return copy_fail(e, "copying the cutoffs to the device");
-    /* the copy reads cut (a stack array): it must finish before the return */
+  size_t cap = S->cut ? 255 * sizeof(float) : 0;
+  if ((s = dgrow((void **)&S->cut, &cap, 255 * sizeof(float), "the cutoffs"))) return s;
+  if ((e = cudaMemcpyAsync(S->cut, cut, (size_t)ncut * sizeof(float), cudaMemcpyHostToDevice, st)))
+    return copy_fail(e, "copying the cutoffs to the device");
+  return LIK_OK;
+}
+
+static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_codec_problem *p,
+                                lik_cuda_staged *S, int keep, unsigned same) {
+  const lik_codec_view &v = p->codec;
+  const int64_t T = p->x.len, d = v.dim, K = v.ncent, W = v.width;
+  const int ex = elem_bytes(p->x.dtype);
+  const int want_res = p->tok.res != NULL;
+  lik_status s;
+  cudaError_t e;
+  const int ncut = want_res && v.cutoffs ? (1 << v.nbits) - 1 : 0;
+  const int same_codec = keep && (same & LIK_CUDA_SAME_CODEC) && S->c_host == v.cent &&
+                         S->cut_host == v.cutoffs && S->c_len == K && S->c_dim == d &&
+                         S->c_dt == v.cent_dtype && S->c_sc == v.cent_sc && S->c_sk == v.cent_sk &&
+                         S->ncut == ncut;
+  if (!same_codec && (s = upload_codec(st, v, ncut, S))) return s;
+  if (keep && !same_codec) {
+    S->c_host = v.cent;
+    S->cut_host = v.cutoffs;
+    S->c_len = K;
+    S->c_dim = d;
+    S->c_dt = v.cent_dtype;
+    S->c_sc = v.cent_sc;
+    S->c_sk = v.cent_sk;
+    S->ncut = ncut;
   }
   /* tokens: all at once when kept (at most 4 GiB), else chunks of ~512 MiB */
   const size_t row_b = (size_t)d * (size_t)ex;
-  const int resident = keep && S->x_host == p->x.data && S->x_len == T && S->x_dim == d &&
-                       S->x_dt == p->x.dtype && S->x_sl == p->x.sl && S->x_sk == p->x.sk;
+  const int resident = keep && (same & LIK_CUDA_SAME_ROWS) && S->x_host == p->x.data &&
+                       S->x_len == T && S->x_dim == d && S->x_dt == p->x.dtype &&
+                       S->x_sl == p->x.sl && S->x_sk == p->x.sk;
   int64_t ch = (int64_t)(((size_t)512 << 20) / row_b);
   if (keep && (size_t)T * row_b <= ((size_t)4 << 30)) ch = T;
   if (ch < CB_M) ch = CB_M;
@@ -338,7 +368,7 @@ static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_co
 }
 
 extern "C" lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p,
-                                                   lik_cuda_staged **keep) {
+                                                   lik_cuda_staged **keep, unsigned same) {
   { /* as lik_plaid_index_to_device: a device that cannot be selected is the caller's */
     DeviceGuard probe(p->call.device_id);
     if (probe.err != cudaSuccess) {
@@ -366,11 +396,12 @@ extern "C" lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p,
     S = *keep;
   }
   const cudaStream_t st = (cudaStream_t)p->call.stream;
-  lik_status s = compress_host(dev, st, p, S, keep != NULL);
-  if (s) { /* nothing may still read or write the buffers */
+  lik_status s = compress_host(dev, st, p, S, keep != NULL, same);
+  if (s) { /* nothing may still read or write the buffers; nothing is known to be there */
     (void)cudaStreamSynchronize(st);
     (void)cudaGetLastError();
-    if (keep) S->x_host = NULL;
+    S->x_host = NULL;
+    S->c_host = NULL;
   }
   if (!keep) staged_release(S);
   return s;

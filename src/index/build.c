@@ -239,13 +239,14 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
                             const lik_plaid_bopts *o) {
   const int64_t N = docs->ndocs;
   const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
-  lik_status st;
+  lik_status st = LIK_OK;
   lik_codec_view cv;
   lik_plaid_codec_view(ix, &cv);
+  lik_cuda_staged *keep = NULL; /* on a device: buffers and the codec kept over the batches */
   for (int64_t j0 = 0; j0 < N;) {
     lik_pseg *s = ix->nseg ? &ix->segs[ix->nseg - 1] : NULL;
     if (!s || !s->owned || s->ndocs >= chunk) {
-      if ((st = lik_plaid_reserve_segs(ix, 1))) return st;
+      if ((st = lik_plaid_reserve_segs(ix, 1))) goto out;
       s = &ix->segs[ix->nseg++];
       memset(s, 0, sizeof *s);
       s->owned = 1;
@@ -258,7 +259,7 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
     if (m > N - j0) m = N - j0;
     if (m > ADD_BATCH_DOCS) m = ADD_BATCH_DOCS;
     const int64_t a = lik_index_at(&docs->cu, j0), b = lik_index_at(&docs->cu, j0 + m);
-    if ((st = grow_seg(s, b - a, ix->width))) return st;
+    if ((st = grow_seg(s, b - a, ix->width))) goto out;
     if (b > a) {
       lik_codec_problem p;
       memset(&p, 0, sizeof p);
@@ -276,14 +277,14 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
       p.tok.count = 1;
       p.tok.len = b - a;
       p.call = o->call;
-      if ((st = lik_plaid_compress(&p, NULL))) {
+      if ((st = lik_plaid_compress(&p, &keep, LIK_CUDA_SAME_CODEC))) {
         /* name the token in the caller's numbering */
         const char *msg = lik_last_error();
         long long t;
         if (sscanf(msg, "X: token %lld", &t) == 1)
           st = lik_fail(st, "documents: token %lld has no finite inner product with any "
                         "centroid (NaN or infinite values)", t + (long long)a);
-        return st;
+        goto out;
       }
     }
     for (int64_t j = j0; j < j0 + m; j++) {
@@ -298,5 +299,7 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
     j0 += m;
     if (o->progress) o->progress(o->progress_user, j0, N);
   }
-  return LIK_OK;
+out:
+  lik_plaid_staged_free(keep);
+  return st;
 }

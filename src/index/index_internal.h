@@ -220,10 +220,11 @@ lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k,
 
 /* The codec's compress of p where p->call says (host data either way):
  * the CPU's, or LIK_CUDA: lik_cuda_codec_compress_host on device
- * p->call.device_id (the same codes and bytes).  keep: NULL or a handle
- * kept between calls (lik_cuda_codec_compress_host); free it with
- * lik_plaid_staged_free (NULL: no-op). */
-lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep);
+ * p->call.device_id (the same codes and bytes).  keep, same: NULL or a
+ * handle kept between calls and what did not change since the last
+ * (lik_cuda_codec_compress_host); free it with lik_plaid_staged_free (NULL:
+ * no-op). */
+lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep, unsigned same);
 void lik_plaid_staged_free(lik_cuda_staged *keep);
 
 /* Codes (nearest centroid by inner product, lowest index on ties) of rows

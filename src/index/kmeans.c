@@ -94,11 +94,12 @@ float lik_plaid_quantile(float *v, int64_t n, double q) {
   return (float)(v[lo] + (pos - (double)lo) * (v[hi] - v[lo]));
 }
 
-lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep) {
+lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep, unsigned same) {
 #ifdef LIK_WITH_CUDA
-  if (p->call.device == LIK_CUDA) return lik_cuda_codec_compress_host(p, keep);
+  if (p->call.device == LIK_CUDA) return lik_cuda_codec_compress_host(p, keep, same);
 #endif
   (void)keep;
+  (void)same;
   return lik_cpu_codec_compress(p);
 }
 
@@ -130,7 +131,7 @@ static lik_status assign_keep(const lik_codec_view *cv, const float *rows, int64
   p.tok.count = 1;
   p.tok.len = n;
   p.call = *call;
-  return lik_plaid_compress(&p, keep);
+  return lik_plaid_compress(&p, keep, LIK_CUDA_SAME_ROWS); /* keep: the same points each pass */
 }
 
 lik_status lik_plaid_assign(const lik_codec_view *cv, const float *rows, int64_t n,
