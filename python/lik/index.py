@@ -7,8 +7,11 @@ The folder format is fast-plaid 1.7's (``metadata.json``, ``centroids.npy``,
 fast-plaid and the other way round.  Search runs PLAID's stages (centroid
 scores, IVF probing, approximate scores, exact residual MaxSim on the best
 candidates) on the CPU threads, or on a CUDA device once :meth:`Index.to`
-copied the index there (build, add, delete, save stay on the host; the
-library refreshes the device copy after each change).
+copied the index there (the library refreshes the device copy after each
+change).  ``device=`` of :meth:`Index.build` / :meth:`Index.train`, and
+:meth:`Index.add` / :meth:`Index.update` on an index with a device copy, run
+the nearest-centroid search and the coding on that GPU (the same files, byte
+for byte, as on the CPU); delete, compact and save stay on the host.
 """
 
 from __future__ import annotations
