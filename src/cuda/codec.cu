@@ -284,13 +284,17 @@ static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_co
   const int resident = keep && (same & LIK_CUDA_SAME_ROWS) && S->x_host == p->x.data &&
                        S->x_len == T && S->x_dim == d && S->x_dt == p->x.dtype &&
                        S->x_sl == p->x.sl && S->x_sk == p->x.sk;
-  int64_t ch = (int64_t)(((size_t)512 << 20) / row_b);
-  if (keep && (size_t)T * row_b <= ((size_t)4 << 30)) ch = T;
-  if (ch < CB_M) ch = CB_M;
-  if (ch > T) ch = T;
+  int64_t piece = (int64_t)(((size_t)512 << 20) / row_b);
+  if (piece < CB_M) piece = CB_M;
+  if (piece > T) piece = T;
+  int64_t ch = keep && (size_t)T * row_b <= ((size_t)4 << 30) ? T : piece;
   if (!resident) {
     S->x_host = NULL;
-    if ((s = dgrow(&S->x, &S->x_cap, (size_t)ch * row_b, "the tokens"))) return s;
+    if ((s = dgrow(&S->x, &S->x_cap, (size_t)ch * row_b, "the tokens"))) {
+      if (ch == piece) return s;
+      ch = piece; /* the device has no room for all of them: pieces */
+      if ((s = dgrow(&S->x, &S->x_cap, (size_t)ch * row_b, "the tokens"))) return s;
+    }
   }
   if ((s = dgrow(&S->codes, &S->codes_cap, (size_t)ch * sizeof(int32_t), "the codes"))) return s;
   if (want_res && (s = dgrow(&S->res, &S->res_cap, (size_t)(ch * W), "the residuals"))) return s;
