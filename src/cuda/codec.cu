@@ -21,10 +21,15 @@
 #include "device.cuh"
 #include "host.cuh"
 
+extern "C" {
+#include "../core/dtype.h"
+#include "../core/validate.h"
+}
+
 namespace lik_cuda {
 namespace codec {
 
-static int elem_bytes(int dt) { return dt == LIK_F64 ? 8 : dt == LIK_F32 ? 4 : 2; }
+static int elem_bytes(int dt) { return (int)lik_dtype_size((lik_dtype)dt); }
 
 /* An operand's loader (codec.cuh, LD_*): vector loads for contiguous fp32 /
  * fp16 / bf16 rows with d and the row stride multiples of 4, aligned. */
@@ -110,15 +115,6 @@ static void set_codec(KComp &P, const lik_codec_view &v, const void *cent, const
   P.width = v.width;
 }
 
-/* Element i of a host array as fp32 (lik_load_f32's values). */
-static float host_f(const void *p, int dt, int64_t i) {
-  switch (dt) {
-    case LIK_F16: return __half2float(((const __half *)p)[i]);
-    case LIK_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case LIK_F64: return (float)((const double *)p)[i];
-    default: return ((const float *)p)[i];
-  }
-}
 
 } // namespace codec
 } // namespace lik_cuda
@@ -247,7 +243,7 @@ static lik_status upload_codec(cudaStream_t st, const lik_codec_view &v, int ncu
     return copy_fail(e, "copying the centroids to the device");
   if (!ncut) return LIK_OK;
   float cut[255];
-  for (int i = 0; i < ncut; i++) cut[i] = host_f(v.cutoffs, v.cutoffs_dtype, i * v.cutoffs_s);
+  for (int i = 0; i < ncut; i++) cut[i] = lik_load_f32(v.cutoffs, v.cutoffs_dtype, i * v.cutoffs_s);
   size_t cap = S->cut ? 255 * sizeof(float) : 0;
   if ((s = dgrow((void **)&S->cut, &cap, 255 * sizeof(float), "the cutoffs"))) return s;
   if ((e = cudaMemcpyAsync(S->cut, cut, (size_t)ncut * sizeof(float), cudaMemcpyHostToDevice, st)))
