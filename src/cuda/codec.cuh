@@ -24,8 +24,9 @@
  * (fma(0, 0, acc) == acc up to the sign of a zero, which no comparison
  * sees).  After each centroid tile every thread folds its 64 scores into a
  * running (max, argmax) per token in ascending centroid order (strict >);
- * at the end the 16 threads of a token row merge by shuffles (higher score,
- * then lower index), and lane tx = 0 writes the CTA's partial result.  The
+ * at the end the 16 threads of a token row merge by shuffles (common.cuh's
+ * argmax_lanes: higher score, then lower index), and lane tx = 0 writes the
+ * CTA's partial result.  The
  * grid is (token tiles, splits of the centroids): with few tokens the
  * centroids are split so that the GPU fills; pick_kernel merges the splits
  * in ascending order with the same rule.  Everything is 64-bit addressed.
@@ -71,11 +72,6 @@ struct KComp {
   int ncut, nbits, colbert;
   int64_t width;
 };
-
-/* Higher score, then lower index (-1 only with -inf: never ahead). */
-__device__ __forceinline__ bool ahead(float m, int i, float mo, int io) {
-  return m > mo || (m == mo && (unsigned)i < (unsigned)io);
-}
 
 /* How an operand's rows are read: LD_GEN any dtype and strides (element by
  * element); the others contiguous rows of that dtype with d and the row
@@ -199,19 +195,12 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
           }
     }
   }
-  /* the 16 threads of a token row: lanes of one half-warp */
+  /* the 16 threads of a token row: lanes of one half-warp.  common.cuh's
+   * order (higher score, then lower index); a running max here is -inf or a
+   * number, never NaN, so that order is the codec's: -inf (index -1) never
+   * wins */
 #pragma unroll
-  for (int i = 0; i < 8; i++) {
-#pragma unroll
-    for (int o = 8; o >= 1; o >>= 1) {
-      const float mo = __shfl_xor_sync(0xffffffffu, m[i], o);
-      const int io = __shfl_xor_sync(0xffffffffu, ix[i], o);
-      if (ahead(mo, io, m[i], ix[i])) {
-        m[i] = mo;
-        ix[i] = io;
-      }
-    }
-  }
+  for (int i = 0; i < 8; i++) argmax_lanes<16>(m[i], ix[i]);
   if (tx == 0)
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -232,7 +221,7 @@ __global__ void pick_kernel(KComp P) {
     for (int s = 1; s < P.nsplit; s++) {
       const float mo = P.part_m[(int64_t)s * P.T + t];
       const int io = P.part_i[(int64_t)s * P.T + t];
-      if (ahead(mo, io, m, ix)) {
+      if (better(mo, io, m, ix)) { /* common.cuh's order, as in argmax_kernel */
         m = mo;
         ix = io;
       }
