@@ -51,8 +51,12 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
               the GPU mode (issue 29): the same distribution generated on the
               GPU (torch, seeded) at --tokens tokens (documents of 100..300
               tokens, so 4 M tokens = 20 k documents; 64 queries x 32
-              tokens), lik's index built once on the host (all threads; or
-              loaded from --index-dir when it holds this corpus's build) and
+              tokens), lik's index built once on --build-device (default
+              cuda: k-means' assignment and the coding on the GPU; cpu: all
+              host threads; or loaded from --index-dir when it holds this
+              corpus's build; --check-cpu-build also builds it on the host,
+              times that and compares the files byte for byte: "lik build"
+              rows in --out) and
               then, at fast-plaid's defaults (8/4096) and two faster settings
               (4/1024, 2/256; --grid): lik's GPU search (Index.load(device=
               "cuda")), lik's CPU search (all host threads), exact dense
@@ -72,6 +76,8 @@ ColBERT's); fast-plaid receives them as float32 tensors (it casts to fp16).
 
     python3 bench/plaid_index.py synthetic --device cuda --tokens 4000000 \
         --fast-plaid --fast-plaid-build --index-dir /tmp/ix4m --out bench/plaid_gpu_h200.json
+    python3 bench/plaid_index.py synthetic --device cuda --tokens 4000000 --check-cpu-build \
+        --index-dir /tmp/ix4m-gpu --grid 8/4096 --out /tmp/build_h100.json
 
 fast-plaid needs its own environment (it pins torch): this session used
 ``python -m venv /work/venv-index`` with the main environment's site-packages
@@ -507,7 +513,7 @@ def part_gpu(args, tmp):
     print(f"\nSynthetic clustered corpus on the GPU: {N} docs, {T} tokens, d={d}, {args.clusters} clusters, seed "
           f"{args.seed} (generated in {gen_s:.1f} s); {nq} queries x {Q.shape[1]} tokens; nbits {args.nbits}; "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}; host: {machine()}\n", flush=True)
-    rows = []
+    rows, build_rows = [], []
 
     def add(engine, device, probe, full, batch_s, latency_ms, ids, build_s, index_mb, graph_ms=None):
         rows.append({"engine": engine, "device": device, "tokens": T, "n_ivf_probe": probe, "n_full_scores": full,
@@ -538,18 +544,35 @@ def part_gpu(args, tmp):
     # lik's index: built once on the host, or the cached folder of this corpus
     path = Path(args.index_dir) if args.index_dir else tmp / "lik-index"
     key = {"tokens": T, "docs": N, "clusters": args.clusters, "seed": args.seed, "nbits": args.nbits,
-           "num_centroids": args.num_centroids}
+           "num_centroids": args.num_centroids, "build_device": args.build_device}
     Xh, cuh = X.cpu().numpy(), cu.cpu().numpy()
 
-    def build():
+    def build(dev=args.build_device, dst=path):
+        """Seconds of Index.build on dev ("cuda": k-means' assignment and the
+        coding on the GPU, then the copy of the index to it; "cpu": the host
+        threads), the folder written (the save is in the time on both)."""
+        torch.cuda.synchronize()
         t = time.perf_counter()
-        lik.plaid.Index.build(Xh, path, cu_seqlens=cuh, nbits=args.nbits,
-                              num_centroids=args.num_centroids or None).close()
+        lik.plaid.Index.build(Xh, dst, cu_seqlens=cuh, nbits=args.nbits, num_centroids=args.num_centroids or None,
+                              device="cuda" if dev == "cuda" else None).close()
         return time.perf_counter() - t
 
     build_s, cached = cached_index(path, key, build)
-    print(f"lik index: {path} (cached; built in {build_s:.1f} s)" if cached else f"lik index: built in {build_s:.1f} s",
-          flush=True)
+    print(f"lik index: {path} (cached; built on {args.build_device} in {build_s:.1f} s)" if cached
+          else f"lik index: built on {args.build_device} in {build_s:.1f} s", flush=True)
+    if args.check_cpu_build:  # the host build of the same documents: its time, and the files byte for byte
+        other = path.parent / (path.name + "-cpu")
+        shutil.rmtree(other, ignore_errors=True)
+        cpu_s = build("cpu", other)
+        names = sorted(p.name for p in path.iterdir() if p.is_file())
+        same = names == sorted(p.name for p in other.iterdir() if p.is_file()) and all(
+            (path / n).read_bytes() == (other / n).read_bytes() for n in names)
+        print(f"lik index on the CPU ({other}): built in {cpu_s:.1f} s; files byte-identical to the "
+              f"{args.build_device} build: {same}", flush=True)
+        build_rows.append({"engine": "lik build", "device": "cpu", "tokens": T, "build_s": cpu_s,
+                           "identical_to": args.build_device if same else None})
+    build_rows.append({"engine": "lik build", "device": args.build_device, "tokens": T, "build_s": build_s,
+                       "cached": cached})
     index_mb = folder_bytes(path) / 1e6
     t = time.perf_counter()
     ix = lik.plaid.Index.load(path, device="cuda")
@@ -625,11 +648,13 @@ def part_gpu(args, tmp):
     for r in rows:
         print("| " + " | ".join("" if r[c] is None else f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])
                                 for c in cols) + " |", flush=True)
+    for r in build_rows:
+        print(f"build: {r}")
     if args.out:
         out = Path(args.out)
         old = json.loads(out.read_text()) if out.is_file() else []
-        out.write_text(json.dumps([r for r in old if r["tokens"] != T] + rows, indent=1) + "\n")
-        print(f"\n{len(rows)} rows -> {out}")
+        out.write_text(json.dumps([r for r in old if r["tokens"] != T] + rows + build_rows, indent=1) + "\n")
+        print(f"\n{len(rows) + len(build_rows)} rows -> {out}")
 
 
 def part_expand(args, tmp):
@@ -728,6 +753,12 @@ def main():
                     "this corpus's build (else built there)")
     ap.add_argument("--fast-plaid-build", action="store_true",
                     help="--device cuda --fast-plaid: also time fast-plaid's own create() on the GPU")
+    ap.add_argument("--build-device", choices=["cuda", "cpu"], default="cuda",
+                    help="--device cuda: where lik's index is built (Index.build(device=...); cuda: k-means' "
+                         "assignment and the coding on the GPU)")
+    ap.add_argument("--check-cpu-build", action="store_true",
+                    help="--device cuda: also build on the CPU (INDEX_DIR-cpu), time it and compare the files "
+                         "byte for byte")
     ap.add_argument("--profile", action="store_true", help="--device cuda: lik's GPU kernels per search (torch.profiler)")
     ap.add_argument("--out", default="", help="--device cuda: JSON rows written here (other token counts kept)")
     ap.add_argument("--thread-counts", default=f"1,{os.cpu_count()}", help="latency: the thread counts, e.g. 1,2,16")

@@ -35,9 +35,8 @@
  *   A LIK byte is the 8-bit reversal of the COLBERT byte with the same
  *   content.
  *
- * Devices: lik_codec_train and lik_codec_compress run on the CPU
- * (LIK_ERR_UNSUPPORTED for CUDA tensors); decompress and the scoring calls
- * run on either.  On CUDA, codes, doc_lengths and cu_seqlens_d are device
+ * Devices: lik_codec_train runs on the CPU (LIK_ERR_UNSUPPORTED for CUDA
+ * tensors); compress, decompress and the scoring calls run on either.  On CUDA, codes, doc_lengths and cu_seqlens_d are device
  * data that the library does not read on the host (that would synchronise):
  * the caller guarantees their values (the Python front checks a host copy),
  * and the kernels skip a token whose code is out of range rather than read
@@ -149,18 +148,31 @@ typedef struct lik_codec {
 LIK_API lik_status lik_codec_train(const lik_tensor *residuals, int nbits,
                                    lik_tensor *bucket_cutoffs, lik_tensor *bucket_weights);
 
-/* lik_codec_compress — codes and packed residuals of embeddings (CPU).
+/* lik_codec_compress — codes and packed residuals of embeddings (CPU or CUDA).
  *
  *   codec      centroids [C, d] and bucket_cutoffs [2^nbits - 1], nbits, layout.
  *   X          [T, d] F32/F16/BF16/F64, any strides (not normalised here:
  *              ColBERT's embeddings already are).
- *   opts       NULL or options (num_threads).
+ *   opts       NULL or options (num_threads; CUDA: stream).
  *   codes      I32 or I64 [T]: the centroid of highest <x, c>, lowest index
- *              on ties.
- *   residuals  U8 [T, d * nbits / 8].
+ *              on ties; <x, c> is one fp32 FMA chain over k ascending from
+ *              +0 of the values widened to fp32 (both devices: the same
+ *              codes, bit for bit, as long as the CPU runs an FMA path —
+ *              AVX2, AVX-512, NEON, SVE; LIK_CPU_ISA=portable rounds mul +
+ *              add); a NaN score never wins.
+ *   residuals  U8 [T, d * nbits / 8]: dimension k's bucket is the number of
+ *              cutoffs (as fp32) strictly below x_k - c_k (fp32).
+ * On CUDA (every tensor on one device) the call runs on opts->stream without
+ * synchronising the host, and takes stream-ordered device scratch of
+ * 4 + 8 * splits bytes a token (splits of the centroids: 1 when T >= 512 *
+ * the SM count, else about 4 * SMs / ceil(T / 128), at most ceil(C / 128)).  A token with no finite
+ * inner product (all NaN or -inf) gets code -1 there, its residual bytes
+ * not written (the CPU's LIK_ERR_VALUE cannot be returned without a sync).
  * Errors: LIK_ERR_VALUE (nbits; d * nbits not a multiple of 8; C = 0 with
- * T > 0; a token with no finite inner product, e.g. NaN, naming the token),
- * LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_ALLOC, LIK_ERR_UNSUPPORTED (CUDA).
+ * T > 0; CPU: a token with no finite inner product, e.g. NaN, naming the
+ * token), LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_ALLOC (host or device
+ * scratch), LIK_ERR_UNSUPPORTED (CUDA tensors in a build without CUDA),
+ * LIK_ERR_CUDA (a launch).
  */
 LIK_API lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
                                       const lik_options *opts, lik_tensor *codes,
@@ -571,9 +583,26 @@ typedef struct lik_plaid_build_options {
   int expand_centroids;            /* lik_plaid_index_add: 1 = new centroids for
                                       outlier tokens (fast-plaid's update), 0 =
                                       the centroids do not change             */
+  /* Where the nearest-centroid search and the coding run (k-means'
+   * assignment passes, the codec's held-out tokens, every document's code
+   * and residual bytes): LIK_CPU (0 is read as LIK_CPU) on the CPU threads,
+   * or LIK_CUDA on CUDA device device_id, the tokens copied there in chunks
+   * and the codes and residual bytes copied back (the index stays a host
+   * index; lik_plaid_index_to_device copies it for a GPU search).  The
+   * device computes the CPU's fp32 FMA chains, so the index is the same,
+   * byte for byte, as a CPU build with the same seed (the CPU's FMA paths:
+   * AVX2, AVX-512, NEON, SVE; LIK_CPU_ISA=portable rounds mul + add).
+   * Sampling, k-means' centroid update, the codec's quantiles and the IVF
+   * stay on the host. */
+  lik_device_type device;
+  int32_t device_id;               /* CUDA ordinal (LIK_CUDA), >= 0            */
+  void *stream;                    /* LIK_CUDA: the cudaStream_t the copies and
+                                      kernels run on (NULL: legacy default);
+                                      each call synchronises it               */
 } lik_plaid_build_options;
 
-#define LIK_PLAID_BUILD_OPTIONS_INIT {2, 4, 0, 0, 256, 0, 42, 25000, 0, NULL, NULL, NULL, 0}
+#define LIK_PLAID_BUILD_OPTIONS_INIT \
+  {2, 4, 0, 0, 256, 0, 42, 25000, 0, NULL, NULL, NULL, 0, LIK_CPU, 0, NULL}
 
 /* Search parameters; zero-initialised fields take the defaults. */
 typedef struct lik_plaid_search_params {
@@ -620,8 +649,12 @@ typedef struct lik_plaid_index_info {
  *               lik_plaid_index_free.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_VALUE (nbits,
  * d * nbits not a whole number of bytes, N = 0 or no token, bad cu_seqlens,
- * negative options, a NaN / infinite token, naming it), LIK_ERR_ALLOC,
- * LIK_ERR_UNSUPPORTED (CUDA tensors). */
+ * negative options, a NaN / infinite token, naming it; options.device not
+ * LIK_CPU / LIK_CUDA, a negative device_id), LIK_ERR_ALLOC (host or device
+ * memory), LIK_ERR_UNSUPPORTED (CUDA tensors; options.device LIK_CUDA in a
+ * build without the CUDA backend), LIK_ERR_DEVICE (options.device_id cannot
+ * be selected: no such device, no driver), LIK_ERR_CUDA (a failed copy or
+ * kernel). */
 LIK_API lik_status lik_plaid_index_build(const lik_tensor *documents,
                                          const lik_tensor *cu_seqlens,
                                          const lik_plaid_build_options *options,

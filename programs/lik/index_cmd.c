@@ -63,7 +63,8 @@ static void index_usage(FILE *f) {
 "them there (their ids: --doc-ids / tensor \"ids\", else the next ids after the highest).\n"
 "With --delete: deletes the documents IDS (\"3,17,42\" or a .npy of integers) from the\n"
 "index in INDEX_DIR (tombstones: never returned by a search, other ids unchanged).\n"
-"Builds and adds on the CPU (no --device: `lik search --device cuda` searches on a GPU).\n"
+"Builds and adds on the CPU, or with --device cuda with k-means' assignment and the coding on\n"
+"a GPU (the same files, byte for byte; `lik search --device cuda` searches on a GPU).\n"
 "\n"
 "  DOCS                        .safetensors or .npy document embeddings, as the exact job\n"
 "      --doc-lengths FILE      .npy [N] valid tokens per padded document\n"
@@ -81,6 +82,10 @@ static void index_usage(FILE *f) {
 "      --expand-centroids      with --add: new centroids for tokens far from every centroid\n"
 "                              (fast-plaid's update; docs/plaid_index.md), else K is kept\n"
 "  -t, --threads N             CPU threads (default: $LIK_NUM_THREADS or all cores)\n"
+"      --device D              where the build / add finds nearest centroids and codes: cpu\n"
+"                              (default), cuda (cuda:N: device N) or auto (the first CUDA\n"
+"                              device when this build has the CUDA backend and one is present);\n"
+"                              cuda without the backend or a device: exit 1\n"
 "      --json                  a JSON report on stdout\n"
 "  -h, --help                  this help\n",
           prog, prog, prog);
@@ -217,8 +222,10 @@ int cmd_index(int argc, char **argv) {
       {"chunk-docs", required_argument, 0, O_CHUNK}, {"threads", required_argument, 0, 't'},
       {"json", no_argument, 0, O_JSON},              {"help", no_argument, 0, 'h'},
       {"add", no_argument, 0, O_ADD},                {"expand-centroids", no_argument, 0, O_EXPAND},
-      {"delete", required_argument, 0, O_DELETE},    {0, 0, 0, 0}};
-  int c;
+      {"delete", required_argument, 0, O_DELETE},    {"device", required_argument, 0, O_DEVICE},
+      {0, 0, 0, 0}};
+  int c, dev_id = 0, device_given = 0;
+  device_kind dev_kind = DEVICE_CPU;
   const char *del = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "b:t:h", longopts, NULL)) != -1) {
@@ -238,6 +245,10 @@ int cmd_index(int argc, char **argv) {
     case O_ADD: add = 1; break;
     case O_EXPAND: o.expand_centroids = 1; break;
     case O_DELETE: del = optarg; break;
+    case O_DEVICE:
+      if (parse_device("--device", optarg, &dev_kind, &dev_id)) return 2;
+      device_given = 1;
+      break;
     case 'h': index_usage(stdout); return 0;
     default: fprintf(stderr, "Try '%s index --help'.\n", prog); return 2;
     }
@@ -245,7 +256,8 @@ int cmd_index(int argc, char **argv) {
   o.num_threads = (int)(threads > 4096 ? 4096 : threads);
   const int npos = argc - optind;
   if (del) {
-    if (npos != 1 || add || build_opt || o.expand_centroids || ds.lengths || ds.cu_seqlens || ds.ids) {
+    if (npos != 1 || add || build_opt || o.expand_centroids || ds.lengths || ds.cu_seqlens || ds.ids ||
+        device_given) {
       fprintf(stderr, "%s index: expected --delete IDS INDEX_DIR (no other option but --json)\n"
               "Try '%s index --help'.\n", prog, prog);
       return 2;
@@ -286,10 +298,22 @@ int cmd_index(int argc, char **argv) {
     ds.path = dpath;
   }
   char err[ERR_LEN];
+  device g; /* where the nearest-centroid search and the coding run */
+  if (device_open(&g, dev_kind, dev_id, err)) {
+    fprintf(stderr, "%s: error: %s\n", prog, err);
+    device_close(&g);
+    return 1;
+  }
+  if (g.cuda) {
+    o.device = LIK_CUDA;
+    o.device_id = g.id;
+    o.stream = g.stream;
+  }
   emb_set D;
   if (emb_load(&D, "documents", &ds, err)) {
     fprintf(stderr, "%s: error: %s\n", prog, err);
     emb_free(&D);
+    device_close(&g);
     return 1;
   }
   int rc = 1;
@@ -382,6 +406,7 @@ int cmd_index(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "nbits", info.nbits);
     cJSON_AddNumberToObject(j, "num_centroids", (double)info.num_centroids);
     cJSON_AddNumberToObject(j, "num_chunks", (double)info.num_chunks);
+    cJSON_AddStringToObject(j, "device", g.name);
     if (add) {
       cJSON_AddNumberToObject(j, "added_docs", (double)D.n);
       cJSON_AddNumberToObject(j, "added_centroids", (double)(info.num_centroids - k_old));
@@ -398,8 +423,9 @@ int cmd_index(int argc, char **argv) {
            (long long)info.num_tokens, (long long)info.dim, dtype_name(D.dtype));
     printf("  K=%lld centroids, nbits=%d, %lld chunk(s), %.1f MB on disk\n", (long long)info.num_centroids,
            info.nbits, (long long)info.num_chunks, (double)bytes / 1e6);
-    printf("  %s in %.2f s (%.0f tokens/s), written in %.2f s\n", add ? "added" : "built", t_build,
-           (double)(add ? D.tokens : info.num_tokens) / (t_build > 0 ? t_build : 1e-9), t_all - t_build);
+    printf("  %s on %s in %.2f s (%.0f tokens/s), written in %.2f s\n", add ? "added" : "built", g.name,
+           t_build, (double)(add ? D.tokens : info.num_tokens) / (t_build > 0 ? t_build : 1e-9),
+           t_all - t_build);
   }
   rc = 0;
 out:
@@ -410,6 +436,7 @@ out:
   free(buf);
   free(mbuf);
   emb_free(&D);
+  device_close(&g);
   return rc;
 }
 

@@ -739,6 +739,9 @@ class LikPlaidBuildOptions(ctypes.Structure):
         ("progress", _PROGRESS_FN),
         ("progress_user", ctypes.c_void_p),
         ("expand_centroids", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("device_id", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
     ]
 
 
@@ -809,9 +812,11 @@ lib.lik_plaid_index_to_device.argtypes = [ctypes.c_void_p, ctypes.c_int]
 
 def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_tokens=0,
                         max_points_per_centroid=256, sample_docs=0, seed=42, chunk_docs=25000,
-                        progress=None, expand_centroids=False) -> tuple[LikPlaidBuildOptions, Any]:
+                        progress=None, expand_centroids=False, device: int = -1) -> tuple[LikPlaidBuildOptions, Any]:
     """(options, keep-alive) for the PLAID build calls; ``progress(done, total)`` or None;
-    ``expand_centroids`` (add only) a bool.
+    ``expand_centroids`` (add only) a bool; ``device`` -1 (the CPU threads) or the CUDA
+    device that runs the nearest-centroid search and the coding (on torch's current
+    stream of that device when torch has CUDA, else the legacy default stream).
 
     Raises:
         TypeError: an option that is not an int (bool included).
@@ -832,6 +837,12 @@ def plaid_build_options(*, nbits=2, kmeans_niters=4, num_centroids=0, total_toke
     o.expand_centroids = 1 if expand_centroids else 0
     o.num_threads = _num_threads
     o.context = getattr(_current, "handle", None)
+    if device >= 0:
+        o.device = 2  # LIK_CUDA
+        o.device_id = device
+        torch = _torch
+        if torch is not None and torch.cuda.is_available() and device < torch.cuda.device_count():
+            o.stream = torch.cuda.current_stream(device).cuda_stream or None
     cb = None
     if progress is not None:
         cb = _PROGRESS_FN(lambda _u, done, total: progress(int(done), int(total)))

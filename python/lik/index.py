@@ -7,8 +7,11 @@ The folder format is fast-plaid 1.7's (``metadata.json``, ``centroids.npy``,
 fast-plaid and the other way round.  Search runs PLAID's stages (centroid
 scores, IVF probing, approximate scores, exact residual MaxSim on the best
 candidates) on the CPU threads, or on a CUDA device once :meth:`Index.to`
-copied the index there (build, add, delete, save stay on the host; the
-library refreshes the device copy after each change).
+copied the index there (the library refreshes the device copy after each
+change).  ``device=`` of :meth:`Index.build` / :meth:`Index.train`, and
+:meth:`Index.add` / :meth:`Index.update` on an index with a device copy, run
+the nearest-centroid search and the coding on that GPU (the same files, byte
+for byte, as on the CPU); delete, compact and save stay on the host.
 """
 
 from __future__ import annotations
@@ -251,7 +254,12 @@ class Index:
                 folder's ``metadata.sqlite`` (:meth:`where`).
             progress: show a progress bar on a terminal.
             device: None or "cpu" (the host), or a CUDA device (as
-                :meth:`to`): the built index is copied there.
+                :meth:`to`): the index is built there -- k-means'
+                assignment passes and the coding of every document run on
+                that GPU (the documents copied there in chunks; sampling,
+                the centroid update, the codec's quantiles and the IVF on
+                the host), the same files, byte for byte, as a CPU build
+                with the same seed -- and the built index is copied there.
 
         Returns:
             the :class:`Index` (``path`` set when saved).
@@ -267,7 +275,8 @@ class Index:
         o, keep = _lib.plaid_build_options(
             nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
             max_points_per_centroid=max_points_per_centroid, sample_docs=sample_docs or 0, seed=seed,
-            chunk_docs=chunk_docs, progress=_Progress("lik index") if progress else None)
+            chunk_docs=chunk_docs, progress=_Progress("lik index") if progress else None,
+            device=-1 if device is None else _device_id(device))
         if metadata is not None and len(metadata) != len(cu) - 1:
             raise ValueError(f"metadata: {len(metadata)} entries for {len(cu) - 1} documents")
         dev = -1 if device is None else _device_id(device)  # (checked before the build)
@@ -298,8 +307,9 @@ class Index:
                 seed, chunk_docs: as :meth:`build`.
             total_tokens: the corpus's (estimated) token count, for K's rule
                 (None: the sample's).
-            device: as :meth:`build`: the empty index is copied there, and
-                every :meth:`add` refreshes the copy.
+            device: as :meth:`build`: k-means runs its assignment passes
+                there, the empty index is copied there, and every
+                :meth:`add` codes its documents there and refreshes the copy.
 
         Returns:
             an :class:`Index` with the codec and no documents.
@@ -315,7 +325,7 @@ class Index:
         o, keep = _lib.plaid_build_options(
             nbits=nbits, kmeans_niters=kmeans_niters, num_centroids=num_centroids or 0,
             total_tokens=total_tokens or 0, max_points_per_centroid=max_points_per_centroid, seed=seed,
-            chunk_docs=chunk_docs)
+            chunk_docs=chunk_docs, device=-1 if device is None else _device_id(device))
         dev = -1 if device is None else _device_id(device)
         return cls(_lib.call_plaid_train(S, o))._placed(dev)
 
@@ -416,6 +426,9 @@ class Index:
             metadata: None or one dict per new document (as :meth:`build`).
             progress: show a progress bar on a terminal.
 
+        On an index with a device copy (:meth:`to`) the documents are
+        coded on that GPU (the same codes and residual bytes as on the CPU).
+
         Returns:
             ``range`` of the new documents' ids (``next_id`` onwards: after
             the highest id ever given, even when deleted).
@@ -435,7 +448,8 @@ class Index:
             raise ValueError(f"metadata: {len(metadata)} entries for {len(cu) - 1} documents")
         meta = self._metadb(create=metadata is not None)
         o, keep = _lib.plaid_build_options(progress=_Progress("lik add") if progress else None,
-                                           expand_centroids=expand_centroids)
+                                           expand_centroids=expand_centroids,
+                                           device=int(self._info().device))
         _lib.call_plaid_add(self._handle(), X, cu, o)
         del keep
         new = range(first, int(self._info().next_id))
@@ -489,7 +503,8 @@ class Index:
         if metadata is not None and len(metadata) != len(v):
             raise ValueError(f"metadata: {len(metadata)} entries for {len(v)} ids")
         meta = self._metadb(create=metadata is not None)
-        o, keep = _lib.plaid_build_options(expand_centroids=expand_centroids)
+        o, keep = _lib.plaid_build_options(expand_centroids=expand_centroids,
+                                           device=int(self._info().device))
         _lib.call_plaid_update(self._handle(), v, X, cu, o)
         del keep
         if metadata is not None:

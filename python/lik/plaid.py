@@ -133,8 +133,9 @@ def compress(X, centroids, bucket_cutoffs, nbits: int, *, layout: str = "colbert
         layout: ``"colbert"`` (ColBERTv2 / fast-plaid / PyLate bytes) or ``"lik"``.
 
     The code is the centroid of highest fp32 inner product (ties: lowest
-    index).  Runs on the CPU threads; CUDA tensors are copied to the host and
-    the results returned on their device.
+    index).  Runs on the CPU threads, or on the GPU for a CUDA ``X``
+    (``centroids`` and ``bucket_cutoffs`` moved to its device): the same fp32
+    FMA chains, so the same codes and bytes as the CPU's.
 
     Returns:
         ``(codes, residuals)``: int32 ``[T]`` and uint8 ``[T, d*nbits/8]``,
@@ -150,6 +151,19 @@ def compress(X, centroids, bucket_cutoffs, nbits: int, *, layout: str = "colbert
                                             (False, False, False))
     T = X.shape[0] if X.ndim >= 1 else 0
     d = X.shape[-1] if X.ndim >= 1 else 0
+    if _is_cuda(X):
+        import torch
+
+        centroids, cut = centroids.to(X.device), cut.to(X.device)
+        codes = torch.empty((T,), dtype=torch.int32, device=X.device)
+        res = torch.empty((T, _width(d, nbits)), dtype=torch.uint8, device=X.device)
+        _lib.call_codec_compress(X, centroids, cut, nbits, layout, codes, res)
+        # the device writes -1 for a token without a finite best centroid: the CPU's error
+        bad = torch.nonzero(codes < 0)
+        if bad.numel():
+            raise ValueError(f"X: token {int(bad[0, 0])} has no finite inner product with any centroid "
+                             "(NaN or infinite values); its code and residual are not written")
+        return codes, res
     hX = _host(X)
     codes = _api._empty((T,), "int32", tm, hX)
     res = _api._empty((T, _width(d, nbits)), "uint8", tm, hX)

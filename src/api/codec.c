@@ -79,13 +79,14 @@ lik_status lik_codec_compress(const lik_codec *codec, const lik_tensor *X,
   if ((st = lik_check_devices(ts, names, 5, &p.call.device, &p.call.device_id)) ||
       (st = lik_check_disjoint(ts, names, 5, 2)))
     return st;
-  if (p.call.device == LIK_CUDA) return lik_no_entry("lik_codec_compress");
   if (T > 0 && p.codec.ncent == 0)
     return lik_fail(LIK_ERR_VALUE, "centroids: C=0 centroids cannot code T=%lld tokens",
                     (long long)T);
   p.x = lik_seqs_from(X);
   lik_call_from(&p.call, opts);
-  return T == 0 ? LIK_OK : lik_cpu_codec_compress(&p);
+  if (T == 0) return LIK_OK;
+  const lik_backend *b = lik_backend_of(p.call.device);
+  return b->codec_compress ? b->codec_compress(&p) : lik_no_entry("lik_codec_compress");
 }
 
 lik_status lik_codec_decompress(const lik_codec *codec, const lik_tensor *codes,

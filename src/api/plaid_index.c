@@ -73,6 +73,18 @@ static lik_status resolve_build(const lik_plaid_build_options *o, lik_plaid_bopt
   lo.context = o->context;
   lik_call_from(&b->call, &lo);
   b->call.device = LIK_CPU;
+  if (o->device != 0 && o->device != LIK_CPU && o->device != LIK_CUDA)
+    return lik_fail(LIK_ERR_VALUE, "options.device: %d, must be LIK_CPU (1) or LIK_CUDA (2)",
+                    (int)o->device);
+  if (o->device == LIK_CUDA) {
+    if (o->device_id < 0)
+      return lik_fail(LIK_ERR_VALUE, "options.device_id: %d, must be >= 0",
+                      (int)o->device_id);
+    if (!lik_backend_of(LIK_CUDA)->codec_compress) return lik_no_cuda_backend();
+    b->call.device = LIK_CUDA;
+    b->call.device_id = o->device_id;
+    b->call.stream = o->stream;
+  }
   return LIK_OK;
 }
 

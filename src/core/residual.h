@@ -79,25 +79,46 @@ static inline int64_t lik_ct_code(const lik_ctokens *c, int64_t off) {
                                    : ((const int64_t *)c->codes)[off];
 }
 
-/* ---- the bit layouts (the one definition) ---- */
+/* ---- the bit layouts and the bucket rule (the one definition; also CUDA
+ * device code's: src/cuda/codec.cuh) ---- */
 
-static inline uint8_t lik_reverse8(uint8_t b) {
+#ifdef __CUDACC__
+#define LIK_HD __host__ __device__
+#else
+#define LIK_HD
+#endif
+
+LIK_HD static inline uint8_t lik_reverse8(uint8_t b) {
   b = (uint8_t)((b & 0xf0u) >> 4 | (b & 0x0fu) << 4);
   b = (uint8_t)((b & 0xccu) >> 2 | (b & 0x33u) << 2);
   return (uint8_t)((b & 0xaau) >> 1 | (b & 0x55u) << 1);
 }
 
 /* Bucket index of field i (dimension p * 8/nbits + i of byte p). */
-static inline unsigned lik_res_field(uint8_t byte, int i, int nbits, lik_residual_layout layout) {
+LIK_HD static inline unsigned lik_res_field(uint8_t byte, int i, int nbits, lik_residual_layout layout) {
   if (layout == LIK_RESIDUAL_COLBERT) byte = lik_reverse8(byte);
   return (unsigned)(byte >> (i * nbits)) & ((1u << nbits) - 1u);
 }
 
 /* The byte holding the 8/nbits bucket indices b[0 ..] (inverse of lik_res_field). */
-static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_layout layout) {
+/* The byte of bucket indices packed in the LIK order in v (field i at bits
+ * i * nbits): as it is (LIK), bit-reversed (COLBERT). */
+LIK_HD static inline uint8_t lik_res_byte_of(unsigned v, lik_residual_layout layout) {
+  return layout == LIK_RESIDUAL_COLBERT ? lik_reverse8((uint8_t)v) : (uint8_t)v;
+}
+
+LIK_HD static inline uint8_t lik_res_byte(const uint8_t *b, int nbits, lik_residual_layout layout) {
   unsigned v = 0;
   for (int i = 0; i < 8 / nbits; i++) v |= (unsigned)b[i] << (i * nbits);
-  return layout == LIK_RESIDUAL_COLBERT ? lik_reverse8((uint8_t)v) : (uint8_t)v;
+  return lik_res_byte_of(v, layout);
+}
+
+/* The bucket of residual value r (x_k - c_k in fp32): the number of the ncut
+ * fp32 cutoffs strictly below r (NaN: 0). */
+LIK_HD static inline int lik_res_bucket(const float *cut, int ncut, float r) {
+  int b = 0;
+  for (int i = 0; i < ncut; i++) b += cut[i] < r;
+  return b;
 }
 
 /* ---- validated calls ---- */
@@ -158,7 +179,25 @@ lik_status lik_cpu_plaid_approx(const lik_approx_problem *p);
  * chain in ascending k (independent of the thread count). */
 void lik_cpu_centroid_scores(const lik_context *ctx, int nth, const float *qt, int64_t lqp,
                              const float *cent, int64_t ncent, int64_t d, float *out);
+lik_status lik_cuda_codec_compress(const lik_codec_problem *p);
 lik_status lik_cuda_codec_decompress(const lik_codec_problem *p);
+/* The compress of host data on CUDA device p->call.device_id (src/cuda/codec.cu;
+ * the PLAID index's build with a device): every pointer of p on the host; the
+ * CPU's codes and residual bytes, bit for bit (the CPU's FMA paths: AVX2,
+ * AVX-512, NEON, SVE), and its error for a token without a finite best
+ * centroid.  Synchronous, on p->call.stream.  keep: NULL, or a handle (*keep
+ * NULL at first; free it with lik_cuda_staged_free) that keeps the device
+ * buffers between calls, and what `same` says the caller did not change
+ * since the last call on it (checked against the pointers and sizes, the
+ * contents trusted): LIK_CUDA_SAME_ROWS the tokens (k-means' assignment
+ * passes: kept on the device), LIK_CUDA_SAME_CODEC the centroids and
+ * cutoffs (an add's batches: not copied again). */
+#define LIK_CUDA_SAME_ROWS 1u
+#define LIK_CUDA_SAME_CODEC 2u
+typedef struct lik_cuda_staged lik_cuda_staged;
+lik_status lik_cuda_codec_compress_host(const lik_codec_problem *p, lik_cuda_staged **keep,
+                                        unsigned same);
+void lik_cuda_staged_free(lik_cuda_staged *s);
 lik_status lik_cuda_maxsim_residual(const lik_residual_problem *p);
 lik_status lik_cuda_plaid_approx(const lik_approx_problem *p);
 

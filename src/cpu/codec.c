@@ -13,9 +13,35 @@
 
 /* ---- train ------------------------------------------------------------------ */
 
-static int cmp_float(const void *a, const void *b) {
-  const float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
+/* The order key of a finite float: ascending with the values, -0 equal to +0. */
+static uint32_t sort_key(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if (u == 0x80000000u) u = 0;
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* Sorts the finite v[0 .. n) ascending, stable (LSD radix, 4 passes of 8
+ * bits; tmp: n floats): the array a stable comparison sort gives -- equal
+ * values keep their order, -0 and +0 included -- as glibc's qsort (a merge
+ * sort) gave before, in O(n). */
+static void sort_floats(float *v, float *tmp, int64_t n) {
+  int64_t cnt[256];
+  float *a = v, *b = tmp;
+  for (int sh = 0; sh < 32; sh += 8) {
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) cnt[(sort_key(a[i]) >> sh) & 255]++;
+    int64_t sum = 0;
+    for (int j = 0; j < 256; j++) {
+      const int64_t c = cnt[j];
+      cnt[j] = sum;
+      sum += c;
+    }
+    for (int64_t i = 0; i < n; i++) b[cnt[(sort_key(a[i]) >> sh) & 255]++] = a[i];
+    float *t = a;
+    a = b;
+    b = t;
+  } /* 4 passes: the result is back in v */
 }
 
 /* numpy's / torch's "linear" quantile q of sorted v[0 .. n), in fp64. */
@@ -38,10 +64,11 @@ lik_status lik_cpu_codec_train(lik_context *ctx, const lik_tensor *r, int nbits,
   lik_ws ws;
   lik_ws_open(&ws, ctx);
   float *v = (float *)lik_ws_array(&ws, n, sizeof(float), 0);
-  if (!v) {
+  float *tmp = v ? (float *)lik_ws_array(&ws, n, sizeof(float), 0) : NULL;
+  if (!v || !tmp) {
     lik_ws_close(&ws);
     return lik_fail(LIK_ERR_ALLOC, "lik_codec_train: cannot allocate %lld bytes for the sample",
-                    (long long)n * 4);
+                    (long long)n * 8);
   }
   int64_t m = 0;
   for (int64_t a = 0; a < shape[0]; a++)
@@ -57,7 +84,7 @@ lik_status lik_cpu_codec_train(lik_context *ctx, const lik_tensor *r, int nbits,
                             (long long)m, nan ? "NaN" : "infinite");
           }
         }
-  qsort(v, (size_t)n, sizeof(float), cmp_float);
+  sort_floats(v, tmp, n);
   const int nb = 1 << nbits;
   for (int i = 1; i < nb; i++) cutoffs[(i - 1) * cutoffs_s] = quantile(v, n, (double)i / nb);
   for (int i = 0; i < nb; i++) weights[i * weights_s] = quantile(v, n, (i + 0.5) / nb);
@@ -82,12 +109,6 @@ typedef struct {
   size_t stride, off_rows, off_m, off_ix;
   atomic_llong bad; /* lowest token without a finite best centroid, or INT64_MAX */
 } comp_ctx;
-
-static int bucket_of(const comp_ctx *g, float r) {
-  int b = 0;
-  for (int i = 0; i < g->ncut; i++) b += g->cut[i] < r;
-  return b;
-}
 
 static void compress_task(void *ctx, int tid, int64_t task) {
   comp_ctx *g = (comp_ctx *)ctx;
@@ -142,7 +163,7 @@ static void compress_task(void *ctx, int tid, int64_t task) {
       uint8_t b[8];
       for (int i = 0; i < cpb; i++) {
         const int64_t k = byte * cpb + i;
-        b[i] = (uint8_t)bucket_of(g, x[k] - c[k]);
+        b[i] = (uint8_t)lik_res_bucket(g->cut, g->ncut, x[k] - c[k]);
       }
       res[byte * ct->res_sp] = lik_res_byte(b, nbits, p->codec.layout);
     }

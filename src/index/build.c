@@ -79,7 +79,7 @@ static lik_status train_rows(float *rows, int64_t ts, int64_t dim, int64_t token
     for (int64_t i = 0; i < npts; i++)
       if (pick[i] != i) memcpy(rows + i * dim, rows + pick[i] * dim, (size_t)dim * sizeof(float));
   }
-  lik_plaid_normalize(pts, npts, dim);
+  lik_plaid_normalize(pts, npts, dim, o->call.threads);
   if ((st = lik_plaid_kmeans(pts, npts, dim, K, o->niters, o->seed, &o->call, cent))) goto out;
   for (int64_t i = 0; i < K * dim; i++) c16[i] = lik_tr_f32_to_f16(cent[i]);
 
@@ -148,12 +148,13 @@ lik_status lik_plaid_train_impl(const lik_seqs *sample, const lik_plaid_bopts *o
   if (!rows)
     return lik_fail(LIK_ERR_ALLOC, "PLAID train: cannot allocate %lld x %lld floats",
                     (long long)ts, (long long)dim);
-  for (int64_t r = 0; r < ts; r++)
-    if (!lik_plaid_load_row(sample, r, rows + r * dim)) {
-      free(rows);
-      return not_finite("sample", r);
-    }
-  lik_status st = train_rows(rows, ts, dim, o->total_tokens ? o->total_tokens : ts, o, out);
+  int64_t bad;
+  lik_status st = lik_plaid_load_rows(sample, NULL, ts, o->call.threads, rows, &bad);
+  if (st || bad >= 0) {
+    free(rows);
+    return st ? st : not_finite("sample", bad);
+  }
+  st = train_rows(rows, ts, dim, o->total_tokens ? o->total_tokens : ts, o, out);
   free(rows);
   return st;
 }
@@ -187,23 +188,29 @@ lik_status lik_plaid_train_docs(const lik_plaid_docs *docs, const lik_plaid_bopt
     ts = docs->ntok;
   }
   float *rows = (float *)malloc((size_t)(ts * dim) * sizeof(float));
-  if (!rows) {
+  int64_t *src = (int64_t *)malloc((size_t)ts * sizeof(int64_t));
+  if (!rows || !src) {
+    free(rows);
+    free(src);
     free(ids);
     return lik_fail(LIK_ERR_ALLOC, "PLAID build: cannot allocate the sample (%lld tokens)",
                     (long long)ts);
   }
-  int64_t r = 0;
+  int64_t r = 0; /* the sampled documents' tokens in sample order */
   for (int64_t i = 0; i < S; i++) {
     const int64_t a = lik_index_at(&docs->cu, ids[i]), b = lik_index_at(&docs->cu, ids[i] + 1);
-    for (int64_t t = a; t < b; t++, r++)
-      if (!lik_plaid_load_row(&docs->x, t, rows + r * dim)) {
-        free(rows);
-        free(ids);
-        return not_finite("documents", t);
-      }
+    for (int64_t t = a; t < b; t++) src[r++] = t;
   }
   free(ids);
-  lik_status st = train_rows(rows, ts, dim, docs->ntok, o, out);
+  int64_t bad;
+  lik_status st = lik_plaid_load_rows(&docs->x, src, ts, o->call.threads, rows, &bad);
+  if (!st && bad >= 0) st = not_finite("documents", src[bad]);
+  free(src);
+  if (st) {
+    free(rows);
+    return st;
+  }
+  st = train_rows(rows, ts, dim, docs->ntok, o, out);
   free(rows);
   return st;
 }
@@ -232,13 +239,14 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
                             const lik_plaid_bopts *o) {
   const int64_t N = docs->ndocs;
   const int64_t chunk = ix->chunk_docs > 0 ? ix->chunk_docs : LIK_PLAID_DEFAULT_CHUNK_DOCS;
-  lik_status st;
+  lik_status st = LIK_OK;
   lik_codec_view cv;
   lik_plaid_codec_view(ix, &cv);
+  lik_cuda_staged *keep = NULL; /* on a device: buffers and the codec kept over the batches */
   for (int64_t j0 = 0; j0 < N;) {
     lik_pseg *s = ix->nseg ? &ix->segs[ix->nseg - 1] : NULL;
     if (!s || !s->owned || s->ndocs >= chunk) {
-      if ((st = lik_plaid_reserve_segs(ix, 1))) return st;
+      if ((st = lik_plaid_reserve_segs(ix, 1))) goto out;
       s = &ix->segs[ix->nseg++];
       memset(s, 0, sizeof *s);
       s->owned = 1;
@@ -251,7 +259,7 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
     if (m > N - j0) m = N - j0;
     if (m > ADD_BATCH_DOCS) m = ADD_BATCH_DOCS;
     const int64_t a = lik_index_at(&docs->cu, j0), b = lik_index_at(&docs->cu, j0 + m);
-    if ((st = grow_seg(s, b - a, ix->width))) return st;
+    if ((st = grow_seg(s, b - a, ix->width))) goto out;
     if (b > a) {
       lik_codec_problem p;
       memset(&p, 0, sizeof p);
@@ -269,14 +277,14 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
       p.tok.count = 1;
       p.tok.len = b - a;
       p.call = o->call;
-      if ((st = lik_cpu_codec_compress(&p))) {
+      if ((st = lik_plaid_compress(&p, &keep, LIK_CUDA_SAME_CODEC))) {
         /* name the token in the caller's numbering */
         const char *msg = lik_last_error();
         long long t;
         if (sscanf(msg, "X: token %lld", &t) == 1)
           st = lik_fail(st, "documents: token %lld has no finite inner product with any "
                         "centroid (NaN or infinite values)", t + (long long)a);
-        return st;
+        goto out;
       }
     }
     for (int64_t j = j0; j < j0 + m; j++) {
@@ -291,5 +299,7 @@ lik_status lik_plaid_append(lik_plaid_index *ix, const lik_plaid_docs *docs,
     j0 += m;
     if (o->progress) o->progress(o->progress_user, j0, N);
   }
-  return LIK_OK;
+out:
+  lik_plaid_staged_free(keep);
+  return st;
 }

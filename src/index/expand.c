@@ -112,7 +112,7 @@ lik_status lik_plaid_expand(lik_plaid_index *ix, const lik_plaid_docs *docs,
   lik_plaid_sample(&rng, pick, n, npts);
   qsort(pick, (size_t)npts, sizeof(int64_t), cmp_i64);
   for (int64_t i = 0; i < npts; i++) lik_plaid_load_row(&docs->x, ids[pick[i]], pts + i * d);
-  lik_plaid_normalize(pts, npts, d);
+  lik_plaid_normalize(pts, npts, d, o->call.threads);
   if ((st = lik_plaid_kmeans(pts, npts, d, k, o->niters, o->seed, &o->call, cent))) goto out;
   st = lik_plaid_grow_centroids(ix, cent, k);
 out:

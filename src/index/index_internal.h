@@ -204,13 +204,28 @@ static inline int64_t lik_pseg_code(const lik_pseg *s, int64_t t) {
 /* ---- build (build.c, kmeans.c, ivf.c) ---- */
 
 /* L2-normalises the rows of pts [n][dim] in place (an all-zero row stays
- * zero): the k-means points. */
-void lik_plaid_normalize(float *pts, int64_t n, int64_t dim);
+ * zero; fp64 sums, each row by one task): the k-means points. */
+void lik_plaid_normalize(float *pts, int64_t n, int64_t dim, int threads);
+
+/* Rows of x as fp32 into dst [n][x->dim] over threads: dst row i is x's row
+ * src[i] (src NULL: row i).  *bad: the first dst row with a NaN / infinite
+ * value, or -1 (every row is loaded either way).  LIK_ERR_ALLOC. */
+lik_status lik_plaid_load_rows(const lik_seqs *x, const int64_t *src, int64_t n, int threads,
+                               float *dst, int64_t *bad);
 
 /* Spherical k-means of n normalised points [n][dim] fp32 into k centroids
  * (written normalised, fp32 [k][dim]); deterministic for the seed. */
 lik_status lik_plaid_kmeans(const float *pts, int64_t n, int64_t dim, int64_t k, int niters,
                             uint64_t seed, const lik_call *call, float *cent);
+
+/* The codec's compress of p where p->call says (host data either way):
+ * the CPU's, or LIK_CUDA: lik_cuda_codec_compress_host on device
+ * p->call.device_id (the same codes and bytes).  keep, same: NULL or a
+ * handle kept between calls and what did not change since the last
+ * (lik_cuda_codec_compress_host); free it with lik_plaid_staged_free (NULL:
+ * no-op). */
+lik_status lik_plaid_compress(const lik_codec_problem *p, lik_cuda_staged **keep, unsigned same);
+void lik_plaid_staged_free(lik_cuda_staged *keep);
 
 /* Codes (nearest centroid by inner product, lowest index on ties) of rows
  * [n][dim] fp32 against centroids of the view cv; codes I32 [n].  Through

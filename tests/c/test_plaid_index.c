@@ -1042,6 +1042,90 @@ static void group_device(void) {
   group_end();
 }
 
+/* ---- the build on a CUDA device (options.device): the CPU's files ---------------------------- */
+
+static void group_device_build(void) {
+  group_begin("device build");
+  case_begin("options.device");
+  int ndev = 0;
+#ifdef LIK_TEST_HAS_CUDA
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+#endif
+  corpus c = make_corpus(ndev ? 400 : 40, 48, 50, 10);
+  lik_tensor X = t2(c.x, LIK_F32, c.T, c.d), cu = t1(c.cu, LIK_I64, c.n + 1);
+  lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
+  o.seed = g_seed;
+  o.num_centroids = 64;
+  lik_plaid_index *ix = NULL;
+  o.device = (lik_device_type)7;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, &ix), LIK_ERR_VALUE);
+  o.device = LIK_CUDA;
+  o.device_id = -1;
+  EXPECT_FAIL(lik_plaid_index_build(&X, &cu, &o, &ix), LIK_ERR_VALUE);
+  o.device_id = 0;
+  if (ndev == 0) { /* no backend or no device: refused, nothing built */
+    const lik_status st = lik_plaid_index_build(&X, &cu, &o, &ix);
+    CHECK((st == LIK_ERR_UNSUPPORTED || st == LIK_ERR_DEVICE) && !ix,
+          "a build on CUDA device 0 without a GPU: %s", lik_status_string(st));
+  }
+#ifdef LIK_TEST_HAS_CUDA
+  if (ndev > 0) {
+    char a[400], b[400];
+    path_of(a, sizeof a, g_tmp, "ga");
+    path_of(b, sizeof b, g_tmp, "gb");
+    for (int nbits = 1; nbits <= 8; nbits *= 2) {
+      lik_plaid_index *hx = NULL, *gx = NULL;
+      o.nbits = nbits;
+      o.device = LIK_CPU;
+      CHECK(lik_plaid_index_build(&X, &cu, &o, &hx) == LIK_OK, "host build: %s", lik_last_error());
+      o.device = LIK_CUDA;
+      CHECK(lik_plaid_index_build(&X, &cu, &o, &gx) == LIK_OK, "CUDA build: %s", lik_last_error());
+      if (hx && gx) {
+        rm_tree(a);
+        rm_tree(b);
+        CHECK(lik_plaid_index_save(hx, a, NULL) == LIK_OK && lik_plaid_index_save(gx, b, NULL) == LIK_OK,
+              "save: %s", lik_last_error());
+        CHECK(same_dir(a, b), "nbits %d: the CUDA build's files differ from the host build's", nbits);
+        /* an add on the device codes as the host's */
+        lik_tensor X2 = t2(c.x, LIK_F32, c.cu[c.n / 2], c.d), cu2 = t1(c.cu, LIK_I64, c.n / 2 + 1);
+        o.device = LIK_CPU;
+        CHECK(lik_plaid_index_add(hx, &X2, &cu2, &o) == LIK_OK, "host add: %s", lik_last_error());
+        o.device = LIK_CUDA;
+        CHECK(lik_plaid_index_add(gx, &X2, &cu2, &o) == LIK_OK, "CUDA add: %s", lik_last_error());
+        rm_tree(a);
+        rm_tree(b);
+        lik_plaid_index_save(hx, a, NULL);
+        lik_plaid_index_save(gx, b, NULL);
+        CHECK(same_dir(a, b), "nbits %d: the CUDA add's files differ from the host add's", nbits);
+      }
+      lik_plaid_index_free(hx);
+      lik_plaid_index_free(gx);
+    }
+    /* a NaN token of an add: the host's error, word for word */
+    lik_plaid_index *hx = NULL;
+    o.device = LIK_CPU;
+    o.nbits = 2;
+    CHECK(lik_plaid_index_build(&X, &cu, &o, &hx) == LIK_OK, "host build: %s", lik_last_error());
+    const float keep = c.x[5 * c.d + 3];
+    c.x[5 * c.d + 3] = NAN;
+    char msg[512];
+    if (hx) {
+      EXPECT_FAIL(lik_plaid_index_add(hx, &X, &cu, &o), LIK_ERR_VALUE);
+      snprintf(msg, sizeof msg, "%s", lik_last_error());
+      o.device = LIK_CUDA;
+      EXPECT_FAIL(lik_plaid_index_add(hx, &X, &cu, &o), LIK_ERR_VALUE);
+      CHECK(!strcmp(msg, lik_last_error()), "NaN token: '%s' (CUDA) vs '%s' (host)", lik_last_error(), msg);
+    }
+    c.x[5 * c.d + 3] = keep;
+    lik_plaid_index_free(hx);
+    rm_tree(a);
+    rm_tree(b);
+  }
+#endif
+  corpus_free(&c);
+  group_end();
+}
+
 /* ---- files: missing, inconsistent, corrupt --------------------------------------------------- */
 
 /* A .npy (v1.0, int64 [n]) of v into file; returns its size. */
@@ -1522,6 +1606,7 @@ int main(int argc, char **argv) {
   group_errors();
   group_living();
   group_device();
+  group_device_build();
   group_files();
   static const char *sub[] = {"a", "b", "x", "part", "ea", "eb", "x0", "x1", "x2", "x3", "good", "bad", "resaved"};
   for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {

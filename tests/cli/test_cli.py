@@ -804,7 +804,10 @@ def test_device_bad_values():
     assert p.returncode == 2 and "the CUDA search takes no --where" in p.stderr
     p = run("search", "--device", "cuda", "--n-ivf-probe", 513, "ix", check=False)
     assert p.returncode == 2 and "at most 512 cells per query token (--n-ivf-probe 513)" in p.stderr
-    assert "unrecognized option '--device'" in run("index", "--device", "cpu", "ix", check=False).stderr
+    # `lik index --device` (the build's nearest-centroid search and coding): the same values
+    p = run("index", "--device", "gpu", "ix", check=False)
+    assert p.returncode == 2 and "lik: --device expects cpu, cuda, cuda:N or auto, got 'gpu'" in p.stderr
+    assert "--device D" in run("index", "--help").stdout
 
 
 def test_precision_bad_value():

@@ -130,6 +130,33 @@ def test_errors(tmp_path):
     assert "--n-ivf-probe" in run("search", "--help").stdout
 
 
+def test_index_device(tmp_path):
+    """`lik index --device`: cpu builds as before (reported); cuda without a
+    CUDA build or device fails naming --device; --delete takes none."""
+    from test_cli import cuda_state
+
+    d = 16
+    X = np.random.default_rng(3).standard_normal((60, d)).astype(np.float32)
+    np.save(tmp_path / "d.npy", X)
+    np.save(tmp_path / "dcu.npy", np.array([0, 10, 60], dtype=np.int64))
+    args = ("--centroids", "8", "--doc-cu-seqlens", tmp_path / "dcu.npy", tmp_path / "d.npy")
+    rep = json.loads(run("index", "--json", "--device", "cpu", *args, tmp_path / "a").stdout)
+    assert rep["device"] == "cpu"
+    run("index", *args, tmp_path / "b")
+    for f in (tmp_path / "a").iterdir():
+        if f.is_file():
+            assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+    assert "built on cpu" in run("index", "--device", "auto", *args, tmp_path / "c").stdout or \
+        cuda_state() == "devices"
+    p = run("index", "--device", "gpu", *args, tmp_path / "x", check=False)
+    assert p.returncode == 2 and "--device" in p.stderr
+    p = run("index", "--delete", "1", "--device", "cpu", tmp_path / "a", check=False)
+    assert p.returncode == 2 and "--delete IDS INDEX_DIR" in p.stderr
+    if cuda_state() != "devices":
+        p = run("index", "--device", "cuda", *args, tmp_path / "x", check=False)
+        assert p.returncode == 1 and "--device cuda" in p.stderr, p.stderr
+
+
 def test_add_matches_the_python_index(tmp_path):
     """`lik index --add` = lik.plaid.Index.add on the same index: same ids,
     same search results; ids continue N..N+n-1 or come from --doc-ids."""

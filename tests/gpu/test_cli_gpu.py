@@ -269,3 +269,25 @@ def test_search_default_parameters(small_index, lq):
     assert run_json("search", "--device", "auto", "-n", 3, "--n-ivf-probe", 600, small_index)["device"] == "cpu"
     text = run("search", "--device", "cuda", "-n", 2, small_index).stdout
     assert "PLAID search on cuda:0 (" in text and "copied to cuda:0 in" in text
+
+
+def test_index_on_the_gpu_same_files(tmp_path):
+    """`lik index --device cuda` (k-means' assignment and the coding on the
+    GPU) writes the files `--device cpu` writes, byte for byte; --add too."""
+    if not (DATA / "docs.safetensors").is_file():
+        pytest.skip("data/cranfield not present")
+    reps = {}
+    for dev in ("cpu", "cuda"):
+        reps[dev] = json.loads(run("index", "--json", "--device", dev, "--centroids", 512, tmp_path / dev).stdout)
+    assert reps["cuda"]["device"] == "cuda:0" and reps["cpu"]["device"] == "cpu"
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((301, 128)).astype(np.float16)
+    np.save(tmp_path / "add.npy", X)
+    np.save(tmp_path / "cu.npy", np.array([0, 100, 101, 301], dtype=np.int64))
+    for dev in ("cpu", "cuda"):
+        run("index", "--add", "--device", dev, "--doc-cu-seqlens", tmp_path / "cu.npy", tmp_path / "add.npy",
+            tmp_path / dev)
+    names = sorted(p.name for p in (tmp_path / "cpu").iterdir() if p.is_file())
+    assert names == sorted(p.name for p in (tmp_path / "cuda").iterdir() if p.is_file())
+    for n in names:
+        assert (tmp_path / "cpu" / n).read_bytes() == (tmp_path / "cuda" / n).read_bytes(), n
