@@ -6,8 +6,9 @@
  * (d <= 256, Lq up to a block's rows), and several fp8 queries where wgmma
  * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
  * memory once and scored against every query of a block, on wgmma where it
- * runs (below).  Sign-bit documents where wgmma runs (64 < d <= 128, Lq <=
- * 128; int8 or sign-bit queries): up to 32 query rows (one query),
+ * runs (below; "runs": the context's DevInfo.wg, so LIK_CUDA_NO_WGMMA turns
+ * every wgmma path here off).  Sign-bit documents where wgmma runs (64 < d <= 128,
+ * Lq <= 128; int8 or sign-bit queries): up to 32 query rows (one query),
  * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
  * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
  * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
@@ -652,7 +653,8 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
   const int tend = ntiles * TN;
   const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
-  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep, mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
+  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
+  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
   auto fetch = [&](uint2 &w, uint32_t &v) {
     w = make_uint2(0u, 0u);
     v = 0u;
@@ -880,7 +882,8 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
   const int tend = ntiles * TN;
   const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
-  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep, mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
+  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
+  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
   auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -1093,10 +1096,12 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
   return false;
 }
 
-/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wgmma
- * runs, 64 < d <= 128, Lq <= 128: signs_doc_kernel for up to 32 query rows,
+/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wg (the
+ * context's DevInfo.wg), 64 < d <= 128, 1 <= Lq <= 128, Nd and Ld < 2^30
+ * (the kernels' int32 counters): signs_doc_kernel for up to 32 query rows,
  * else signs_tile_kernel, one m-tile (MW = 1) where every query fits in 64
- * rows, else two (false where it does not apply). */
+ * rows, else two (false where it does not apply).  Any strides: 4- / 8-byte
+ * bit loads where rows allow, else bytes. */
 bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, int sms,
                   cudaStream_t st) {
   if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1)
@@ -1128,9 +1133,16 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   return true;
 }
 
-/* One int8 / fp8 query (memory-bound: a warp per document streams it
- * once), long queries and d > 256: the one-warp kernel; several queries: the
- * shared-tile kernel; sign-bit documents: signs_tile_kernel where it runs. */
+/* int8 / fp8 documents: several queries, the shared-tile kernel
+ * (launch_tile: int8 d <= 256, Lq up to a block's rows; fp8 on wgmma only);
+ * one query (memory-bound: a warp per document streams it once), long
+ * queries and d > 256: the one-warp kernel.  Sign-bit documents x int8
+ * queries (K_I8_BITS; x sign-bit queries: lik_cuda_maxsim_quant) where wg
+ * (the context's DevInfo.wg: sm_90a code runs and LIK_CUDA_NO_WGMMA is off),
+ * 64 < d <= 128, 1 <= Lq <= 128, Nd and Ld < 2^30 (launch_signs):
+ * signs_doc_kernel for Nq * Lq <= 32 (one ColBERT query), else
+ * signs_tile_kernel (one m-tile for Nq * Lq <= 64, else two); otherwise the
+ * one-warp kernel. */
 template <int KIND>
 void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
                 cudaStream_t st) {
