@@ -307,9 +307,14 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
  * and on CUDA (tensor cores, mma.sync or on sm_90 wgmma: int8 and int8 x bits
  * on sm_80+, fp8 on sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there;
- * bits x bits on wgmma for 64 < d <= 128, else popcount), on
- * opts->stream.  int8, int8 x bits and bits x bits results are bitwise
- * identical across CPU paths, thread counts and the GPU.
+ * bits x bits on sm_80+ too), on opts->stream.  Sign-bit documents (int8 x
+ * bits and bits x bits) run on wgmma where all of these hold: the device runs
+ * sm_90a code (compute capability 9.0, a build with sm_90a, no PTX JIT), the
+ * context has not turned wgmma off (LIK_CUDA_NO_WGMMA), 64 < d <= 128, 1 <=
+ * Lq <= 128, Nd and Ld below 2^30; otherwise int8 x bits runs on mma.sync
+ * and bits x bits on a popcount kernel.  int8, int8 x bits and bits x bits
+ * results are bitwise identical across CPU paths, thread counts and all of
+ * these GPU kernels.
  */
 
 /* lik_quantize_int8 — symmetric per-token int8.

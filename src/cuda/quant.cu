@@ -6,8 +6,9 @@
  * (d <= 256, Lq up to a block's rows), and several fp8 queries where wgmma
  * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
  * memory once and scored against every query of a block, on wgmma where it
- * runs (below).  Sign-bit documents where wgmma runs (64 < d <= 128, Lq <=
- * 128; int8 or sign-bit queries): up to 32 query rows (one query),
+ * runs (below; "runs": the context's DevInfo.wg, so LIK_CUDA_NO_WGMMA turns
+ * every wgmma path here off).  Sign-bit documents where wgmma runs (64 < d <= 128,
+ * Lq <= 128; int8 or sign-bit queries): up to 32 query rows (one query),
  * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
  * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
  * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
@@ -553,7 +554,9 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  * queries as +-1) and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
  * stream of 64-token tiles across documents: each thread loads 8 bytes of
  * bits (half a token at d = 128) and the token's mask byte R tiles ahead
- * into registers, so loads stay in flight across document ends; all 128
+ * into registers (a ring of R slots, the tile loop unrolled over them so a
+ * slot is refilled in place: no register moves, no wait on a load issued
+ * one tile earlier), so loads stay in flight across document ends; all 128
  * threads unpack a tile into 0 / 1 int8 rows in the 128-byte swizzle (chunk
  * c of token t at chunk c ^ (t % 8)) while the tensor cores score the
  * previous one.
@@ -638,18 +641,26 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   /* thread x stages bytes 8 (x % 2) .. of token x / 2 of a tile: feature
    * groups 2 (x % 2) and 2 (x % 2) + 1, chunks 4 (x % 2) .. 4 (x % 2) + 3 */
   const int tx = threadIdx.x >> 1, hf = threadIdx.x & 1;
-  const int64_t nbytes = (P.dim + 7) / 8;
-  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  const int nbytes = (int)((P.dim + 7) / 8);
+  const int ntiles = (int)((P.ld + TN - 1) / TN), nd = (int)P.nd, ld = (int)P.ld; /* < 2^30 */
   uint2 pw[R] = {};
   uint32_t pv[R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked: no wait here */
-  int64_t pj = blockIdx.x / groups, pt = 0; /* the next tile to load */
+  /* the next tile to load: document pj, its token tt (a multiple of TN); its
+   * bits at P.d + dbase, its mask bytes at P.dm + mbase (64-bit offsets,
+   * block-uniform, bumped per tile and per document; int32 counters), this
+   * thread's token at + tx d_sl (+ 8 hf d_sk), + tx dm_sl */
+  int pj = blockIdx.x / groups, tt = 0;
+  int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
+  const int tend = ntiles * TN;
+  const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
+  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
+  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
   auto fetch = [&](uint2 &w, uint32_t &v) {
-    const int64_t t = pt * TN + tx;
     w = make_uint2(0u, 0u);
     v = 0u;
-    if (pj < P.nd && t < P.ld) {
-      v = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
-      const uint8_t *src = P.d + pj * P.d_sn + t * P.d_sl + 8 * hf * P.d_sk;
+    if (pj < nd && tt + tx < ld) {
+      v = P.dm ? P.dm[mbase + tx * P.dm_sl] : 1u;
+      const uint8_t *src = P.d + dbase + tx * P.d_sl + 8 * hf * P.d_sk;
       if (dvec8) {
         w = __ldg((const uint2 *)src);
       } else {
@@ -660,36 +671,37 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
         w = make_uint2(x[0], x[1]);
       }
     }
-    if (++pt == ntiles) {
-      pt = 0;
+    if ((tt += TN) == tend) {
+      tt = 0;
       pj += nblk;
+      dbase += djump;
+      mbase += mjump;
+    } else {
+      dbase += dstep;
+      mbase += mstep;
     }
   };
-  /* the oldest tile in flight, unpacked into buffer b; the ring moves on */
-  auto unpack = [&](int b) {
-    const bool v = pv[0] != 0u;
+  /* the oldest tile in flight (ring slot r), unpacked into buffer b; the
+   * slot is refilled R tiles ahead in place (no register moves) */
+  auto unpack = [&](int b, int r) {
+    const bool v = pv[r] != 0u;
     const uint32_t base = lik_cuda::smem_u32(&tile[b][tx * 128]);
 #pragma unroll
     for (int c = 0; c < 4; c++) { /* group 2 hf + c / 2, words p = 4 (c % 2) .. */
-      const uint32_t bits = c < 2 ? pw[0].x : pw[0].y;
+      const uint32_t bits = c < 2 ? pw[r].x : pw[r].y;
       uint32_t w4[4];
 #pragma unroll
       for (int q = 0; q < 4; q++) w4[q] = (bits >> (4 * (c % 2) + q)) & 0x01010101u;
       lik_cuda::sts128(base + 16 * ((4 * hf + c) ^ (tx & 7)), w4);
     }
     if (hf == 0) tbias[b][tx] = v ? 0 : BIAS;
-#pragma unroll
-    for (int r = 0; r < R - 1; r++) {
-      pw[r] = pw[r + 1];
-      pv[r] = pv[r + 1];
-    }
-    fetch(pw[R - 1], pv[R - 1]);
+    fetch(pw[r], pv[r]);
     return v;
   };
 
 #pragma unroll
   for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
-  bool v0 = unpack(0);
+  bool v0 = unpack(0, 0);
   lik_cuda::fence_proxy_async(); /* st.shared wrote it; wgmma reads it */
   bool full = __syncthreads_and(v0);
   int m[MW][2];
@@ -699,7 +711,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
    * finished in the previous iteration, by one thread per query while the
    * tensor cores run: rowmax[rb] was written before the last barrier, and
    * is written again two documents later */
-  int64_t it = 0, pend = -1; /* pend: that document, or none */
+  int it = 0, pend = -1; /* pend: that document, or none */
   int rb = 0;
   auto sum_rows = [&]() {
     if (pend >= 0 && threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
@@ -709,67 +721,74 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
 #pragma unroll 8
       for (int64_t s = 0; s < P.lq; s++)
         if (rm[s] > -CUDART_INF_F) total += rm[s];
-      P.scores[i * P.s_si + pend * P.s_sj] = total;
+      P.scores[i * P.s_si + (int64_t)pend * P.s_sj] = total;
     }
     pend = -1;
   };
-  for (int64_t j = blockIdx.x / groups, f = 0; j < P.nd; f++) {
-    const int b = (int)(f & 1);
-    int acc[MW][32];
-    const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
-    lik_cuda::wg_fence();
+  /* unrolled over the ring's R slots (R even): tile f is in buffer f % 2
+   * = sl % 2, tile f + 1 in slot (f + 1) % R, refilled in its registers */
+  static_assert(R % 2 == 0, "the tile buffers alternate within the unrolled loop");
+  for (int j = blockIdx.x / groups; j < nd;) {
 #pragma unroll
-    for (int mt = 0; mt < MW; mt++) {
+    for (int sl = 0; sl < R; sl++) {
+      if (j >= nd) break;
+      const int b = sl & 1;
+      int acc[MW][32];
+      const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
+      lik_cuda::wg_fence();
 #pragma unroll
-      for (int ks = 0; ks < KS; ks++)
-        lik_cuda::wgmma_8bit_64<0>(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
-      lik_cuda::wg_commit();
-    }
-    sum_rows();
-    auto epilogue = [&](int mt) {
-      lik_cuda::wg_fence_regs<32>(acc[mt]);
-      if (full) {
+      for (int mt = 0; mt < MW; mt++) {
 #pragma unroll
-        for (int e = 0; e < 32; e++) m[mt][(e >> 1) & 1] = max(m[mt][(e >> 1) & 1], acc[mt][e]);
-      } else {
-#pragma unroll
-        for (int nb = 0; nb < TN / 8; nb++) {
-          const int2 bv = *(const int2 *)&tbias[b][nb * 8 + 2 * tg];
-#pragma unroll
-          for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
-            m[mt][e >> 1] = max(m[mt][e >> 1], acc[mt][4 * nb + e] + (e & 1 ? bv.y : bv.x));
-        }
+        for (int ks = 0; ks < KS; ks++)
+          lik_cuda::wgmma_8bit_64<0>(acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
+        lik_cuda::wg_commit();
       }
-    };
-    /* the next tile is unpacked while the last m-tile's MMAs run (past the
-     * block's last tile: zeros, never read) */
-    if constexpr (MW == 2) {
-      lik_cuda::wg_wait<1>();
-      epilogue(0);
-    }
-    v0 = unpack(b ^ 1);
-    lik_cuda::wg_wait<0>();
-    epilogue(MW - 1);
-    if (++it == ntiles) { /* the document's last tile */
+      sum_rows();
+      auto epilogue = [&](int mt) {
+        lik_cuda::wg_fence_regs<32>(acc[mt]);
+        if (full) {
 #pragma unroll
-      for (int mt = 0; mt < MW; mt++)
+          for (int e = 0; e < 32; e++) m[mt][(e >> 1) & 1] = max(m[mt][(e >> 1) & 1], acc[mt][e]);
+        } else {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          int x = m[mt][h];
-          x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
-          x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
-          const int r = row_of(mt, h);
-          if (tg == 0) rowmax[rb][r] = x < NONE ? -CUDART_INF_F : (float)(2 * x - rowqs[r]) * rowsq[r];
-          m[mt][h] = INT32_MIN;
+          for (int nb = 0; nb < TN / 8; nb++) {
+            const int2 bv = *(const int2 *)&tbias[b][nb * 8 + 2 * tg];
+#pragma unroll
+            for (int e = 0; e < 4; e++) /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
+              m[mt][e >> 1] = max(m[mt][e >> 1], acc[mt][4 * nb + e] + (e & 1 ? bv.y : bv.x));
+          }
         }
-      pend = j;
-      rb ^= 1;
-      it = 0;
-      j += nblk;
+      };
+      /* the next tile is unpacked while the last m-tile's MMAs run (past the
+       * block's last tile: zeros, never read) */
+      if constexpr (MW == 2) {
+        lik_cuda::wg_wait<1>();
+        epilogue(0);
+      }
+      v0 = unpack(b ^ 1, (sl + 1) % R);
+      lik_cuda::wg_wait<0>();
+      epilogue(MW - 1);
+      if (++it == ntiles) { /* the document's last tile */
+#pragma unroll
+        for (int mt = 0; mt < MW; mt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            int x = m[mt][h];
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+            x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+            const int r = row_of(mt, h);
+            if (tg == 0) rowmax[rb][r] = x < NONE ? -CUDART_INF_F : (float)(2 * x - rowqs[r]) * rowsq[r];
+            m[mt][h] = INT32_MIN;
+          }
+        pend = j;
+        rb ^= 1;
+        it = 0;
+        j += nblk;
+      }
+      /* the unpacked tile and rowmax are visible, buffer b is free */
+      lik_cuda::fence_proxy_async();
+      full = __syncthreads_and(v0);
     }
-    /* the unpacked tile and rowmax are visible, buffer b is free */
-    lik_cuda::fence_proxy_async();
-    full = __syncthreads_and(v0);
   }
   sum_rows();
 }
@@ -850,22 +869,30 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   lik_cuda::fence_proxy_async(); /* st.shared wrote the query tile; wgmma reads it */
   __syncthreads();
 
-  const int64_t nbytes = (P.dim + 7) / 8;
-  const int64_t ntiles = (P.ld + TN - 1) / TN;
+  const int nbytes = (int)((P.dim + 7) / 8);
+  const int ntiles = (int)((P.ld + TN - 1) / TN), nd = (int)P.nd, ld = (int)P.ld; /* < 2^30 */
   const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
   uint32_t pw[R][2] = {};         /* word tg of their bits, R tiles in flight (slot f % R) */
   uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
-  int64_t pj = blockIdx.x, pt = 0; /* the next tile to load */
+  /* the next tile to load: document pj, its token tt (a multiple of TN); its
+   * bits at P.d + dbase, its mask bytes at P.dm + mbase (64-bit offsets,
+   * block-uniform, bumped per tile and per document; int32 counters), this
+   * thread's rows at + own (+ 8 d_sl, + 8 dm_sl) */
+  int pj = blockIdx.x, tt = 0;
+  int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
+  const int tend = ntiles * TN;
+  const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
+  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
+  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
   auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
-    const uint8_t *src = P.d + pj * P.d_sn + (pt * TN + row0) * P.d_sl + 4 * tg * P.d_sk;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int64_t t = pt * TN + row0 + 8 * h;
       w[h] = 0u;
       v[h] = 0u;
-      if (pj < P.nd && t < P.ld) {
-        v[h] = P.dm ? P.dm[pj * P.dm_sn + t * P.dm_sl] : 1u;
-        const uint8_t *s = src + 8 * h * P.d_sl;
+      const int r = row0 + 8 * h;
+      if (pj < nd && tt + r < ld) {
+        v[h] = P.dm ? P.dm[mbase + r * P.dm_sl] : 1u;
+        const uint8_t *s = P.d + dbase + r * P.d_sl + 4 * tg * P.d_sk;
         if (dvec4) {
           w[h] = __ldg((const unsigned int *)s);
         } else {
@@ -877,9 +904,14 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
         }
       }
     }
-    if (++pt == ntiles) {
-      pt = 0;
+    if ((tt += TN) == tend) {
+      tt = 0;
       pj += nblk;
+      dbase += djump;
+      mbase += mjump;
+    } else {
+      dbase += dstep;
+      mbase += mstep;
     }
   };
 #pragma unroll
@@ -889,7 +921,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
 #pragma unroll
   for (int nb = 0; nb < 4; nb++) m[nb][0] = m[nb][1] = INT32_MIN;
   const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(qtile));
-  int64_t it = 0, pend = -1; /* pend: a finished document whose sums are due */
+  int it = 0, pend = -1; /* pend: a finished document whose sums are due */
   int pb = 0;
   /* warp 0: lane c the value of column c, then lane i the sum of query i's
    * (ascending, a chain of at most 32 adds) */
@@ -906,17 +938,17 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
 #pragma unroll
         for (int s = 0; s < N; s++)
           if (s < lq && v[s] > -CUDART_INF_F) total += v[s];
-        P.scores[lane * P.s_si + pend * P.s_sj] = total;
+        P.scores[lane * P.s_si + (int64_t)pend * P.s_sj] = total;
       }
       __syncwarp(); /* colv is rewritten for the next document */
     }
     pend = -1;
   };
   /* unrolled over the ring's slots, so slot r stays in its registers */
-  for (int64_t j = blockIdx.x; j < P.nd;) {
+  for (int j = blockIdx.x; j < nd;) {
 #pragma unroll
     for (int r = 0; r < R; r++) {
-      if (j >= P.nd) break;
+      if (j >= nd) break;
       uint32_t a[KS][4];
 #pragma unroll
       for (int ks = 0; ks < KS; ks++) { /* rows g, g + 8; K 32 ks + 4 tg .. and + 16 */
@@ -1064,13 +1096,17 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
   return false;
 }
 
-/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wgmma
- * runs, 64 < d <= 128, Lq <= 128: signs_doc_kernel for up to 32 query rows,
+/* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wg (the
+ * context's DevInfo.wg), 64 < d <= 128, 1 <= Lq <= 128, Nd and Ld < 2^30
+ * (the kernels' int32 counters): signs_doc_kernel for up to 32 query rows,
  * else signs_tile_kernel, one m-tile (MW = 1) where every query fits in 64
- * rows, else two (false where it does not apply). */
+ * rows, else two (false where it does not apply).  Any strides: 4- / 8-byte
+ * bit loads where rows allow, else bytes. */
 bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, int sms,
                   cudaStream_t st) {
-  if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1) return false;
+  if (!wg || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 128 || P.ld < 1)
+    return false;
+  if (P.nd >= (1 << 30) || P.ld >= (1 << 30)) return false; /* the kernels' int32 counters */
   const int mw = P.nq * P.lq <= 64 ? 1 : 2;
   const int qb = (int)(64 * mw / P.lq);
   const int64_t groups = (P.nq + qb - 1) / qb;
@@ -1097,9 +1133,16 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   return true;
 }
 
-/* One int8 / fp8 query (memory-bound: a warp per document streams it
- * once), long queries and d > 256: the one-warp kernel; several queries: the
- * shared-tile kernel; sign-bit documents: signs_tile_kernel where it runs. */
+/* int8 / fp8 documents: several queries, the shared-tile kernel
+ * (launch_tile: int8 d <= 256, Lq up to a block's rows; fp8 on wgmma only);
+ * one query (memory-bound: a warp per document streams it once), long
+ * queries and d > 256: the one-warp kernel.  Sign-bit documents x int8
+ * queries (K_I8_BITS; x sign-bit queries: lik_cuda_maxsim_quant) where wg
+ * (the context's DevInfo.wg: sm_90a code runs and LIK_CUDA_NO_WGMMA is off),
+ * 64 < d <= 128, 1 <= Lq <= 128, Nd and Ld < 2^30 (launch_signs):
+ * signs_doc_kernel for Nq * Lq <= 32 (one ColBERT query), else
+ * signs_tile_kernel (one m-tile for Nq * Lq <= 64, else two); otherwise the
+ * one-warp kernel. */
 template <int KIND>
 void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
                 cudaStream_t st) {
@@ -1155,7 +1198,9 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
     return lik_fail(LIK_ERR_UNSUPPORTED, "Nq * Nd = %lld pairs exceed the CUDA grid",
                     (long long)(P.nq * P.nd));
   const unsigned grid = (unsigned)blocks;
-  const bool wg = wgmma_runs(major, minor);
+  /* the context's flag: wgmma_runs(major, minor) unless LIK_CUDA_NO_WGMMA
+   * (lik.Context(cuda_off=["wgmma"])) */
+  const bool wg = dev.info->wg;
   cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->kind) {
     case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, wg, sms, st); break;

@@ -119,25 +119,51 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
 # blocks that walk several documents: Nd = 2000, 3000); 16-byte bit rows
 # (4- / 8-byte loads) and others (byte loads: d < 121, a strided last
 # dimension); d outside (64, 128] and Lq > 128 on the one-warp kernels (bits
-# x bits: the popcount kernel).  Scales of every sign, -0, +-inf, NaN (the
-# rows' integer max with negated rows), garbage in masked tokens.  Bitwise
-# equal to the CPU on any device.
+# x bits: the popcount kernel).  The production shapes (a persistent block
+# walks several documents of several tiles): (16, 1500, 32, 300, 128) on
+# signs_tile_kernel (two m-tiles, 4 queries a block, 5 tiles a document),
+# (3, 3000, 20, 130, 100) on it with one m-tile and byte loads (3 tiles),
+# (1, 4000, 32, 130, 128) on signs_doc_kernel (3 tiles).  Document 0 fully
+# masked, 1 valid only in its last tile, 2 only in tile 0.  Scales of every
+# sign, -0, +-inf, NaN (the rows' integer max with negated rows), garbage in
+# masked tokens.  Each case also with cuda_off=["wgmma"] (the one-warp
+# mma_kernel / popcount bits_kernel on sm_90a too).  Bitwise equal to the
+# CPU on any device.
 SIGN_SHAPES = [(1, 7, 32, 300, 128), (1, 9, 20, 70, 100), (4, 30, 8, 64, 72), (3, 2000, 5, 100, 128),
                (1, 5, 64, 65, 128), (2, 9, 32, 300, 128), (3, 4, 20, 64, 100),
                (1, 3000, 32, 20, 128), (16, 40, 32, 300, 128), (5, 3000, 13, 9, 72), (4, 6, 65, 70, 128),
                (2, 3, 128, 33, 97), (7, 50, 1, 130, 121), (1, 3, 129, 40, 128), (3, 5, 30, 65, 64),
                (2, 4, 7, 17, 1), (2, 3, 5, 20, 3), (1, 4, 9, 31, 17), (2, 3, 11, 40, 48), (2, 4, 32, 33, 96),
-               (1, 2, 3, 9, 1000), (2, 5, 6, 129, 160)]
+               (1, 2, 3, 9, 1000), (2, 5, 6, 129, 160),
+               (16, 1500, 32, 300, 128), (3, 3000, 20, 130, 100), (1, 4000, 32, 130, 128)]
 
 
 def _bitwise(g, cpu):
     np.testing.assert_array_equal(g.cpu().numpy().view(np.int32), np.asarray(cpu).view(np.int32))
 
 
+def _strided_last(x, step=2):
+    """x on the GPU as a view whose last dimension has stride `step` (elements)."""
+    wide = np.zeros(x.shape[:-1] + (x.shape[-1] * step,), x.dtype)
+    wide[..., ::step] = x
+    return cuda(wide)[0][..., ::step]
+
+
+@pytest.mark.parametrize("off", [(), ("wgmma",)], ids=["default", "no-wgmma"])
 @pytest.mark.parametrize("shape", SIGN_SHAPES)
-def test_sign_bit_documents_bitwise_vs_cpu(rng, shape):
+def test_sign_bit_documents_bitwise_vs_cpu(rng, shape, off):
     nq, nd, lq, ld, d = shape
     Q, D, qm, dm = _case(rng, *shape)
+    # whole 64-token tiles masked: document 0 everywhere, 1 but in its last
+    # tile, 2 but in tile 0 (a document's -inf rows, a max found only late / early)
+    last = (ld - 1) // 64 * 64
+    dm[0] = False
+    if nd > 1:
+        dm[1, :last] = False
+        dm[1, last] = True
+    if nd > 2:
+        dm[2, 64:] = False
+        dm[2, 0] = True
     qi, sq = lik.quantize_int8(Q)
     qi[0, 0, 0] = -128  # read as -127 on both
     sq *= rng.choice(np.array([1.0, -1.0], np.float32), sq.shape)
@@ -151,23 +177,28 @@ def test_sign_bit_documents_bitwise_vs_cpu(rng, shape):
     wide[..., :nb] = bits
     gq, gqb, gbits, gsq, gqm, gdm = cuda(qi, qb, bits, sq, qm, dm)
     gwide = cuda(wide)[0][..., :nb]
+    # last dimensions of stride 2: feature bytes of the documents, query values / bytes
+    gbits_s, gq_s, gqb_s = _strided_last(bits), _strided_last(qi), _strided_last(qb)
+    assert gbits_s.stride(-1) == 2 and gq_s.stride(-1) == 2 and gqb_s.stride(-1) == 2
     with np.errstate(invalid="ignore", over="ignore"):
         cpu = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm, d_mask=dm)
-        _bitwise(lik.maxsim_inference_binary(gq, gbits, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
-        _bitwise(lik.maxsim_inference_binary(gq, gwide, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
-        # strided queries and documents (every other one), a negative per-tensor scale, no masks
         cpu2 = lik.maxsim_inference_binary(qi[::2], bits[::2], scale_Q=-0.5)
-        _bitwise(lik.maxsim_inference_binary(gq[::2], gbits[::2], d=d,
-                                             scale_Q=torch.tensor(-0.5, device="cuda")), cpu2)
         cpu_bb = lik.maxsim_inference_binary(qb, bits, d=d, q_mask=qm, d_mask=dm)
-        _bitwise(lik.maxsim_inference_binary(gqb, gbits, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
-        _bitwise(lik.maxsim_inference_binary(gqb, gwide, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
         cpu_bb2 = lik.maxsim_inference_binary(qb[::2], bits[::2], d=d)
-        _bitwise(lik.maxsim_inference_binary(gqb[::2], gbits[::2], d=d), cpu_bb2)
-    # empty batches
-    assert lik.maxsim_inference_binary(gq[:0], gbits, d=d, scale_Q=gsq[:0]).shape == (0, nd)
-    assert lik.maxsim_inference_binary(gq, gbits[:0], d=d, scale_Q=gsq).shape == (nq, 0)
-    assert lik.maxsim_inference_binary(gqb, gbits[:0], d=d).shape == (nq, 0)
+        with lik.Context(cuda_off=off):
+            for gd in (gbits, gwide, gbits_s):
+                _bitwise(lik.maxsim_inference_binary(gq, gd, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
+                _bitwise(lik.maxsim_inference_binary(gqb, gd, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
+            _bitwise(lik.maxsim_inference_binary(gq_s, gbits, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
+            _bitwise(lik.maxsim_inference_binary(gqb_s, gbits_s, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
+            # strided queries and documents (every other one), a negative per-tensor scale, no masks
+            _bitwise(lik.maxsim_inference_binary(gq[::2], gbits[::2], d=d,
+                                                 scale_Q=torch.tensor(-0.5, device="cuda")), cpu2)
+            _bitwise(lik.maxsim_inference_binary(gqb[::2], gbits[::2], d=d), cpu_bb2)
+            # empty batches
+            assert lik.maxsim_inference_binary(gq[:0], gbits, d=d, scale_Q=gsq[:0]).shape == (0, nd)
+            assert lik.maxsim_inference_binary(gq, gbits[:0], d=d, scale_Q=gsq).shape == (nq, 0)
+            assert lik.maxsim_inference_binary(gqb, gbits[:0], d=d).shape == (nq, 0)
 
 
 def _fp8_rtol(nq, lq, d):
