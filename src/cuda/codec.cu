@@ -66,14 +66,14 @@ static lik_status run(const Device &dev, cudaStream_t st, KComp &P) {
   if (tiles > INT32_MAX)
     return lik_fail(LIK_ERR_VALUE, "X: T=%lld tokens exceed one CUDA compress launch (at most "
                     "%lld)", (long long)P.T, (long long)INT32_MAX * CB_M);
-  const int64_t ctiles = (P.K + CB_N - 1) / CB_N;
+  const int64_t ctiles = (P.c.ncent + CB_N - 1) / CB_N;
   const int64_t want = (int64_t)dev.info->sms * 4; /* 2 waves of 2 CTAs per SM */
   int64_t nsplit = tiles >= want ? 1 : (want + tiles - 1) / tiles;
   if (nsplit > ctiles) nsplit = ctiles;
   if (nsplit > 65535) nsplit = 65535;
   if (nsplit < 1) nsplit = 1;
-  P.cper = ((P.K + nsplit - 1) / nsplit + CB_N - 1) / CB_N * CB_N;
-  P.nsplit = (int)((P.K + P.cper - 1) / P.cper);
+  P.cper = ((P.c.ncent + nsplit - 1) / nsplit + CB_N - 1) / CB_N * CB_N;
+  P.nsplit = (int)((P.c.ncent + P.cper - 1) / P.cper);
   StreamScratch sc(dev, st);
   cudaError_t e;
   if ((e = sc.get((void **)&P.part_m, (size_t)(P.nsplit * P.T) * sizeof(float))) ||
@@ -82,8 +82,8 @@ static lik_status run(const Device &dev, cudaStream_t st, KComp &P) {
     return lik_fail(LIK_ERR_ALLOC, "lik_codec_compress: cannot allocate %lld bytes of device "
                     "scratch for T=%lld tokens (%s)", (long long)((2 * P.nsplit + 1) * P.T * 4),
                     (long long)P.T, cudaGetErrorString(e));
-  const argmax_fn fn = argmax_for(loader(P.x, P.x_dt, P.x_sl, P.x_sk, P.dim),
-                                  loader(P.cent, P.c_dt, P.c_sc, P.c_sk, P.dim));
+  const argmax_fn fn = argmax_for(loader(P.x, P.x_dt, P.x_sl, P.x_sk, P.c.dim),
+                                  loader(P.c.cent, P.c.cent_dt, P.c.cent_sc, P.c.cent_sk, P.c.dim));
   fn<<<dim3((unsigned)tiles, (unsigned)P.nsplit), 256, 0, st>>>(P);
   lik_status s = launched("the compress argmax kernel launch");
   if (s) return s;
@@ -91,30 +91,22 @@ static lik_status run(const Device &dev, cudaStream_t st, KComp &P) {
   int64_t g = (P.T + 255) / 256;
   pick_kernel<<<(unsigned)(g < cap ? g : cap), 256, 0, st>>>(P);
   if ((s = launched("the compress pick kernel launch"))) return s;
-  if (!P.res) return LIK_OK;
-  g = (P.T * P.width + 255) / 256;
+  if (!P.t.res) return LIK_OK;
+  g = (P.T * P.c.width + 255) / 256;
   res_kernel<<<(unsigned)(g < cap ? g : cap), 256, 0, st>>>(P);
   return launched("the compress residual kernel launch");
 }
 
-/* P's codec fields from a validated view (its pointers on the device). */
-static void set_codec(KComp &P, const lik_codec_view &v, const void *cent, const void *cut,
-                      int cut_dt, int64_t cut_s) {
-  P.cent = cent;
-  P.c_dt = v.cent_dtype;
-  P.c_sc = v.cent_sc;
-  P.c_sk = v.cent_sk;
-  P.K = v.ncent;
-  P.dim = v.dim;
+/* P's codec (res::kcodec: the decoder's view, centroids on the device) and
+ * cutoffs (NULL: codes only). */
+static void set_codec(KComp &P, const lik_codec_view &v, const void *cut, int cut_dt,
+                      int64_t cut_s) {
+  P.c = res::kcodec(v);
   P.cut = cut;
   P.cut_dt = cut_dt;
   P.cut_s = cut_s;
   P.ncut = cut ? (1 << v.nbits) - 1 : 0;
-  P.nbits = v.nbits;
-  P.colbert = v.layout == LIK_RESIDUAL_COLBERT;
-  P.width = v.width;
 }
-
 
 } // namespace codec
 } // namespace lik_cuda
@@ -127,19 +119,14 @@ extern "C" lik_status lik_cuda_codec_compress(const lik_codec_problem *p) {
   if (dev.st) return dev.st;
   KComp P;
   memset(&P, 0, sizeof P);
-  set_codec(P, p->codec, p->codec.cent, p->tok.res ? p->codec.cutoffs : NULL,
-            p->codec.cutoffs_dtype, p->codec.cutoffs_s);
+  set_codec(P, p->codec, p->tok.res ? p->codec.cutoffs : NULL, p->codec.cutoffs_dtype,
+            p->codec.cutoffs_s);
   P.x = p->x.data;
   P.x_dt = p->x.dtype;
   P.x_sl = p->x.sl;
   P.x_sk = p->x.sk;
   P.T = p->x.len;
-  P.codes = (void *)p->tok.codes;
-  P.codes64 = p->tok.codes_dtype == LIK_I64;
-  P.code_s = p->tok.code_s;
-  P.res = (uint8_t *)p->tok.res;
-  P.res_st = p->tok.res_st;
-  P.res_sp = p->tok.res_sp;
+  P.t = res::ktok(p->tok, p->codec.nbits);
   return run(dev, (cudaStream_t)p->call.stream, P);
 }
 
@@ -311,20 +298,26 @@ static lik_status compress_host(const Device &dev, cudaStream_t st, const lik_co
     }
     KComp P;
     memset(&P, 0, sizeof P);
-    lik_codec_view dv = v;
+    lik_codec_view dv = v; /* the staged centroids, dense, in their dtype */
+    dv.cent = S->cent;
     dv.cent_sc = d;
     dv.cent_sk = 1;
-    set_codec(P, dv, S->cent, ncut ? S->cut : NULL, LIK_F32, 1);
+    set_codec(P, dv, ncut ? S->cut : NULL, LIK_F32, 1);
     P.x = S->x;
     P.x_dt = p->x.dtype;
     P.x_sl = d;
     P.x_sk = 1;
     P.T = n;
-    P.codes = S->codes;
-    P.code_s = 1;
-    P.res = ncut ? (uint8_t *)S->res : NULL;
-    P.res_st = W;
-    P.res_sp = 1;
+    lik_ctokens dt; /* the staged codes (I32) and residual bytes, dense */
+    memset(&dt, 0, sizeof dt);
+    dt.codes = S->codes;
+    dt.codes_dtype = LIK_I32;
+    dt.code_s = 1;
+    dt.res = ncut ? (uint8_t *)S->res : NULL;
+    dt.res_st = W;
+    dt.res_sp = 1;
+    dt.len = n;
+    P.t = res::ktok(dt, v.nbits);
     if ((s = run(dev, st, P))) return s;
     /* back to the host: straight into the outputs where they are dense */
     int32_t *hc = dense_c ? (int32_t *)p->tok.codes + t0 : NULL;

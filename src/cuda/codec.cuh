@@ -50,27 +50,20 @@ constexpr int CB_K = 8;    /* dimensions per shared-memory step */
 constexpr int CB_LD = 132; /* shared row stride (floats) */
 
 struct KComp {
+  res::KCodec c; /* centroids (any dtype and strides), nbits, layout, width */
+  res::KTok t;   /* the outputs: codes, and residual bytes (res NULL: codes only) */
   const void *x; /* tokens: element (t, k) at t * x_sl + k * x_sk */
   int x_dt;
   int64_t x_sl, x_sk, T;
-  const void *cent; /* centroids: element (c, k) at c * c_sc + k * c_sk */
-  int c_dt;
-  int64_t c_sc, c_sk, K, dim;
   int64_t cper; /* centroids per split (a multiple of CB_N) */
   int nsplit;
   float *part_m;   /* [nsplit][T] best score of each split */
   int32_t *part_i; /* [nsplit][T] its centroid, -1: none */
   int32_t *best;   /* [T] the code, -1: none */
-  void *codes;     /* output codes (I32 / I64), element t at t * code_s */
-  int codes64;
-  int64_t code_s;
-  uint8_t *res; /* NULL: codes only; byte p of token t at t * res_st + p * res_sp */
-  int64_t res_st, res_sp;
   const void *cut; /* the 2^nbits - 1 cutoffs, element i at i * cut_s */
   int cut_dt;
   int64_t cut_s;
-  int ncut, nbits, colbert;
-  int64_t width;
+  int ncut;
 };
 
 /* How an operand's rows are read: LD_GEN any dtype and strides (element by
@@ -123,7 +116,7 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int64_t t0 = (int64_t)blockIdx.x * CB_M;
   const int64_t cbeg = (int64_t)blockIdx.y * P.cper;
-  const int64_t cend = cbeg + P.cper < P.K ? cbeg + P.cper : P.K;
+  const int64_t cend = cbeg + P.cper < P.c.ncent ? cbeg + P.cper : P.c.ncent;
   /* global -> shared: row lr of each operand tile, dimensions lk .. lk+3 of a step */
   const int lr = tid >> 1, lk = (tid & 1) * 4;
   const int64_t xt = t0 + lr;
@@ -136,18 +129,18 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
     m[i] = -INFINITY;
     ix[i] = -1;
   }
-  const int64_t nk = (P.dim + CB_K - 1) / CB_K;
+  const int64_t nk = (P.c.dim + CB_K - 1) / CB_K;
   for (int64_t c0 = cbeg; c0 < cend; c0 += CB_N) {
     const bool cin = c0 + lr < cend;
-    const int64_t coff = (c0 + lr) * P.c_sc;
+    const int64_t coff = (c0 + lr) * P.c.cent_sc;
     float acc[8][8];
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
       for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
     float rx[4], rc[4];
-    load4<XL>(P.x, P.x_dt, xoff, P.x_sk, lk, P.dim, xin, rx);
-    load4<CL>(P.cent, P.c_dt, coff, P.c_sk, lk, P.dim, cin, rc);
+    load4<XL>(P.x, P.x_dt, xoff, P.x_sk, lk, P.c.dim, xin, rx);
+    load4<CL>(P.c.cent, P.c.cent_dt, coff, P.c.cent_sk, lk, P.c.dim, cin, rc);
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       xs[0][lk + e][lr] = rx[e];
@@ -157,8 +150,8 @@ __global__ void __launch_bounds__(256, 2) argmax_kernel(KComp P) {
     for (int64_t kb = 0; kb < nk; kb++) {
       const int buf = (int)(kb & 1);
       if (kb + 1 < nk) {
-        load4<XL>(P.x, P.x_dt, xoff, P.x_sk, (kb + 1) * CB_K + lk, P.dim, xin, rx);
-        load4<CL>(P.cent, P.c_dt, coff, P.c_sk, (kb + 1) * CB_K + lk, P.dim, cin, rc);
+        load4<XL>(P.x, P.x_dt, xoff, P.x_sk, (kb + 1) * CB_K + lk, P.c.dim, xin, rx);
+        load4<CL>(P.c.cent, P.c.cent_dt, coff, P.c.cent_sk, (kb + 1) * CB_K + lk, P.c.dim, cin, rc);
       }
 #pragma unroll
       for (int kk = 0; kk < CB_K; kk++) {
@@ -227,8 +220,8 @@ __global__ void pick_kernel(KComp P) {
       }
     }
     P.best[t] = ix;
-    if (P.codes64) ((long long *)P.codes)[t * P.code_s] = ix;
-    else ((int *)P.codes)[t * P.code_s] = ix;
+    if (P.t.codes64) ((long long *)P.t.codes)[t * P.t.code_s] = ix;
+    else ((int *)P.t.codes)[t * P.t.code_s] = ix;
   }
 }
 
@@ -239,12 +232,12 @@ __global__ void res_kernel(KComp P) {
   for (int i = threadIdx.x; i < P.ncut; i += blockDim.x)
     cut[i] = res::load_f(P.cut, P.cut_dt, i * P.cut_s);
   __syncthreads();
-  const int cpb = 8 / P.nbits;
-  const lik_residual_layout layout = P.colbert ? LIK_RESIDUAL_COLBERT : LIK_RESIDUAL_LIK;
-  const int64_t n = P.T * P.width;
+  const int cpb = 8 / P.c.nbits;
+  const lik_residual_layout layout = P.c.colbert ? LIK_RESIDUAL_COLBERT : LIK_RESIDUAL_LIK;
+  const int64_t n = P.T * P.c.width;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t t = e / P.width, p = e - t * P.width;
+    const int64_t t = e / P.c.width, p = e - t * P.c.width;
     const int c = P.best[t];
     if (c < 0) continue;
     unsigned v = 0; /* lik_res_byte's packing, fields in registers */
@@ -253,10 +246,10 @@ __global__ void res_kernel(KComp P) {
       if (i < cpb) {
         const int64_t k = p * cpb + i;
         const float x = res::load_f(P.x, P.x_dt, t * P.x_sl + k * P.x_sk);
-        const float cv = res::load_f(P.cent, P.c_dt, (int64_t)c * P.c_sc + k * P.c_sk);
-        v |= (unsigned)lik_res_bucket(cut, P.ncut, x - cv) << (i * P.nbits);
+        const float cv = res::load_f(P.c.cent, P.c.cent_dt, (int64_t)c * P.c.cent_sc + k * P.c.cent_sk);
+        v |= (unsigned)lik_res_bucket(cut, P.ncut, x - cv) << (i * P.c.nbits);
       }
-    P.res[t * P.res_st + p * P.res_sp] = lik_res_byte_of(v, layout);
+    ((uint8_t *)P.t.res)[t * P.t.res_st + p * P.t.res_sp] = lik_res_byte_of(v, layout);
   }
 }
 

@@ -15,37 +15,6 @@
 namespace lik_cuda {
 namespace res {
 
-/* fp16 centroid rows of 8 aligned halves: 16-byte loads. */
-static int cent_vec(const lik_codec_view &v) {
-  return v.cent_dtype == LIK_F16 && v.cent_sk == 1 && v.cent_sc % 8 == 0 &&
-         ((uintptr_t)v.cent & 15) == 0;
-}
-
-/* The residual bytes of an 8-dimension group (nbits bytes) can be read in one
- * load: contiguous bytes, every token's row aligned to nbits. */
-static int res_vec(const lik_ctokens &t, int nbits) {
-  return t.res_sp == 1 && t.res_st % nbits == 0 && t.res_sn % nbits == 0 &&
-         (uintptr_t)t.res % (uintptr_t)nbits == 0;
-}
-
-/* The device views of a codec and of compressed tokens (residual_call.cuh):
- * the host structs' fields in the kernel structs' order, the dtypes and
- * layout resolved to flags. */
-static KCodec kcodec(const lik_codec_view &v) {
-  return KCodec{v.cent, v.cent_dtype, cent_vec(v),
-                v.ncent, v.dim, v.cent_sc, v.cent_sk,
-                v.weights, v.weights_dtype, v.weights_s,
-                v.nbits, v.layout == LIK_RESIDUAL_COLBERT, v.width};
-}
-
-static KTok ktok(const lik_ctokens &t, int nbits) {
-  return KTok{t.codes, t.codes_dtype == LIK_I64, t.res ? res_vec(t, nbits) : 0,
-              t.code_sn, t.code_s,
-              t.res, t.res_sn, t.res_st, t.res_sp,
-              t.count, t.len,
-              kindex(t.lengths), kindex(t.offsets)};
-}
-
 /* Resident CTAs per SM of fn with smem bytes of dynamic shared memory,
  * cached in the context.  The function's dynamic shared memory limit is set
  * to the device's (a limit, not a size: one set for a smaller size would

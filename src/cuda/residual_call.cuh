@@ -1,7 +1,9 @@
 /*
  * residual_call.cuh — what launches the residual kernels (residual.cuh)
  * from another translation unit: their parameter blocks (the codec, the
- * compressed tokens, residual MaxSim's KRes), their element loader and
+ * compressed tokens, residual MaxSim's KRes) and the functions that fill the
+ * first two from the validated call (kcodec, ktok; codec.cu's compress uses
+ * them too), their element loader and
  * residual MaxSim's launcher (residual.cu; the
  * PLAID search, plaid.cu, launches its exact stage through it).  No kernels:
  * they stay in residual.cu's translation unit.
@@ -67,6 +69,38 @@ struct KRes {
    * kernels never stack) */
   int qpg, qslot;
 };
+
+/* fp16 centroid rows of 8 aligned halves: 16-byte loads. */
+static inline int cent_vec(const lik_codec_view &v) {
+  return v.cent_dtype == LIK_F16 && v.cent_sk == 1 && v.cent_sc % 8 == 0 &&
+         ((uintptr_t)v.cent & 15) == 0;
+}
+
+/* The residual bytes of an 8-dimension group (nbits bytes) can be read in one
+ * load: contiguous bytes, every token's row aligned to nbits. */
+static inline int res_vec(const lik_ctokens &t, int nbits) {
+  return t.res_sp == 1 && t.res_st % nbits == 0 && t.res_sn % nbits == 0 &&
+         (uintptr_t)t.res % (uintptr_t)nbits == 0;
+}
+
+/* The device views of a codec and of compressed tokens: the host structs'
+ * fields in the kernel structs' order, the dtypes and layout resolved to
+ * flags (residual.cu's kernels read them; codec.cu's compress writes the
+ * tokens' codes and residual bytes through them). */
+static inline KCodec kcodec(const lik_codec_view &v) {
+  return KCodec{v.cent, v.cent_dtype, cent_vec(v),
+                v.ncent, v.dim, v.cent_sc, v.cent_sk,
+                v.weights, v.weights_dtype, v.weights_s,
+                v.nbits, v.layout == LIK_RESIDUAL_COLBERT, v.width};
+}
+
+static inline KTok ktok(const lik_ctokens &t, int nbits) {
+  return KTok{t.codes, t.codes_dtype == LIK_I64, t.res ? res_vec(t, nbits) : 0,
+              t.code_sn, t.code_s,
+              t.res, t.res_sn, t.res_st, t.res_sp,
+              t.count, t.len,
+              kindex(t.lengths), kindex(t.offsets)};
+}
 
 /* Element i of an F16 / BF16 / F64 / F32 array as fp32 (the residual kernels'
  * and the PLAID search's one loader). */
