@@ -547,6 +547,26 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   }
 }
 
+/* The sign kernels' query word: byte e (0 .. 3) is feature 32 g + 8 e + 7 - p
+ * of a query row (their K order) as int8, -128 clamped to -127, or (QBITS)
+ * its sign bit unpacked to +-1; 0 past d and where there is no row (ok
+ * false); all four negated for a negative scale (neg). */
+template <bool QBITS>
+__device__ __forceinline__ uint32_t signs_qword(const KQ &P, const uint8_t *row, bool ok, int g,
+                                                int p, bool neg) {
+  uint32_t v = 0u;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const int64_t f = 32 * g + 8 * e + 7 - p;
+    if (!ok || f >= P.dim) continue;
+    uint32_t x;
+    if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
+    else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127);
+    v |= x << (8 * e);
+  }
+  return neg ? __vneg4(v) : v;
+}
+
 /* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
  * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a), for more than 32 query
  * rows (fewer: signs_doc_kernel).  The block holds QB = 64 MW / Lq whole
@@ -616,18 +636,8 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
       for (int ks = 0; ks < KS; ks++)
 #pragma unroll
         for (int c = 0; c < 2; c++) { /* A word (row, K 32 ks + 4 p ..), p = tg + 4 c */
-          const int p = tg + 4 * c;
-          uint32_t v = 0u;
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int64_t f = 32 * ks + 8 * e + 7 - p;
-            if (!ok || f >= P.dim) continue;
-            uint32_t x;
-            if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
-            else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
-            v |= x << (8 * e);
-          }
-          a[mt][ks][h + 2 * c] = v = neg ? __vneg4(v) : v;
+          const uint32_t v = signs_qword<QBITS>(P, row, ok, ks, tg + 4 * c, neg);
+          a[mt][ks][h + 2 * c] = v;
           part = __dp4a((int)v, 0x01010101, part);
         }
       part += __shfl_xor_sync(0xffffffffu, part, 1); /* the quad holds the row's K */
@@ -842,18 +852,8 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     for (int c = 0; c < 2; c++)
 #pragma unroll
       for (int tq = 0; tq < 4; tq++) {
-        const int p = G + 4 * c;
-        uint32_t v = 0u;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int64_t f = 32 * tq + 8 * e + 7 - p;
-          if (!ok || f >= P.dim) continue;
-          uint32_t x;
-          if (QBITS) x = (__ldg(row + (f / 8) * P.q_sk) >> p) & 1u ? 0x01u : 0xffu;
-          else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127); /* -128 -> -127 */
-          v |= x << (8 * e);
-        }
-        w[4 * c + tq] = v = neg ? __vneg4(v) : v;
+        const uint32_t v = signs_qword<QBITS>(P, row, ok, tq, G + 4 * c, neg);
+        w[4 * c + tq] = v;
         sum = __dp4a((int)v, 0x01010101, sum);
       }
     const uint32_t base = lik_cuda::smem_u32(&qtile[n * 128]);

@@ -246,19 +246,25 @@ def test_deterministic_and_stream(gen):
     assert torch.equal(a, b), "results differ between runs (race?)"
 
 
+def _captured(fn):
+    """fn() warmed up on a side stream, then captured: (graph, fn's output)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    return g, out
+
+
 def test_graph_capture(gen):
     api = _lik()
     Q = rand((2, 32, 128), torch.bfloat16, gen)
     D = rand((50, 300, 128), torch.bfloat16, gen)
     ref = api.maxsim(Q, D)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        api.maxsim(Q, D)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = api.maxsim(Q, D)
+    g, out = _captured(lambda: api.maxsim(Q, D))
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, ref)
@@ -604,9 +610,9 @@ def test_packed_forwards(dt, d, grad, lq, gen):
         assert (Q.grad[qm] != 0).any()
 
 
-def _kernel_grids(fn):
-    """Runs fn under the torch profiler; the grid sizes (x) of lik's MaxSim
-    kernels it launched, from the profiler's trace."""
+def _kernel_events(fn):
+    """Runs fn under the torch profiler; the CUDA kernels it launched (the
+    profiler trace's events)."""
     import json
     import tempfile
 
@@ -618,8 +624,12 @@ def _kernel_grids(fn):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
         events = json.load(open(f.name))["traceEvents"]
-    return [e["args"]["grid"][0] for e in events
-            if e.get("cat") == "kernel" and "maxsim" in e.get("name", "")]
+    return [e for e in events if e.get("cat") == "kernel"]
+
+
+def _kernel_grids(fn):
+    """The grid sizes (x) of lik's MaxSim kernels fn launched."""
+    return [e["args"]["grid"][0] for e in _kernel_events(fn) if "maxsim" in e.get("name", "")]
 
 
 @pytest.mark.parametrize("dt,lq,d", [("bf16", 32, 128), ("f16", 20, 48), ("bf16", 64, 64),
@@ -799,19 +809,8 @@ SHORT_CASES = [
 
 
 def _kernel_names(fn):
-    """Names of the CUDA kernels fn launches (the torch profiler's trace)."""
-    import json
-    import tempfile
-
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        events = json.load(open(f.name))["traceEvents"]
-    return [e.get("name", "") for e in events if e.get("cat") == "kernel"]
+    """The names of the CUDA kernels fn launched."""
+    return [e.get("name", "") for e in _kernel_events(fn)]
 
 
 @pytest.mark.parametrize("masks", ["none", "random", "prefix", "lengths"])
@@ -876,14 +875,7 @@ def test_short_documents_graph(gen):
     api = _lik()
     Q = rand((1, 32, 128), torch.bfloat16, gen)
     D = rand((3000, 32, 128), torch.bfloat16, gen)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        api.maxsim(Q, D)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = api.maxsim(Q, D)
+    g, out = _captured(lambda: api.maxsim(Q, D))
     D.copy_(rand((3000, 32, 128), torch.bfloat16, gen))
     g.replay()
     torch.cuda.synchronize()
