@@ -281,7 +281,7 @@ def test_index_on_the_gpu_same_files(tmp_path):
         reps[dev] = json.loads(run("index", "--json", "--device", dev, "--centroids", 512, tmp_path / dev).stdout)
     assert reps["cuda"]["device"] == "cuda:0" and reps["cpu"]["device"] == "cpu"
     rng = np.random.default_rng(5)
-    X = rng.standard_normal((301, 128)).astype(np.float16)
+    X = rng.standard_normal((301, 64)).astype(np.float16)  # the bundled Cranfield index's d
     np.save(tmp_path / "add.npy", X)
     np.save(tmp_path / "cu.npy", np.array([0, 100, 101, 301], dtype=np.int64))
     for dev in ("cpu", "cuda"):
