@@ -567,6 +567,31 @@ __device__ __forceinline__ uint32_t signs_qword(const KQ &P, const uint8_t *row,
   return neg ? __vneg4(v) : v;
 }
 
+/* A block's walk over the 64-token tiles of its documents j0, j0 + nblk, ..
+ * (the sign kernels): the next tile to load is document pj's token tt (a
+ * multiple of TN); its bits at P.d + dbase, its mask bytes at P.dm + mbase
+ * (64-bit offsets, block-uniform, bumped per tile and per document; int32
+ * counters: Nd, Ld < 2^30). */
+template <int TN> struct TileWalk {
+  int pj, tt, nblk, tend;
+  int64_t dbase, mbase, dstep, mstep, djump, mjump; /* djump: the last tile to the next document */
+  __device__ TileWalk(const KQ &P, int j0, int nblk_, int ntiles)
+      : pj(j0), tt(0), nblk(nblk_), tend(ntiles * TN), dbase(j0 * P.d_sn), mbase(j0 * P.dm_sn),
+        dstep(TN * P.d_sl), mstep(TN * P.dm_sl), djump(nblk_ * P.d_sn - (ntiles - 1) * dstep),
+        mjump(nblk_ * P.dm_sn - (ntiles - 1) * mstep) {}
+  __device__ void next() {
+    if ((tt += TN) == tend) {
+      tt = 0;
+      pj += nblk;
+      dbase += djump;
+      mbase += mjump;
+    } else {
+      dbase += dstep;
+      mbase += mstep;
+    }
+  }
+};
+
 /* Sign-bit documents against int8 (QBITS false) or sign-bit (true) queries,
  * 64 < d <= 128, on wgmma m64n64k32 s8 (sm_90a), for more than 32 query
  * rows (fewer: signs_doc_kernel).  The block holds QB = 64 MW / Lq whole
@@ -655,22 +680,14 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   const int ntiles = (int)((P.ld + TN - 1) / TN), nd = (int)P.nd, ld = (int)P.ld; /* < 2^30 */
   uint2 pw[R] = {};
   uint32_t pv[R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked: no wait here */
-  /* the next tile to load: document pj, its token tt (a multiple of TN); its
-   * bits at P.d + dbase, its mask bytes at P.dm + mbase (64-bit offsets,
-   * block-uniform, bumped per tile and per document; int32 counters), this
-   * thread's token at + tx d_sl (+ 8 hf d_sk), + tx dm_sl */
-  int pj = blockIdx.x / groups, tt = 0;
-  int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
-  const int tend = ntiles * TN;
-  const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
-  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
-  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
+  /* the next tile to load; this thread's token at + tx d_sl (+ 8 hf d_sk), + tx dm_sl */
+  TileWalk<TN> walk(P, blockIdx.x / groups, nblk, ntiles);
   auto fetch = [&](uint2 &w, uint32_t &v) {
     w = make_uint2(0u, 0u);
     v = 0u;
-    if (pj < nd && tt + tx < ld) {
-      v = P.dm ? P.dm[mbase + tx * P.dm_sl] : 1u;
-      const uint8_t *src = P.d + dbase + tx * P.d_sl + 8 * hf * P.d_sk;
+    if (walk.pj < nd && walk.tt + tx < ld) {
+      v = P.dm ? P.dm[walk.mbase + tx * P.dm_sl] : 1u;
+      const uint8_t *src = P.d + walk.dbase + tx * P.d_sl + 8 * hf * P.d_sk;
       if (dvec8) {
         w = __ldg((const uint2 *)src);
       } else {
@@ -681,15 +698,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
         w = make_uint2(x[0], x[1]);
       }
     }
-    if ((tt += TN) == tend) {
-      tt = 0;
-      pj += nblk;
-      dbase += djump;
-      mbase += mjump;
-    } else {
-      dbase += dstep;
-      mbase += mstep;
-    }
+    walk.next();
   };
   /* the oldest tile in flight (ring slot r), unpacked into buffer b; the
    * slot is refilled R tiles ahead in place (no register moves) */
@@ -874,25 +883,17 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
   uint32_t pw[R][2] = {};         /* word tg of their bits, R tiles in flight (slot f % R) */
   uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
-  /* the next tile to load: document pj, its token tt (a multiple of TN); its
-   * bits at P.d + dbase, its mask bytes at P.dm + mbase (64-bit offsets,
-   * block-uniform, bumped per tile and per document; int32 counters), this
-   * thread's rows at + own (+ 8 d_sl, + 8 dm_sl) */
-  int pj = blockIdx.x, tt = 0;
-  int64_t dbase = pj * P.d_sn, mbase = pj * P.dm_sn;
-  const int tend = ntiles * TN;
-  const int64_t dstep = TN * P.d_sl, mstep = TN * P.dm_sl;
-  const int64_t djump = nblk * P.d_sn - (ntiles - 1) * dstep; /* the last tile to the next document */
-  const int64_t mjump = nblk * P.dm_sn - (ntiles - 1) * mstep;
+  /* the next tile to load; this thread's rows at + own (+ 8 d_sl, + 8 dm_sl) */
+  TileWalk<TN> walk(P, blockIdx.x, nblk, ntiles);
   auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       w[h] = 0u;
       v[h] = 0u;
       const int r = row0 + 8 * h;
-      if (pj < nd && tt + r < ld) {
-        v[h] = P.dm ? P.dm[mbase + r * P.dm_sl] : 1u;
-        const uint8_t *s = P.d + dbase + r * P.d_sl + 4 * tg * P.d_sk;
+      if (walk.pj < nd && walk.tt + r < ld) {
+        v[h] = P.dm ? P.dm[walk.mbase + r * P.dm_sl] : 1u;
+        const uint8_t *s = P.d + walk.dbase + r * P.d_sl + 4 * tg * P.d_sk;
         if (dvec4) {
           w[h] = __ldg((const unsigned int *)s);
         } else {
@@ -904,15 +905,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
         }
       }
     }
-    if ((tt += TN) == tend) {
-      tt = 0;
-      pj += nblk;
-      dbase += djump;
-      mbase += mjump;
-    } else {
-      dbase += dstep;
-      mbase += mstep;
-    }
+    walk.next();
   };
 #pragma unroll
   for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);

@@ -121,6 +121,30 @@ def test_prefix_mask_scores_equal_lengths_bitwise(gen):
     assert torch.equal(_api.maxsim(Q, D, None, prefix(nd, 300)), _api.maxsim(Q, D, d_lengths=nd))
 
 
+@pytest.mark.parametrize("Ld", [7, 16, 32, 48, 64, 80, 128, 144, 256, 272, 528])
+def test_prefix_detection_every_width(Ld, gen):
+    """The detection (prefix.cu) reads 16-byte mask rows with 2, 4, .. 32 lanes
+    per document by Ld (Ld 16 .. 528 here; 7: a byte per lane), 37 documents
+    so a warp's last documents are absent: prefix masks run as their lengths
+    (bitwise), and with one token flipped per document (a hole, or a prefix
+    one longer) the scores are the masks' (tokens outside every mask: NaN)."""
+    from lik import _api
+
+    Nd = 37
+    Q = rand((1, 32, 128), torch.bfloat16, gen)
+    D = rand((Nd, Ld, 128), torch.bfloat16, gen)
+    nd = lengths(Nd, Ld, gen)
+    dm = prefix(nd, Ld)
+    flip = dm.clone()
+    t = torch.randint(0, Ld, (Nd,), device="cuda", generator=gen)
+    flip[torch.arange(Nd, device="cuda"), t] ^= True
+    D[~(dm | flip)] = float("nan")
+    assert torch.equal(_api.maxsim(Q, D, None, dm), _api.maxsim(Q, D, d_lengths=nd))
+    ref, *_ = ref_scores(ref_sim(Q, torch.nan_to_num(D), False), torch.ones(1, 1, 32, dtype=torch.bool, device="cuda"),
+                         flip[None, :, None, :])
+    check_scores(_api.maxsim(Q, D, None, flip), ref, 32)
+
+
 def test_graph_capture_with_mask_and_lengths(gen):
     from lik import _api
 

@@ -78,6 +78,16 @@ __device__ __forceinline__ uint64_t doc_valid(const KParams &P, int64_t j) {
   return m;
 }
 
+/* Bits 8 u and 8 u + 1 of m (u = 0 .. 7) as bits 2 u and 2 u + 1: a thread's two
+ * columns of each n8 block of a document, from the document's valid tokens
+ * shifted by 2 tg (three shift-or-mask steps instead of a loop over blocks). */
+__device__ __forceinline__ uint32_t block_pairs(uint64_t m) {
+  m &= 0x0303030303030303ull;
+  m = (m | m >> 6) & 0x000f000f000f000full;
+  m = (m | m >> 12) & 0x000000ff000000ffull;
+  return (uint32_t)(m | m >> 24) & 0xffffu;
+}
+
 /* NA: 128-byte atoms of a token's row (d <= 64 NA half features). */
 template <typename T, int NA>
 __global__ void __launch_bounds__(SD_THREADS, 1)
@@ -220,10 +230,9 @@ __global__ void __launch_bounds__(SD_THREADS, 1)
       const int nbits = 2 * nvd * nbpd; /* every column of the tile's documents */
       vb = nbits >= 32 ? ~0u : (1u << nbits) - 1;
     } else {
-      for (int p = 0; p < nvd; ++p) {
-        const uint64_t m = valid[16 * b + p] >> (2 * tg);
-        for (int u = 0; u < nbpd; ++u) vb |= (uint32_t)((m >> (8 * u)) & 3u) << (2 * (p * nbpd + u));
-      }
+      const uint32_t keep = (1u << (2 * nbpd)) - 1; /* the document's blocks */
+      for (int p = 0; p < nvd; ++p)
+        vb |= (block_pairs(valid[16 * b + p] >> (2 * tg)) & keep) << (2 * nbpd * p);
     }
     /* each document's row maxima (C element e of block nb: row g + 8 (e / 2),
      * column 8 nb + 2 tg + e % 2); a document ends where its blocks do */
