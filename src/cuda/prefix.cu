@@ -3,8 +3,9 @@
  * tensor-core forward (KParams.dpre / dbits; docs/cuda.md, "Padding"):
  * which documents' masks are prefixes (padding; those then run as unmasked
  * documents of their valid length) and every document's mask as bits (the
- * others' tiles read 32 tokens per word instead of a byte per token).  One
- * warp per document; no host synchronisation.
+ * others' tiles read 32 tokens per word instead of a byte per token).  A
+ * group of 2 .. 32 lanes per document (16-byte rows), else a warp; no host
+ * synchronisation.
  */
 #include "launch.cuh"
 

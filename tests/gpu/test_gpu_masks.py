@@ -121,28 +121,38 @@ def test_prefix_mask_scores_equal_lengths_bitwise(gen):
     assert torch.equal(_api.maxsim(Q, D, None, prefix(nd, 300)), _api.maxsim(Q, D, d_lengths=nd))
 
 
-@pytest.mark.parametrize("Ld", [7, 16, 32, 48, 64, 80, 128, 144, 256, 272, 528])
+@pytest.mark.parametrize("Ld", [7, 16, 32, 40, 48, 64, 80, 100, 128, 144, 256, 272, 300, 528])
 def test_prefix_detection_every_width(Ld, gen):
     """The detection (prefix.cu) reads 16-byte mask rows with 2, 4, .. 32 lanes
-    per document by Ld (Ld 16 .. 528 here; 7: a byte per lane), 37 documents
-    so a warp's last documents are absent: prefix masks run as their lengths
-    (bitwise), and with one token flipped per document (a hole, or a prefix
-    one longer) the scores are the masks' (tokens outside every mask: NaN)."""
+    per document by Ld (the masks here are views of rows padded to a multiple
+    of 16 bytes, so a length inside a lane's 16 bytes is read byte by byte;
+    Ld 7: a contiguous mask, a byte per lane), 37 documents so a warp's last
+    documents are absent.  Prefix masks run as their lengths (bitwise) and
+    score as the reference; with one token flipped per document (a hole, or a
+    prefix one longer) the scores are the masks'.  Tokens outside every mask
+    point along the query's first row, 50 times as long: a token taken as
+    valid by mistake wins that row's max.  (A prefix missed by the detection
+    scores the same on the masked path: that costs time, which no test sees.)"""
     from lik import _api
 
     Nd = 37
     Q = rand((1, 32, 128), torch.bfloat16, gen)
     D = rand((Nd, Ld, 128), torch.bfloat16, gen)
     nd = lengths(Nd, Ld, gen)
-    dm = prefix(nd, Ld)
-    flip = dm.clone()
     t = torch.randint(0, Ld, (Nd,), device="cuda", generator=gen)
+    width = Ld if Ld == 7 else (Ld + 15) // 16 * 16
+    rows = torch.zeros(Nd, width, dtype=torch.bool, device="cuda")
+    dm = rows[:, :Ld]
+    dm.copy_(prefix(nd, Ld))
+    flip = dm.clone()
     flip[torch.arange(Nd, device="cuda"), t] ^= True
-    D[~(dm | flip)] = float("nan")
-    assert torch.equal(_api.maxsim(Q, D, None, dm), _api.maxsim(Q, D, d_lengths=nd))
-    ref, *_ = ref_scores(ref_sim(Q, torch.nan_to_num(D), False), torch.ones(1, 1, 32, dtype=torch.bool, device="cuda"),
-                         flip[None, :, None, :])
-    check_scores(_api.maxsim(Q, D, None, flip), ref, 32)
+    D[~(dm | flip)] = 50 * Q[0, 0]
+    qm = torch.ones(1, 1, 32, dtype=torch.bool, device="cuda")
+    S = ref_sim(Q, D, False)
+    out = _api.maxsim(Q, D, None, dm)
+    assert torch.equal(out, _api.maxsim(Q, D, d_lengths=nd))
+    check_scores(out, ref_scores(S, qm, dm[None, :, None, :])[0], 32)
+    check_scores(_api.maxsim(Q, D, None, flip), ref_scores(S, qm, flip[None, :, None, :])[0], 32)
 
 
 def test_graph_capture_with_mask_and_lengths(gen):
