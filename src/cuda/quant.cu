@@ -598,10 +598,11 @@ template <int TN> struct TileWalk {
  * queries as the rows of MW m-tiles (A fragments in registers; sign-bit
  * queries as +-1) and walks documents j = jb, jb + nblk, .. (a persistent grid) as one
  * stream of 64-token tiles across documents: each thread loads 8 bytes of
- * bits (half a token at d = 128) and the token's mask byte R tiles ahead
- * into registers (a ring of R slots, the tile loop unrolled over them so a
- * slot is refilled in place: no register moves, no wait on a load issued
- * one tile earlier), so loads stay in flight across document ends; all 128
+ * bits (half a token at d = 128) R tiles ahead, by cp.async into its slot
+ * of a shared ring (ASYNC: no d_mask, 8-byte words) or with the token's
+ * mask byte into registers (a ring of R slots, the tile loop unrolled over
+ * them so a slot is refilled in place), so loads stay in flight across
+ * document ends; all 128
  * threads unpack a tile into 0 / 1 int8 rows in the 128-byte swizzle (chunk
  * c of token t at chunk c ^ (t % 8)) while the tensor cores score the
  * previous one.
@@ -629,11 +630,15 @@ template <int TN> struct TileWalk {
  * results are bitwise the CPU backend's.  A finished document's row values
  * are summed one tile later (rowmax double-buffered), one thread per query
  * in ascending order, while the tensor cores run. */
-template <bool QBITS, int MW>
+template <bool QBITS, int MW, bool ASYNC>
 __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int groups, int nblk,
                                                             int dvec8) {
   constexpr int TN = 64, KS = 4, ROWS = 64 * MW;
-  constexpr int R = MW == 1 ? 4 : 2; /* tiles of bits in flight in registers */
+  /* tiles of bits in flight: in registers, or (ASYNC: 8-byte rows, no mask)
+   * in this thread's slots of a shared ring by cp.async, as signs_doc_kernel
+   * (R = 4 at MW = 2 spills: the loop is unrolled over the slots) */
+  constexpr int R = MW == 1 ? 4 : 2;
+  __shared__ uint2 ring[ASYNC ? R : 1][128];
   constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
   __shared__ __align__(1024) uint8_t tile[2][TN * 128];
   __shared__ __align__(8) int tbias[2][TN];
@@ -678,8 +683,9 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   const int tx = threadIdx.x >> 1, hf = threadIdx.x & 1;
   const int nbytes = (int)((P.dim + 7) / 8);
   const int ntiles = (int)((P.ld + TN - 1) / TN), nd = (int)P.nd, ld = (int)P.ld; /* < 2^30 */
-  uint2 pw[R] = {};
-  uint32_t pv[R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked: no wait here */
+  uint2 pw[ASYNC ? 1 : R] = {};
+  uint32_t pv[ASYNC ? 1 : R] = {}; /* mask bytes (1: none; 0 past Ld), tested only when unpacked */
+  int ut = 0; /* ASYNC: the token offset of the next tile to unpack in its document */
   /* the next tile to load; this thread's token at + tx d_sl (+ 8 hf d_sk), + tx dm_sl */
   TileWalk<TN> walk(P, blockIdx.x / groups, nblk, ntiles);
   auto fetch = [&](uint2 &w, uint32_t &v) {
@@ -700,26 +706,48 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
     }
     walk.next();
   };
+  auto fetch_async = [&](int r) { /* the next tile into ring slot r, one commit group */
+    const bool in = walk.pj < nd && walk.tt + tx < ld;
+    lik_cuda::cp_async_ca<8>(lik_cuda::smem_u32(&ring[r][threadIdx.x]),
+                             in ? (const void *)(P.d + walk.dbase + tx * P.d_sl + 8 * hf) : (const void *)P.d,
+                             in ? 8 : 0);
+    walk.next();
+    lik_cuda::cp_async_commit();
+  };
   /* the oldest tile in flight (ring slot r), unpacked into buffer b; the
    * slot is refilled R tiles ahead in place (no register moves) */
   auto unpack = [&](int b, int r) {
-    const bool v = pv[r] != 0u;
+    bool v;
+    uint2 w;
+    if constexpr (ASYNC) {
+      lik_cuda::cp_async_wait<R - 1>(); /* this thread's copy of the tile landed */
+      w = lik_cuda::lds64(lik_cuda::smem_u32(&ring[r][threadIdx.x]));
+      v = ut + tx < ld;
+      if ((ut += TN) == ntiles * TN) ut = 0;
+    } else {
+      w = pw[r];
+      v = pv[r] != 0u;
+    }
     const uint32_t base = lik_cuda::smem_u32(&tile[b][tx * 128]);
 #pragma unroll
     for (int c = 0; c < 4; c++) { /* group 2 hf + c / 2, words p = 4 (c % 2) .. */
-      const uint32_t bits = c < 2 ? pw[r].x : pw[r].y;
+      const uint32_t bits = c < 2 ? w.x : w.y;
       uint32_t w4[4];
 #pragma unroll
       for (int q = 0; q < 4; q++) w4[q] = (bits >> (4 * (c % 2) + q)) & 0x01010101u;
       lik_cuda::sts128(base + 16 * ((4 * hf + c) ^ (tx & 7)), w4);
     }
     if (hf == 0) tbias[b][tx] = v ? 0 : BIAS;
-    fetch(pw[r], pv[r]);
+    if constexpr (ASYNC) fetch_async(r);
+    else fetch(pw[r], pv[r]);
     return v;
   };
 
 #pragma unroll
-  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+  for (int r = 0; r < R; r++) {
+    if constexpr (ASYNC) fetch_async(r);
+    else fetch(pw[r], pv[r]);
+  }
   bool v0 = unpack(0, 0);
   lik_cuda::fence_proxy_async(); /* st.shared wrote it; wgmma reads it */
   bool full = __syncthreads_and(v0);
@@ -810,6 +838,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
     }
   }
   sum_rows();
+  if constexpr (ASYNC) lik_cuda::cp_async_wait<0>(); /* no copy outlives the block */
 }
 
 /* Sign-bit documents against at most 32 query rows (Nq * Lq <= 32: one
@@ -825,17 +854,23 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
  * known at compile time, and the query is gathered in the same order.  The
  * documents j = jb, jb + nblk, .. stream as one sequence of tiles; each
  * thread loads its word of its two tokens (rows g, g + 8 of its warp's 16)
- * and their mask bytes R = 8 tiles ahead into registers (the loop unrolled
- * over the ring's slots).  Per element an integer max per column (query
+ * R = 8 tiles ahead: without a d_mask and with 4-byte words (ASYNC) by
+ * cp.async into its own slots of a shared ring, else with their mask bytes
+ * into registers (the loop unrolled over the ring's slots).  Per element an integer max per column (query
  * row) of dot01 + bias (0, or -2^30 for masked and absent tokens:
  * VIADDMNMX); at a document's end the maxima are reduced over the warp's
  * rows (shuffles) and its 4 warps (shared memory, one barrier), and warp 0
  * sums them one tile later while the tensor cores run (a lane per column,
  * then a lane per query, ascending), as signs_tile_kernel: (float)(2 max -
  * S) * |scale| per row (rows of negative scale negated), bitwise the CPU's. */
-template <bool QBITS>
+template <bool QBITS, bool ASYNC>
 __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nblk, int dvec4) {
   constexpr int TN = 64, KS = 4, N = 32, R = 8;
+  /* ASYNC: each thread's two words of a tile go through its own slots of a
+   * shared ring by 4-byte cp.async (R - 1 tiles in flight by wait_group);
+   * a register ring's loads all land on one scoreboard, so its first use
+   * waited for the newest load as well, and the ring was one tile deep */
+  __shared__ uint32_t ring[ASYNC ? R : 1][2][128];
   constexpr int BIAS = -(1 << 30), NONE = -(1 << 24);
   __shared__ __align__(1024) uint8_t qtile[N * 128];
   __shared__ int part[2][4][N]; /* per warp column maxima of a finished document */
@@ -881,10 +916,23 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
   const int nbytes = (int)((P.dim + 7) / 8);
   const int ntiles = (int)((P.ld + TN - 1) / TN), nd = (int)P.nd, ld = (int)P.ld; /* < 2^30 */
   const int row0 = warp * 16 + g; /* this thread's rows: row0, row0 + 8 of a tile */
-  uint32_t pw[R][2] = {};         /* word tg of their bits, R tiles in flight (slot f % R) */
-  uint32_t pv[R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used: no wait */
+  uint32_t pw[ASYNC ? 1 : R][2] = {}; /* word tg of their bits, R tiles in flight (slot f % R) */
+  uint32_t pv[ASYNC ? 1 : R][2] = {}; /* their mask bytes (1: none; 0 past Ld), tested when used */
   /* the next tile to load; this thread's rows at + own (+ 8 d_sl, + 8 dm_sl) */
   TileWalk<TN> walk(P, blockIdx.x, nblk, ntiles);
+  /* the next tile into ring slot r (ASYNC; one commit group per tile) */
+  auto fetch_async = [&](int r) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = row0 + 8 * h;
+      const bool in = walk.pj < nd && walk.tt + row < ld;
+      lik_cuda::cp_async_ca<4>(lik_cuda::smem_u32(&ring[r][h][threadIdx.x]),
+                          in ? (const void *)(P.d + walk.dbase + row * P.d_sl + 4 * tg) : (const void *)P.d,
+                          in ? 4 : 0);
+    }
+    walk.next();
+    lik_cuda::cp_async_commit();
+  };
   auto fetch = [&](uint32_t (&w)[2], uint32_t (&v)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -908,7 +956,10 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     walk.next();
   };
 #pragma unroll
-  for (int r = 0; r < R; r++) fetch(pw[r], pv[r]);
+  for (int r = 0; r < R; r++) {
+    if constexpr (ASYNC) fetch_async(r);
+    else fetch(pw[r], pv[r]);
+  }
 
   int m[4][2]; /* running max of this thread's columns 8 nb + 2 tg + c */
 #pragma unroll
@@ -942,15 +993,27 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
 #pragma unroll
     for (int r = 0; r < R; r++) {
       if (j >= nd) break;
+      uint32_t w0, w1;
+      int bias0, bias1;
+      if constexpr (ASYNC) { /* no mask: rows past Ld are the only absent ones */
+        lik_cuda::cp_async_wait<R - 1>(); /* this thread's copies of tile f landed */
+        w0 = lik_cuda::lds32(lik_cuda::smem_u32(&ring[r][0][threadIdx.x]));
+        w1 = lik_cuda::lds32(lik_cuda::smem_u32(&ring[r][1][threadIdx.x]));
+        const int t = it * TN + row0;
+        bias0 = t < ld ? 0 : BIAS;
+        bias1 = t + 8 < ld ? 0 : BIAS;
+      } else {
+        w0 = pw[r][0], w1 = pw[r][1];
+        bias0 = pv[r][0] ? 0 : BIAS, bias1 = pv[r][1] ? 0 : BIAS;
+      }
       uint32_t a[KS][4];
 #pragma unroll
       for (int ks = 0; ks < KS; ks++) { /* rows g, g + 8; K 32 ks + 4 tg .. and + 16 */
-        a[ks][0] = (pw[r][0] >> ks) & 0x01010101u;
-        a[ks][1] = (pw[r][1] >> ks) & 0x01010101u;
-        a[ks][2] = (pw[r][0] >> (ks + 4)) & 0x01010101u;
-        a[ks][3] = (pw[r][1] >> (ks + 4)) & 0x01010101u;
+        a[ks][0] = (w0 >> ks) & 0x01010101u;
+        a[ks][1] = (w1 >> ks) & 0x01010101u;
+        a[ks][2] = (w0 >> (ks + 4)) & 0x01010101u;
+        a[ks][3] = (w1 >> (ks + 4)) & 0x01010101u;
       }
-      const int bias0 = pv[r][0] ? 0 : BIAS, bias1 = pv[r][1] ? 0 : BIAS;
       int acc[16];
       lik_cuda::wg_fence();
 #pragma unroll
@@ -958,7 +1021,8 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
         lik_cuda::wgmma_s8_32(acc, a[ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
       lik_cuda::wg_commit();
       /* while the MMAs run: the slot refills R tiles ahead, the last document is summed */
-      fetch(pw[r], pv[r]);
+      if constexpr (ASYNC) fetch_async(r);
+      else fetch(pw[r], pv[r]);
       sum_cols();
       lik_cuda::wg_wait<0>();
       lik_cuda::wg_fence_regs<16>(acc);
@@ -988,6 +1052,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     }
   }
   sum_cols();
+  if constexpr (ASYNC) lik_cuda::cp_async_wait<0>(); /* no copy outlives the block */
 }
 
 /* Bytes of bit row `row` as 64-bit word w (little-endian, bits past dim zero). */
@@ -1115,14 +1180,22 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   if (P.nq * P.lq <= 32) {
     const int dvec4 = d.sk == 1 && P.dim > 120 && ((uintptr_t)d.data) % 4 == 0 && d.sl % 4 == 0 &&
                       d.sn % 4 == 0;
-    if (qbits) signs_doc_kernel<true><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
-    else signs_doc_kernel<false><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    if (dvec4 && !P.dm) { /* the bits through the shared ring */
+      if (qbits) signs_doc_kernel<true, true><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+      else signs_doc_kernel<false, true><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    } else if (qbits) signs_doc_kernel<true, false><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
+    else signs_doc_kernel<false, false><<<grid, 128, 0, st>>>(P, qb, n, dvec4);
     return true;
   }
-  if (qbits && mw == 1) signs_tile_kernel<true, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
-  else if (qbits) signs_tile_kernel<true, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
-  else if (mw == 1) signs_tile_kernel<false, 1><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
-  else signs_tile_kernel<false, 2><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  if (dvec8 && !P.dm) { /* the bits through the shared ring */
+    if (qbits && mw == 1) signs_tile_kernel<true, 1, true><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+    else if (qbits) signs_tile_kernel<true, 2, true><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+    else if (mw == 1) signs_tile_kernel<false, 1, true><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+    else signs_tile_kernel<false, 2, true><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  } else if (qbits && mw == 1) signs_tile_kernel<true, 1, false><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (qbits) signs_tile_kernel<true, 2, false><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else if (mw == 1) signs_tile_kernel<false, 1, false><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
+  else signs_tile_kernel<false, 2, false><<<grid, 128, 0, st>>>(P, qb, g, n, dvec8);
   return true;
 }
 

@@ -80,5 +80,8 @@ for nq, nd, lq, ld, d in [(16, 8, 32, 300, 128), (3, 8, 20, 130, 100), (1, 8, 32
             lik.maxsim_inference_binary(qbits, b, d=d, d_mask=dm)
         lik.maxsim_inference_binary(strided_last(qi), bits, d=d, scale_Q=sq, d_mask=dm)
         lik.maxsim_inference_binary(strided_last(qbits), bits, d=d, d_mask=dm)
+        # no d_mask: the bits through the kernels' cp.async ring
+        lik.maxsim_inference_binary(qi, bits, d=d, scale_Q=sq)
+        lik.maxsim_inference_binary(qbits, bits, d=d)
 torch.cuda.synchronize()
 print("sanitize_quant: ok")

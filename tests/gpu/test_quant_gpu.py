@@ -183,6 +183,7 @@ def test_sign_bit_documents_bitwise_vs_cpu(rng, shape, off):
     with np.errstate(invalid="ignore", over="ignore"):
         cpu = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm, d_mask=dm)
         cpu2 = lik.maxsim_inference_binary(qi[::2], bits[::2], scale_Q=-0.5)
+        cpu_nodm = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm)  # the shared-ring path
         cpu_bb = lik.maxsim_inference_binary(qb, bits, d=d, q_mask=qm, d_mask=dm)
         cpu_bb2 = lik.maxsim_inference_binary(qb[::2], bits[::2], d=d)
         with lik.Context(cuda_off=off):
@@ -191,6 +192,8 @@ def test_sign_bit_documents_bitwise_vs_cpu(rng, shape, off):
                 _bitwise(lik.maxsim_inference_binary(gqb, gd, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
             _bitwise(lik.maxsim_inference_binary(gq_s, gbits, d=d, scale_Q=gsq, q_mask=gqm, d_mask=gdm), cpu)
             _bitwise(lik.maxsim_inference_binary(gqb_s, gbits_s, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
+            # no d_mask, rows of 4- / 8-byte words: the kernels' cp.async ring (every token counts)
+            _bitwise(lik.maxsim_inference_binary(gq, gbits, d=d, scale_Q=gsq, q_mask=gqm), cpu_nodm)
             # strided queries and documents (every other one), a negative per-tensor scale, no masks
             _bitwise(lik.maxsim_inference_binary(gq[::2], gbits[::2], d=d,
                                                  scale_Q=torch.tensor(-0.5, device="cuda")), cpu2)
