@@ -773,7 +773,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
     pend = -1;
   };
   /* unrolled over the ring's R slots (R even): tile f is in buffer f % 2
-   * = sl % 2, tile f + 1 in slot (f + 1) % R, refilled in its registers */
+   * = sl % 2, tile f + 1 in slot (f + 1) % R, refilled in place */
   static_assert(R % 2 == 0, "the tile buffers alternate within the unrolled loop");
   for (int j = blockIdx.x / groups; j < nd;) {
 #pragma unroll
@@ -844,7 +844,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
 /* Sign-bit documents against at most 32 query rows (Nq * Lq <= 32: one
  * ColBERT query), 64 < d <= 128, sm_90a: the documents are the M rows of
  * wgmma m64n32k32 s8 and the queries its N columns, so no 64-row m-tile is
- * half empty and the documents never pass through shared memory: each warp
+ * half empty and the documents are never staged as tiles: each warp
  * unpacks its 16 tokens of a 64-token tile straight into A fragments, and
  * the query rows (B, 4 KB, in the 128-byte swizzle) are staged once per
  * block.  K is permuted so that lane tg of a quad needs only the 32-bit
@@ -988,7 +988,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
     }
     pend = -1;
   };
-  /* unrolled over the ring's slots, so slot r stays in its registers */
+  /* unrolled over the ring's slots, so a register slot r stays in its registers */
   for (int j = blockIdx.x; j < nd;) {
 #pragma unroll
     for (int r = 0; r < R; r++) {

@@ -11,7 +11,8 @@ documents strided, feature bytes and query values of stride 2):
 The production shapes of the sign kernels run with a small Nd (8: a block per
 document, every tile of a document: (16, 8, 32, 300, 128) on signs_tile_kernel
 with two m-tiles and 5 tiles, (3, 8, 20, 130, 100) with one m-tile and byte
-loads, (1, 8, 32, 130, 128) on signs_doc_kernel), document 0 fully masked, 1
+loads, (1, 8, 32, 130, 128) on signs_doc_kernel, (2, 8, 32, 130, 128) with one
+m-tile and 8-byte words), document 0 fully masked, 1
 valid only in its last tile, 2 only in tile 0.  With --walk they also run
 with Nd = 3 blocks' worth of documents per block of the persistent grid (from
 the device's SM count), so each block walks about 3 documents (the
@@ -57,7 +58,7 @@ for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1)
 
 # the sign kernels' production shapes
 sms = torch.cuda.get_device_properties(0).multi_processor_count
-for nq, nd, lq, ld, d in [(16, 8, 32, 300, 128), (3, 8, 20, 130, 100), (1, 8, 32, 130, 128)]:
+for nq, nd, lq, ld, d in [(16, 8, 32, 300, 128), (3, 8, 20, 130, 100), (1, 8, 32, 130, 128), (2, 8, 32, 130, 128)]:
     groups = -(-nq // ((64 if nq * lq <= 64 else 128) // lq))
     nblk = -(-8 * sms // groups)  # launch_signs' persistent grid
     for n in [nd] + ([3 * nblk] if "--walk" in sys.argv else []):

@@ -123,7 +123,9 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
 # walks several documents of several tiles): (16, 1500, 32, 300, 128) on
 # signs_tile_kernel (two m-tiles, 4 queries a block, 5 tiles a document),
 # (3, 3000, 20, 130, 100) on it with one m-tile and byte loads (3 tiles),
-# (1, 4000, 32, 130, 128) on signs_doc_kernel (3 tiles).  Document 0 fully
+# (1, 4000, 32, 130, 128) on signs_doc_kernel (3 tiles), (2, 3000, 32, 128,
+# 128) with one m-tile, 8-byte words and full tiles.  Without a d_mask the
+# 16-byte rows go through the kernels' cp.async ring.  Document 0 fully
 # masked, 1 valid only in its last tile, 2 only in tile 0.  Scales of every
 # sign, -0, +-inf, NaN (the rows' integer max with negated rows), garbage in
 # masked tokens.  Each case also with cuda_off=["wgmma"] (the one-warp
@@ -135,7 +137,8 @@ SIGN_SHAPES = [(1, 7, 32, 300, 128), (1, 9, 20, 70, 100), (4, 30, 8, 64, 72), (3
                (2, 3, 128, 33, 97), (7, 50, 1, 130, 121), (1, 3, 129, 40, 128), (3, 5, 30, 65, 64),
                (2, 4, 7, 17, 1), (2, 3, 5, 20, 3), (1, 4, 9, 31, 17), (2, 3, 11, 40, 48), (2, 4, 32, 33, 96),
                (1, 2, 3, 9, 1000), (2, 5, 6, 129, 160),
-               (16, 1500, 32, 300, 128), (3, 3000, 20, 130, 100), (1, 4000, 32, 130, 128)]
+               (16, 1500, 32, 300, 128), (3, 3000, 20, 130, 100), (1, 4000, 32, 130, 128),
+               (2, 3000, 32, 128, 128)]
 
 
 def _bitwise(g, cpu):
@@ -184,6 +187,7 @@ def test_sign_bit_documents_bitwise_vs_cpu(rng, shape, off):
         cpu = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm, d_mask=dm)
         cpu2 = lik.maxsim_inference_binary(qi[::2], bits[::2], scale_Q=-0.5)
         cpu_nodm = lik.maxsim_inference_binary(qi, bits, scale_Q=sq, q_mask=qm)  # the shared-ring path
+        cpu_bb_nodm = lik.maxsim_inference_binary(qb, bits, d=d, q_mask=qm)
         cpu_bb = lik.maxsim_inference_binary(qb, bits, d=d, q_mask=qm, d_mask=dm)
         cpu_bb2 = lik.maxsim_inference_binary(qb[::2], bits[::2], d=d)
         with lik.Context(cuda_off=off):
@@ -194,6 +198,7 @@ def test_sign_bit_documents_bitwise_vs_cpu(rng, shape, off):
             _bitwise(lik.maxsim_inference_binary(gqb_s, gbits_s, d=d, q_mask=gqm, d_mask=gdm), cpu_bb)
             # no d_mask, rows of 4- / 8-byte words: the kernels' cp.async ring (every token counts)
             _bitwise(lik.maxsim_inference_binary(gq, gbits, d=d, scale_Q=gsq, q_mask=gqm), cpu_nodm)
+            _bitwise(lik.maxsim_inference_binary(gqb, gbits, d=d, q_mask=gqm), cpu_bb_nodm)
             # strided queries and documents (every other one), a negative per-tensor scale, no masks
             _bitwise(lik.maxsim_inference_binary(gq[::2], gbits[::2], d=d,
                                                  scale_Q=torch.tensor(-0.5, device="cuda")), cpu2)
