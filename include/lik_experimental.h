@@ -36,8 +36,9 @@
  *   content.
  *
  * Devices: lik_codec_train runs on the CPU (LIK_ERR_UNSUPPORTED for CUDA
- * tensors); compress, decompress and the scoring calls run on either.  On CUDA, codes, doc_lengths and cu_seqlens_d are device
- * data that the library does not read on the host (that would synchronise):
+ * tensors); compress, decompress and the scoring calls run on either.  On
+ * CUDA, codes, doc_lengths and cu_seqlens_d are device data that the
+ * library does not read on the host (that would synchronise):
  * the caller guarantees their values (the Python front checks a host copy),
  * and the kernels skip a token whose code is out of range rather than read
  * outside the centroid table.
@@ -165,9 +166,10 @@ LIK_API lik_status lik_codec_train(const lik_tensor *residuals, int nbits,
  * On CUDA (every tensor on one device) the call runs on opts->stream without
  * synchronising the host, and takes stream-ordered device scratch of
  * 4 + 8 * splits bytes a token (splits of the centroids: 1 when T >= 512 *
- * the SM count, else about 4 * SMs / ceil(T / 128), at most ceil(C / 128)).  A token with no finite
- * inner product (all NaN or -inf) gets code -1 there, its residual bytes
- * not written (the CPU's LIK_ERR_VALUE cannot be returned without a sync).
+ * the SM count, else about 4 * SMs / ceil(T / 128), at most ceil(C / 128)).
+ * A token with no finite inner product (all NaN or -inf) gets code -1
+ * there, its residual bytes not written (the CPU's LIK_ERR_VALUE cannot be
+ * returned without a sync).
  * Errors: LIK_ERR_VALUE (nbits; d * nbits not a multiple of 8; C = 0 with
  * T > 0; CPU: a token with no finite inner product, e.g. NaN, naming the
  * token), LIK_ERR_SHAPE, LIK_ERR_DTYPE, LIK_ERR_ALLOC (host or device

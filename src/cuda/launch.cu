@@ -237,7 +237,6 @@ static KParams make_params(const lik_problem *p) {
 
 /* Launches the forward for P (scores / argmax already set) on dev. */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev) {
-
   /* queries can share a CTA's rows in the cross pairing, padded or packed
    * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
    * kernel masks each slot's rows past its query's own length) */

@@ -958,13 +958,19 @@ static lik_status search_gpu(const lik_plaid_index *ix, queries *q, int64_t d,
 }
 #endif
 
+/* CUDA devices visible to the test (0 in a build without CUDA or without a GPU). */
+static int cuda_devices(void) {
+  int n = 0;
+#ifdef LIK_TEST_HAS_CUDA
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+#endif
+  return n;
+}
+
 static void group_device(void) {
   group_begin("device");
   case_begin("copy and search");
-  int ndev = 0;
-#ifdef LIK_TEST_HAS_CUDA
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-#endif
+  const int ndev = cuda_devices();
   corpus c = ndev ? make_corpus(300, 32, 60, 12) : make_corpus(40, 16, 9, 4); /* no GPU: errors only */
   lik_plaid_index *ix = build(&c, 2, 2, ndev ? 120 : 100);
   if (!ix) {
@@ -1047,10 +1053,7 @@ static void group_device(void) {
 static void group_device_build(void) {
   group_begin("device build");
   case_begin("options.device");
-  int ndev = 0;
-#ifdef LIK_TEST_HAS_CUDA
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-#endif
+  const int ndev = cuda_devices();
   corpus c = make_corpus(ndev ? 400 : 40, 48, 50, 10);
   lik_tensor X = t2(c.x, LIK_F32, c.T, c.d), cu = t1(c.cu, LIK_I64, c.n + 1);
   lik_plaid_build_options o = LIK_PLAID_BUILD_OPTIONS_INIT;
