@@ -155,6 +155,56 @@ def test_prefix_detection_every_width(Ld, gen):
     check_scores(_api.maxsim(Q, D, None, flip), ref_scores(S, qm, flip[None, :, None, :])[0], 32)
 
 
+@pytest.mark.parametrize("family", ["default", "mma.sync", "no-split"])
+@pytest.mark.parametrize("Nq,Nd,Lq,Ld,d", [(1, 61, 32, 1000, 128), (3, 40, 100, 333, 128),
+                                           (1, 2, 32, 4100, 128), (2, 23, 17, 257, 48)])
+def test_random_masks_across_tiles_and_items(family, Nq, Nd, Lq, Ld, d, gen):
+    """Random d_masks on documents of many tiles, one item after another in a
+    CTA, an Ld split (two long documents), and prefix-masked documents (run
+    unmasked) between them: the kernel loads a tile's d_mask words a tile
+    early and must use the words of the tile it computes."""
+    import lik
+    from lik import _api
+
+    Q = rand((Nq, Lq, d), torch.bfloat16, gen)
+    D = rand((Nd, Ld, d), torch.bfloat16, gen)
+    dm = rmask((Nd, Ld), gen, 0.6)
+    pre = torch.rand(Nd, device="cuda", generator=gen) < 0.3
+    dm[pre] = prefix(lengths(Nd, Ld, gen)[pre], Ld)
+    D[~dm] = float("nan")
+    with lik.Context(cuda_off=FAMILY_OFF[family]):
+        scores, am = _api._forward(Q, D, None, dm, with_argmax=True)
+        s2 = _api.maxsim(Q, D, None, dm)
+    qm = torch.ones(Nq, 1, Lq, dtype=torch.bool, device="cuda")
+    ref, mx, live, Sm = ref_scores(ref_sim(Q, torch.nan_to_num(D), False), qm, dm[None, :, None, :])
+    check_scores(scores, ref, Lq)
+    check_argmax(am, Sm, mx, live)
+    check_scores(s2, ref, Lq)
+
+
+@pytest.mark.parametrize("Lq", [32, 100])
+def test_random_masks_kd_and_pairs_many_items(Lq, gen):
+    """The same for KD (items row * K + k) and pairs (no early load across
+    items): random d_masks on 3-tile documents, prefix-masked ones between."""
+    from lik import _api
+
+    Nq, K, Ld, d = 6, 9, 300, 128
+    Q = rand((Nq, Lq, d), torch.bfloat16, gen)
+    D = rand((Nq, K, Ld, d), torch.bfloat16, gen)
+    dm = rmask((Nq, K, Ld), gen, 0.6)
+    pre = torch.rand(Nq, K, device="cuda", generator=gen) < 0.3
+    dm[pre] = prefix(lengths(Nq * K, Ld, gen).reshape(Nq, K)[pre], Ld)
+    D[~dm] = float("nan")
+    qm = torch.ones(Nq, 1, Lq, dtype=torch.bool, device="cuda")
+    ref, mx, live, Sm = ref_scores(ref_sim(Q, torch.nan_to_num(D), False, kd=True), qm, dm[:, :, None, :])
+    scores, am = _api._forward(Q, D, None, dm, with_argmax=True)
+    check_scores(scores, ref, Lq)
+    check_argmax(am, Sm, mx, live)
+    Qp = Q.repeat_interleave(K, 0)
+    p = _api.maxsim_pairs(Qp, D.reshape(Nq * K, Ld, d), None, dm.reshape(Nq * K, Ld))
+    check_scores(p.reshape(Nq, K), ref, Lq)
+
+
 def test_graph_capture_with_mask_and_lengths(gen):
     from lik import _api
 
