@@ -57,10 +57,6 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src,
 template <int N> __device__ __forceinline__ void cp_async_ca(uint32_t dst, const void *src, int bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(N), "r"(bytes));
 }
-/* a global line into L1, nothing waited for, no register held */
-__device__ __forceinline__ void prefetch_l1(const void *p) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
-}
 /* volatile, so they stay after a cp_async_wait (which has no memory clobber) */
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;

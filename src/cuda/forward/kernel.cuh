@@ -388,24 +388,6 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           uint32_t w[NG + 1], x[NG];
 #pragma unroll
           for (int k = 0; k <= NG; ++k) w[k] = w0 + k < P.dwords ? __ldg(mw + w0 + k) : 0u;
-          /* the next tile's words into L1 now, so that its loads above hit
-           * there instead of waiting for L2 before its MMAs: this
-           * document's next tile, else the next item's first (cross / KD;
-           * a pair's document would itself need a load) */
-          int64_t nd = -1, nat = 0;
-          if (cc.tile + 1 < cc.ntiles) {
-            nd = cc.doc;
-            nat = ((cc.tile + 1) * cc.split + cc.rank) * BD + c0;
-          } else if (P.pairing != 2 && cc.it + 1 < nitems) {
-            int64_t nq;
-            item_of(P, row, j0 + cc.it + 1, nq, nd);
-            nat = (int64_t)cc.rank * BD + c0;
-          }
-          if (nd >= 0 && (nat >> 5) < P.dwords) { /* its NG + 1 words: at most two lines */
-            const uint32_t *nw = P.dbits + nd * P.dwords;
-            prefetch_l1(nw + (nat >> 5));
-            prefetch_l1(nw + min((nat >> 5) + NG, P.dwords - 1));
-          }
 #pragma unroll
           for (int k = 0; k < NG; ++k) x[k] = __funnelshift_r(w[k], w[k + 1], s);
 #pragma unroll
