@@ -31,8 +31,8 @@ reference formula).
 Shapes (the issue's): pylate-text 256x256 queries/documents, Lq 32, Ld 300;
 colpali 128x128, Lq 32, Ld 1030; colpali-neg KD Q [128, 32], D [128, 8, 1030];
 colpali-neg-b256 Q [256, 32], D [256, 16, 1030]; longq 64x64, Lq = Ld = 1030;
-cached-ld2048 / cached-ld8192: one tile of PyLate's CachedContrastive (32 x 32,
-Lq 128, Ld 2048 / 8192); d = 128.  --masks 1 adds a d_mask padding each document's tail by 10-30 %.
+cached-ld2048 / cached-ld4096 / cached-ld8192: one tile of PyLate's
+CachedContrastive (32 x 32, Lq 128, Ld 2048 / 4096 / 8192); d = 128.  --masks 1 adds a d_mask padding each document's tail by 10-30 %.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ SHAPES = {
     "longq": (64, 64, 1030, 1030, 128, False),
     # one MaxSim tile of PyLate's CachedContrastive (mini-batch 32, Lq 128)
     "cached-ld2048": (32, 32, 128, 2048, 128, False),
+    "cached-ld4096": (32, 32, 128, 4096, 128, False),
     "cached-ld8192": (32, 32, 128, 8192, 128, False),
 }
 
