@@ -63,6 +63,9 @@ struct KParams {
   int qrows;      /* rows per query slot: BQ, or 32 / 64 when qpc > 1 (a power of two) */
   int qshift;     /* log2(qrows) */
   int nqb;        /* query blocks */
+  int64_t s0;     /* first query row of this launch (0, or the last block of a
+                     long query launched on its own: launch.cu, run_forward);
+                     with s0 > 0 the scores are added to the stored ones */
   int nkc;        /* k-chunks */
   int split;      /* CTAs of a thread-block cluster sharing each item's document
                      tiles (tile t to rank t % split; sm_90+), 1: none */

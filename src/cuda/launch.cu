@@ -237,10 +237,12 @@ static KParams make_params(const lik_problem *p) {
 
 /* Launches the forward for P (scores / argmax already set) on dev. */
 static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, const Device &dev) {
+  const KParams given = P; /* a last block split off below starts from it */
   /* queries can share a CTA's rows in the cross pairing, padded or packed
    * (packed: slots sized by P.q.len, the max_seqlen_q / argmax bound; the
    * kernel masks each slot's rows past its query's own length) */
   const int64_t stack_nq = P.pairing == 0 ? P.nq : 1;
+  const int64_t lq = P.q.len - P.s0; /* query rows of this launch */
   const DevInfo &info = *dev.info;
   const bool am = P.argmax != nullptr;
   cudaError_t e;
@@ -248,15 +250,15 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   const bool dense_rows = P.fast_d && P.d.sl == P.d.dim;
   /* the short-document tiles: one query or a few (cross), scores only; a
    * d_mask read as bits (retrieve's blocks pass the mask bytes alone) */
-  const bool few = P.pairing == 0 && !am && !P.normalize && !P.scores64 && !P.d.off.data &&
-                   (!P.dm.data || P.dbits);
-  TileCfg c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows,
+  const bool few = P.s0 == 0 && P.pairing == 0 && !am && !P.normalize && !P.scores64 &&
+                   !P.d.off.data && (!P.dm.data || P.dbits);
+  TileCfg c = choose_tile(dt, P.d.dim, lq, doc_tokens(P), stack_nq, dense_rows,
                           tmap_layout_ok(P), P.tf32, few, info);
   const int docs = c.short_docs ? (int)(128 / P.d.len) : 1;
   if (c.tma && !make_tmap_d(P, dt, c.short_docs ? (int)P.d.len : c.bn, docs))
     /* no tensor map: the tiles without TMA */
-    c = choose_tile(dt, P.d.dim, P.q.len, doc_tokens(P), stack_nq, dense_rows, false, P.tf32,
-                    few, info);
+    c = choose_tile(dt, P.d.dim, lq, doc_tokens(P), stack_nq, dense_rows, false, P.tf32, few,
+                    info);
   if (c.short_docs) {
     P.qrows = P.q.len <= 32 ? 32 : 64;
     P.qshift = __builtin_ctz((unsigned)P.qrows);
@@ -269,11 +271,26 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */
   P.qshift = __builtin_ctz((unsigned)P.qrows);
   if (c.qpc > 1) P.nrows = (P.nq + c.qpc - 1) / c.qpc;
-  int64_t nqb = (P.q.len + P.qrows - 1) / P.qrows;
+  int64_t nqb = (lq + P.qrows - 1) / P.qrows;
   if (nqb < 1) nqb = 1;
   if (nqb > INT_MAX)
     return lik_fail(LIK_ERR_UNSUPPORTED, "Q: Lq=%lld is too long for the CUDA backend",
                     (long long)P.q.len);
+  /* A long query's last block that would be at least half padding (Lq 1030
+   * in blocks of 256 rows: 6 rows in the fifth) runs as a launch of its
+   * own after this one, where its row count chooses smaller blocks
+   * (stacked 32-row slots for 6 rows), adding to the scores: in this
+   * launch it would cost a whole block of MMAs, and the launch reads D
+   * once as that block did.  The blocks' sums are added in the same order
+   * (run to run deterministic as before).  Not for packed queries. */
+  const int64_t last = lq - (nqb - 1) * P.qrows; /* rows of the last block */
+  bool tail = false;
+  if (!c.simt && P.qpc == 1 && nqb >= 2 && !P.q.off.data && 2 * last <= P.qrows) {
+    const TileCfg t = choose_tile(dt, P.d.dim, last, doc_tokens(P), stack_nq, dense_rows,
+                                  tmap_layout_ok(P), P.tf32, false, info);
+    tail = !t.simt && 32 * t.wm / t.qpc < P.qrows;
+  }
+  if (tail) --nqb;
   P.nqb = (int)nqb;
   P.nkc = c.simt ? 1 : (int)((P.d.dim * elt_size(dt) + c.kc - 1) / c.kc);
   if (P.nkc < 1) P.nkc = 1;
@@ -287,7 +304,10 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
     e = launch_mma_f32(P, c, am, stream, dev);
   }
   if (e != cudaSuccess) return cuda_fail(e, "the MaxSim kernel launch");
-  return LIK_OK;
+  if (!tail) return LIK_OK;
+  KParams rest = given;
+  rest.s0 = P.s0 + nqb * P.qrows;
+  return run_forward(rest, dt, stream, dev);
 }
 
 } // namespace lik_cuda

@@ -69,7 +69,7 @@ def test_padding(case, family, form, gen):
 
 
 @pytest.mark.parametrize("dt", ["bf16", "f16", "f32"])
-@pytest.mark.parametrize("Lq", [32, 100])
+@pytest.mark.parametrize("Lq", [32, 100, 300])  # 300: the last 44 rows as a launch of their own
 def test_kd_and_pairs_padding(dt, Lq, gen):
     from lik import _api
 

@@ -104,22 +104,23 @@ CASES = [
     ("f32", 2, 3, 37, 65, 33),
     ("f64", 2, 3, 20, 40, 24),
     ("bf16", 1, 3, 1, 1, 16),
-    ("bf16", 2, 6, 300, 130, 128),  # long query: two 256-row blocks
-    ("bf16", 1, 400, 600, 70, 128),  # three blocks, documents per CTA: the next block loads under the tiles
-    ("f16", 2, 300, 520, 33, 64),  # the same, d = 64
+    ("bf16", 2, 6, 300, 130, 128),  # long query: a 256-row block, the last 44 rows a launch of their own
+    ("bf16", 1, 400, 600, 70, 128),  # two blocks + 88 rows, documents per CTA: the next block loads under the tiles
+    ("f16", 2, 300, 520, 33, 64),  # the same (two blocks + 8 rows), d = 64
     ("bf16", 9, 5, 32, 150, 128),  # 8 queries stacked per CTA, last group partial
     ("f16", 13, 4, 20, 70, 64),  # stacked queries, d <= 64
     ("bf16", 1, 4, 100, 260, 128),  # 128 x 128 tiles (4 x 2 warps of 32 x 64)
     ("bf16", 1, 2, 24, 70, 2000),  # K-streamed, shallow pipeline (large query block)
     ("bf16", 1, 3, 65, 131, 17),  # one 128-row block, d tail < 64 (scalar loader)
     ("f16", 5, 3, 64, 257, 80),  # 4 queries of 64 rows stacked, d tail in the second atom
-    ("bf16", 3, 2, 257, 129, 1),  # two 256-row blocks, d = 1
+    ("bf16", 3, 2, 257, 129, 1),  # a 256-row block + 1 row, d = 1
     ("f16", 2, 3, 32, 200, 41),  # 96-byte rows (one query, d <= 48), scalar loader
     ("f32", 2, 4, 16, 90, 20),  # 96-byte rows of fp32 (d <= 24), d tail in the last chunk
     ("bf16", 2, 3, 33, 300, 520),  # K-streamed, 4 warps of 40 tokens (2 tiles of 160, not 3 of 128)
     ("f16", 1, 3, 20, 290, 777),  # K-streamed, 8 warps of 40 tokens (1 tile of 320), scalar loader
     ("f32", 1, 2, 20, 150, 250),  # K-streamed fp32, 4 warps of 40 tokens, scalar loader
     ("bf16", 2, 3, 100, 5, 128),  # wgmma, Ld shorter than a tile (on sm_90a a TMA box past D's end)
+    ("bf16", 6, 5, 1030, 77, 128),  # 4 blocks of 256 rows, then the last 6 rows as a launch of their own (stacked)
 ]
 
 # On a Hopper GPU the d <= 128 configurations run the wgmma kernel; the

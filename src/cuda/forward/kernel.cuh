@@ -20,7 +20,9 @@
  *              (deterministic, no atomics, no scratch).  In the two-warpgroup
  *              TMA kernel the next block is loaded into shared memory while
  *              the current one's last documents compute (its rows are in
- *              registers by then).
+ *              registers by then).  A last block that would be mostly
+ *              padding runs as a launch of its own (P.s0: launch.cu,
+ *              run_forward), after this one, adding to its scores.
  *   Ld split   (SPLIT, scores only, sm_90+) the P.split CTAs of a cluster
  *              share each item: rank r takes the document tiles t = r mod
  *              split; at the end of an item the ranks > 0 write their
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * needs (with an argmax, later blocks still write -1 up to its extent) */
   int nqb = P.nqb;
   if (!ARGMAX && P.pairing != 2 && P.qpc == 1) {
-    const int64_t need = (seq_len(P.q, row) + P.qrows - 1) / P.qrows;
+    const int64_t need = (seq_len(P.q, row) - P.s0 + P.qrows - 1) / P.qrows;
     if (need < nqb) nqb = need < 1 ? 1 : (int)need;
   }
 
@@ -267,7 +269,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         qlen = qi < P.nq ? seq_len(P.q, qi) : 0;
         q0 = qi < P.nq ? Qp + seq_base(P.q, qi) : Qp;
       }
-      const int64_t s = (int64_t)qb * P.qrows + (r & (P.qrows - 1));
+      const int64_t s = P.s0 + (int64_t)qb * P.qrows + (r & (P.qrows - 1));
       const int64_t k = (int64_t)kc * KC + ch * EPC;
       const uint32_t off = kc * BQ * C::RBP + swz<RB>(r, ch);
       if (P.fast_q) { /* asynchronous: all of the block's loads in flight at once */
@@ -685,7 +687,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
         if (rthr) {
           const int g = rrow >> P.qshift;
           const int64_t qi = cc.qi + g;
-          const int64_t s = (int64_t)cc.qb * P.qrows + (rrow & (P.qrows - 1));
+          const int64_t s = P.s0 + (int64_t)cc.qb * P.qrows + (rrow & (P.qrows - 1));
           const bool qok = qi < P.nq;
           bool qv = qok && s < seq_len(P.q, qi);
           if (qv && P.qm.data)
@@ -717,14 +719,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             float tot = wsum[wpar];
             for (int w = 1; w < BQ / 32; ++w) tot += wsum[wpar + w];
             float *out = P.scores + row * P.qpc * P.ssi + (j0 + cc.it) * P.ssj;
-            if (cc.qi < P.nq) *out = cc.qb == 0 ? tot : *out + tot;
+            if (cc.qi < P.nq) *out = cc.qb == 0 && P.s0 == 0 ? tot : *out + tot;
           }
         } else if (rank == 0 && rthr && (rrow & (P.qrows - 1)) == 0 && cc.qi + slot < P.nq) {
           /* a slot's sum by its first row's thread (in the slot's warpgroup) */
           float tot = wsum[wpar + slot * wps];
           for (int w = 1; w < wps; ++w) tot += wsum[wpar + slot * wps + w];
           float *out = P.scores + (row * P.qpc + slot) * P.ssi + (j0 + cc.it) * P.ssj;
-          *out = cc.qb == 0 ? tot : *out + tot;
+          *out = cc.qb == 0 && P.s0 == 0 ? tot : *out + tot;
         }
         ++nitem;
         /* each warpgroup its own rows, which its warps put into registers

@@ -74,7 +74,7 @@ __device__ __forceinline__ void cursor_item(const KParams &P, Cursor &c,
   }
   /* a query block wholly past a packed query's end (P.q.len only bounds it):
    * one empty tile, no loads, no MMAs; it adds 0 and writes argmax -1 */
-  if (c.qb > 0 && (int64_t)c.qb * P.qrows >= seq_len(P.q, c.qi)) c.len = 0;
+  if (c.qb > 0 && P.s0 + (int64_t)c.qb * P.qrows >= seq_len(P.q, c.qi)) c.len = 0;
   /* this rank's tiles; none (a rank past a short document): one empty tile */
   const int64_t all = (c.len + BD - 1) / BD;
   const int64_t mine = c.split == 1 ? all : (all - c.rank + c.split - 1) / c.split;
