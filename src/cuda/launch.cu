@@ -90,7 +90,10 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
  *     tokens beyond, and for stacked queries filling 256 rows when the
  *     tiles come by TMA (the warpgroups taking turns; 104-token tiles
- *     where they pad a document less: Ld = 300 in 312 columns, not 384);
+ *     where they pad a document less: Ld = 300 in 312 columns, not 384,
+ *     for stacked queries, and for long queries against documents of all
+ *     Ld tokens (`full`: Ld = 1030 in 1040 columns, not 1152; shorter
+ *     documents of a padded batch measured no gain));
  *     document tiles by TMA where a tensor map describes D (padded,
  *     16-byte rows) and bulk copies are on;
  *     otherwise mma.sync: 8 warps x (32 x 64) for stacked queries; one
@@ -107,7 +110,7 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  * mma_impl.cuh and decompose() decide, LIK_CUDA_SPLIT=0 turns it off): few
  * long documents then fill the GPU. */
 static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int64_t stack_nq,
-                           bool dense_rows, bool tmap_ok, bool tf32, bool few,
+                           bool dense_rows, bool tmap_ok, bool tf32, bool few, bool full,
                            const DevInfo &dev) {
   TileCfg c = {0, 1, 4, 4, 128, 1, 1, 0, 1, 0, 0, 64, 0};
   const int64_t rb = d * elt_size(dt);
@@ -147,7 +150,8 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   if (wg) {
     c.tma = tmap_ok && dev.bulk;
     c.wg = lq > 128 || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
-    if (c.wg == 2) c.bn = stack && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
+    if (c.wg == 2)
+      c.bn = (stack || full) && c.tma && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
     if (c.kc == 512) { /* fp32 64 < d <= 128: two warpgroups of 64 rows */
       c.wg = 2;
       c.bn = 64;
@@ -252,13 +256,15 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
    * d_mask read as bits (retrieve's blocks pass the mask bytes alone) */
   const bool few = P.s0 == 0 && P.pairing == 0 && !am && !P.normalize && !P.scores64 &&
                    !P.d.off.data && (!P.dm.data || P.dbits);
+  /* every document has all its Ld tokens (no d_mask, lengths or packing) */
+  const bool full = !P.dm.data && !P.d.lens && !P.d.off.data;
   TileCfg c = choose_tile(dt, P.d.dim, lq, doc_tokens(P), stack_nq, dense_rows,
-                          tmap_layout_ok(P), P.tf32, few, info);
+                          tmap_layout_ok(P), P.tf32, few, full, info);
   const int docs = c.short_docs ? (int)(128 / P.d.len) : 1;
   if (c.tma && !make_tmap_d(P, dt, c.short_docs ? (int)P.d.len : c.bn, docs))
     /* no tensor map: the tiles without TMA */
     c = choose_tile(dt, P.d.dim, lq, doc_tokens(P), stack_nq, dense_rows, false, P.tf32, few,
-                    info);
+                    full, info);
   if (c.short_docs) {
     P.qrows = P.q.len <= 32 ? 32 : 64;
     P.qshift = __builtin_ctz((unsigned)P.qrows);
@@ -266,6 +272,11 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
     e = launch_short_docs(P, dt, stream, dev);
     return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the MaxSim kernel launch");
   }
+  /* the tensor-core kernel right after the d_mask's prefix kernel
+   * (lik_cuda_maxsim) overlaps it (-2 .. -4 us on the padded rows of
+   * bench/gpu_forward.py --users, H100); the short-document kernel did not
+   * gain (docs/cuda.md) */
+  c.pdl = P.dpre && P.s0 == 0 && info.cc_major >= 9;
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
   P.qrows = bq / c.qpc; /* 32 .. 256, a power of two */
@@ -287,7 +298,7 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
   bool tail = false;
   if (!c.simt && P.qpc == 1 && nqb >= 2 && !P.q.off.data && 2 * last <= P.qrows) {
     const TileCfg t = choose_tile(dt, P.d.dim, last, doc_tokens(P), stack_nq, dense_rows,
-                                  tmap_layout_ok(P), P.tf32, false, info);
+                                  tmap_layout_ok(P), P.tf32, false, full, info);
     tail = !t.simt && 32 * t.wm / t.qpc < P.qrows;
   }
   if (tail) --nqb;

@@ -24,6 +24,10 @@ struct TileCfg {
   int tma;       /* wgmma document tiles by TMA (P.tmap_d set) */
   int bn;        /* wgmma document tile tokens: 64 (one warpgroup), 128 or 104 (two) */
   int short_docs; /* forward/short_docs.cuh (tma set): 128 / Ld documents to a tile */
+  int pdl;        /* launched right after the d_mask's prefix kernel (prefix.cu), as its
+                   * programmatic dependent (sm_90+): the kernel's launch and prologue
+                   * overlap that kernel, which it waits for before it reads KParams.dpre /
+                   * dbits (griddep_wait) */
 };
 
 /* Fills P.upr / P.dpc / P.split for document tiles of bd tokens and

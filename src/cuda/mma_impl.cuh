@@ -103,7 +103,8 @@ static cudaError_t kernel_info(K kern, K kern_split, int base, int split_max, co
 }
 
 template <class C, bool ARGMAX>
-static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, const Device &dev) {
+static cudaError_t launch_one(KParams &P, int split_max, bool pdl, cudaStream_t stream,
+                              const Device &dev) {
   constexpr int STAGES = stages_of<C>();
   constexpr bool CAN = can_split<C, ARGMAX>();
   auto kern = maxsim_mma_kernel<C, ARGMAX, STAGES, false>;
@@ -124,18 +125,21 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, co
   }
   decompose(P, slots, C::BD, split_max);
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   cfg.gridDim = dim3((unsigned)(P.nrows * P.upr * P.split));
   cfg.blockDim = dim3(C::NT);
   cfg.stream = stream;
+  cfg.attrs = attr;
   if (cfg.gridDim.x == 0) return cudaSuccess;
+  if (pdl) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
   if (P.split > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)P.split;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[cfg.numAttrs].val.clusterDim.x = (unsigned)P.split;
+    attr[cfg.numAttrs].val.clusterDim.y = 1;
+    attr[cfg.numAttrs++].val.clusterDim.z = 1;
     cfg.dynamicSmemBytes = base + xch_bytes<C>(P.split);
     e = cudaLaunchKernelEx(&cfg, kern_split, P);
   } else {
@@ -148,8 +152,8 @@ static cudaError_t launch_one(KParams &P, int split_max, cudaStream_t stream, co
 
 template <class C>
 static cudaError_t launch_am(KParams &P, const TileCfg &c, bool argmax, cudaStream_t s, const Device &dev) {
-  return argmax ? launch_one<C, true>(P, c.split_max, s, dev)
-                : launch_one<C, false>(P, c.split_max, s, dev);
+  return argmax ? launch_one<C, true>(P, c.split_max, c.pdl, s, dev)
+                : launch_one<C, false>(P, c.split_max, c.pdl, s, dev);
 }
 
 /* d > 128 half / 64 fp32 features (c.qreg = 0): d streamed in 128-byte
@@ -219,7 +223,7 @@ cudaError_t launch_qreg_wg(KParams &P, const TileCfg &c, bool argmax, cudaStream
     if (c.wg == 1)
       return c.tma ? launch_am<WgCfg<T, 2, 64, KC, 1, true>>(P, c, argmax, s, dev)
                    : launch_am<WgCfg<T, 2, 64, KC, 1>>(P, c, argmax, s, dev);
-    if (c.bn == 104) /* stacked queries: chosen with TMA tiles only */
+    if (c.bn == 104) /* chosen with TMA tiles only */
       return launch_am<WgCfg<T, 2, 104, KC, 2, true>>(P, c, argmax, s, dev);
     return c.tma ? launch_am<WgCfg<T, 2, 128, KC, 2, true>>(P, c, argmax, s, dev)
                  : launch_am<WgCfg<T, 2, 128, KC, 2>>(P, c, argmax, s, dev);

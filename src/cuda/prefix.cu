@@ -5,9 +5,11 @@
  * documents of their valid length) and every document's mask as bits (the
  * others' tiles read 32 tokens per word instead of a byte per token).  A
  * group of 2 .. 32 lanes per document (16-byte rows), else a warp; no host
- * synchronisation.
+ * synchronisation; the forward launched after it overlaps its launch and
+ * prologue with this kernel (programmatic dependent launch, sm_90+).
  */
 #include "launch.cuh"
+#include "ptx.cuh"
 
 namespace lik_cuda {
 
@@ -24,6 +26,9 @@ template <bool VEC, int LPD>
 __global__ void __launch_bounds__(256) prefix_kernel(KSeq d, KMask m, int32_t *dpre, uint32_t *bits,
                                                      int64_t dwords) {
   static_assert(VEC ? LPD >= 2 && LPD <= 32 && (LPD & (LPD - 1)) == 0 : LPD == 32, "lanes per document");
+  /* the forward after it may start its prologue now (TileCfg.pdl): it
+   * waits for this grid before it reads dpre / bits */
+  griddep_launch();
   const int lane = threadIdx.x & 31, sub = lane % LPD;
   const int64_t n0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * (32 / LPD); /* the warp's first */
   if (n0 >= d.count) return; /* warp-uniform */

@@ -142,6 +142,22 @@ __device__ __forceinline__ void tma_load_4d(uint32_t, const CUtensorMap *, int, 
 }
 #endif
 
+/* Programmatic dependent launch (sm_90+; no-ops before): griddep_launch lets
+ * the stream's next kernel, when launched with the programmatic stream
+ * serialization attribute, start before this grid ends; griddep_wait, in
+ * that kernel, returns once the grid before it has completed and its writes
+ * are visible (at once in a kernel launched without the attribute). */
+__device__ __forceinline__ void griddep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 /* Named CTA barrier `id` (1..15; 0 is __syncthreads) over `n` threads:
  * sync waits for n arrivals including its own warp's, arrive does not wait. */
 __device__ __forceinline__ void named_sync(int id, int n) {

@@ -124,6 +124,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
     __syncthreads();
   }
+  /* launched right after the d_mask's prefix kernel (TileCfg.pdl), the
+   * CTA got here while that kernel ran: dpre / dbits are read from here on */
+  griddep_wait();
 
   /* ---- producer: issue the loads of one pipeline step ---- */
   /* Fast path: thread tid always copies 16-byte chunk ch = tid % CPR of rows
