@@ -137,9 +137,13 @@ __global__ void prep_kernel(KChunk P) {
 }
 
 /* ---- centroid scores: CS_C centroids x 32 tokens per CTA of 256 threads, a
- * thread 8 centroids x 4 tokens (float4 loads of both from shared memory) ---- */
+ * thread 8 centroids x 4 tokens (float4 loads of both from shared memory);
+ * each score one fp32 FMA chain over the features in order (the host's
+ * sums, bit for bit).  The centroids' fp16 rows are staged by 16-byte loads
+ * along the features where d is a multiple of 8 (4 threads a 64-byte piece
+ * of a row: coalesced), else a 2-byte load per thread ---- */
 
-constexpr int CS_C = 256, CS_K = 16;
+constexpr int CS_C = 256, CS_K = 32;
 
 __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
   __shared__ __align__(16) float qs[CS_K][32];   /* [k][token] */
@@ -147,6 +151,7 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
   const int64_t q = blockIdx.z, c0 = (int64_t)blockIdx.x * CS_C, s0 = (int64_t)blockIdx.y * 32;
   const int tg = threadIdx.x & 7, cg = threadIdx.x >> 3; /* tokens 4tg .. 4tg+3, centroids 8cg .. 8cg+7 */
   const int64_t dim = P.ix.dim;
+  const bool vec = dim % 8 == 0; /* 16-byte aligned pieces of the rows */
   float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; j++)
@@ -159,10 +164,26 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
       const int64_t s = s0 + r, k = k0 + kk;
       qs[kk][r] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
     }
-    for (int e = threadIdx.x; e < CS_C * CS_K; e += blockDim.x) {
-      const int r = e % CS_C, kk = e / CS_C;
-      const int64_t c = c0 + r, k = k0 + kk;
-      ct[kk][r] = c < P.ix.ncent && k < dim ? __half2float(P.ix.cent[c * dim + k]) : 0.f;
+    if (vec) {
+      for (int e = threadIdx.x; e < CS_C * (CS_K / 8); e += blockDim.x) {
+        const int r = e / (CS_K / 8), h = e % (CS_K / 8);
+        const int64_t c = c0 + r, k = k0 + 8 * h;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (c < P.ix.ncent && k < dim) v = __ldg(reinterpret_cast<const uint4 *>(P.ix.cent + c * dim + k));
+        const __half2 *hv = reinterpret_cast<const __half2 *>(&v);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const float2 f = __half22float2(hv[i]);
+          ct[8 * h + 2 * i][r] = f.x;
+          ct[8 * h + 2 * i + 1][r] = f.y;
+        }
+      }
+    } else {
+      for (int e = threadIdx.x; e < CS_C * CS_K; e += blockDim.x) {
+        const int r = e % CS_C, kk = e / CS_C;
+        const int64_t c = c0 + r, k = k0 + kk;
+        ct[kk][r] = c < P.ix.ncent && k < dim ? __half2float(P.ix.cent[c * dim + k]) : 0.f;
+      }
     }
     __syncthreads();
     const int kn = dim - k0 < CS_K ? (int)(dim - k0) : CS_K;
