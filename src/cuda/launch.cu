@@ -273,9 +273,8 @@ static lik_status run_forward(KParams &P, lik_dtype dt, cudaStream_t stream, con
     return e == cudaSuccess ? LIK_OK : cuda_fail(e, "the MaxSim kernel launch");
   }
   /* the tensor-core kernel right after the d_mask's prefix kernel
-   * (lik_cuda_maxsim) overlaps it (-2 .. -4 us on the padded rows of
-   * bench/gpu_forward.py --users, H100); the short-document kernel did not
-   * gain (docs/cuda.md) */
+   * (lik_cuda_maxsim) overlaps it; the short-document kernel is launched
+   * as before (docs/cuda.md, "Padding") */
   c.pdl = P.dpre && P.s0 == 0 && info.cc_major >= 9;
   const int bq = c.simt ? 32 : 32 * c.wm;
   P.qpc = c.qpc;
