@@ -11,7 +11,8 @@
  *             = one fp32 FMA chain in ascending k, as the host's
  *             lik_cpu_centroid_scores on an FMA machine; 256 centroids x 32
  *             tokens per CTA, a thread 8 x 4 of them, k in chunks through
- *             shared memory
+ *             shared memory (tiles laid out for conflict-free loads and
+ *             stores)
  *   cmax      (prune) the best score of each centroid over the query's tokens
  *   probe     per query token, the n_probe best centroids (score descending,
  *             then lower id; NaN last): the centroids split in ranges over
@@ -137,19 +138,22 @@ __global__ void prep_kernel(KChunk P) {
 }
 
 /* ---- centroid scores: CS_C centroids x 32 tokens per CTA of 256 threads, a
- * thread 8 centroids x 4 tokens (float4 loads of both from shared memory);
- * each score one fp32 FMA chain over the features in order (the host's
- * sums, bit for bit).  The centroids' fp16 rows are staged by 16-byte loads
- * along the features where d is a multiple of 8 (4 threads a 64-byte piece
- * of a row: coalesced), else a 2-byte load per thread ---- */
+ * thread 8 centroids x 4 tokens (tokens tg, tg + 8, tg + 16, tg + 24: their
+ * rows of the query tile in distinct banks); each score one fp32 FMA chain
+ * over the features in order (the host's sums, bit for bit).  The query tile
+ * is [token][k] (rows padded to CS_QLD floats; 4 k-values by one 16-byte
+ * load), the centroid tile [k][centroid] (8 centroids by two 16-byte loads);
+ * the centroids' fp16 rows are staged by 16-byte loads where d is a multiple
+ * of 8, consecutive threads on consecutive centroids (conflict-free stores),
+ * else a 2-byte load per thread ---- */
 
-constexpr int CS_C = 256, CS_K = 32;
+constexpr int CS_C = 256, CS_K = 32, CS_QLD = CS_K + 4;
 
 __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
-  __shared__ __align__(16) float qs[CS_K][32];   /* [k][token] */
+  __shared__ __align__(16) float qs[32][CS_QLD]; /* [token][k] */
   __shared__ __align__(16) float ct[CS_K][CS_C]; /* [k][centroid] */
   const int64_t q = blockIdx.z, c0 = (int64_t)blockIdx.x * CS_C, s0 = (int64_t)blockIdx.y * 32;
-  const int tg = threadIdx.x & 7, cg = threadIdx.x >> 3; /* tokens 4tg .. 4tg+3, centroids 8cg .. 8cg+7 */
+  const int tg = threadIdx.x & 7, cg = threadIdx.x >> 3; /* tokens tg + 8i, centroids 8cg .. 8cg+7 */
   const int64_t dim = P.ix.dim;
   const bool vec = dim % 8 == 0; /* 16-byte aligned pieces of the rows */
   float acc[8][4];
@@ -159,14 +163,20 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
     for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
   for (int64_t k0 = 0; k0 < dim; k0 += CS_K) {
     __syncthreads();
-    for (int e = threadIdx.x; e < 32 * CS_K; e += blockDim.x) {
-      const int r = e / CS_K, kk = e % CS_K;
-      const int64_t s = s0 + r, k = k0 + kk;
-      qs[kk][r] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
+    for (int e = threadIdx.x; e < 32 * (CS_K / 4); e += blockDim.x) {
+      const int r = e / (CS_K / 4), k4 = 4 * (e % (CS_K / 4));
+      const int64_t s = s0 + r;
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t k = k0 + k4 + u;
+        v[u] = s < P.lq && k < dim ? P.qn[(q * P.lq + s) * dim + k] : 0.f;
+      }
+      *(float4 *)&qs[r][k4] = make_float4(v[0], v[1], v[2], v[3]);
     }
     if (vec) {
       for (int e = threadIdx.x; e < CS_C * (CS_K / 8); e += blockDim.x) {
-        const int r = e / (CS_K / 8), h = e % (CS_K / 8);
+        const int r = e % CS_C, h = e / CS_C;
         const int64_t c = c0 + r, k = k0 + 8 * h;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (c < P.ix.ncent && k < dim) v = __ldg(reinterpret_cast<const uint4 *>(P.ix.cent + c * dim + k));
@@ -187,16 +197,31 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
     }
     __syncthreads();
     const int kn = dim - k0 < CS_K ? (int)(dim - k0) : CS_K;
-    for (int kk = 0; kk < kn; kk++) {
-      const float4 qv = *(const float4 *)&qs[kk][4 * tg];
+    int kk = 0;
+    for (; kk + 4 <= kn; kk += 4) {
+      float4 qv[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) qv[i] = *(const float4 *)&qs[tg + 8 * i][kk];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const float4 a = *(const float4 *)&ct[kk + u][8 * cg], b = *(const float4 *)&ct[kk + u][8 * cg + 4];
+        const float cv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const float x = u == 0 ? qv[i].x : u == 1 ? qv[i].y : u == 2 ? qv[i].z : qv[i].w;
+#pragma unroll
+          for (int j = 0; j < 8; j++) acc[j][i] = __fmaf_rn(x, cv[j], acc[j][i]);
+        }
+      }
+    }
+    for (; kk < kn; kk++) { /* the last chunk's k-values past a multiple of 4 */
       const float4 a = *(const float4 *)&ct[kk][8 * cg], b = *(const float4 *)&ct[kk][8 * cg + 4];
       const float cv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int j = 0; j < 8; j++) {
-        acc[j][0] = __fmaf_rn(qv.x, cv[j], acc[j][0]);
-        acc[j][1] = __fmaf_rn(qv.y, cv[j], acc[j][1]);
-        acc[j][2] = __fmaf_rn(qv.z, cv[j], acc[j][2]);
-        acc[j][3] = __fmaf_rn(qv.w, cv[j], acc[j][3]);
+      for (int i = 0; i < 4; i++) {
+        const float x = qs[tg + 8 * i][kk];
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[j][i] = __fmaf_rn(x, cv[j], acc[j][i]);
       }
     }
   }
@@ -204,8 +229,8 @@ __global__ void __launch_bounds__(256) cs_kernel(KChunk P) {
   for (int j = 0; j < 8; j++) {
     const int64_t c = c0 + 8 * cg + j;
     if (c < P.ix.ncent)
-      *(float4 *)&P.cs[(q * P.ix.ncent + c) * P.lqp + s0 + 4 * tg] =
-          make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+#pragma unroll
+      for (int i = 0; i < 4; i++) P.cs[(q * P.ix.ncent + c) * P.lqp + s0 + tg + 8 * i] = acc[j][i];
   }
 }
 

@@ -62,17 +62,18 @@ static lik_status launch_capped(const char *what, void (*kernel)(K), const K &P,
  * T of es bytes (rows padded by 16 bytes: conflict-free ldmatrix). */
 static int64_t layout(KRes &P, int qb, int bn, int es) {
   const int64_t ldr = P.dpad + 16 / es, chunks = P.dpad / 8;
+  P.cdiv = 0xffffffffu / (uint32_t)chunks + 1u; /* ceil(2^32 / chunks): exact below 2^32 / chunks */
   int64_t off = 256 * sizeof(float); /* weights */
   P.off_wt = off;
   if (es == 2) off += 256 * 8 * 2; /* half types' byte table: 256 x 8/nbits weights */
   P.bn = bn;
-  P.ldr = ldr;
+  P.ldr = (int)ldr;
   P.off_q = off;
   off += qb * ldr * es;
   P.off_x = off;
   off += bn * ldr * es;
   P.off_part = off;
-  off += bn * chunks * 4;
+  off += (bn + 1) * chunks * 4;
   P.off_inv = off;
   off += bn * 4;
   off = (off + 7) / 8 * 8;

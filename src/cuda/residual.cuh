@@ -11,7 +11,8 @@
  * bit-reversed into the LIK order), dimension e at bits e*nbits.
  *
  * residual_maxsim (one CTA of 4 warps per (query group, document) item,
- * grid-stride): the query block (QB = 16*MT rows, normalised, as T) sits in
+ * grid-stride; the PLAID lists' items in a contiguous range per CTA): the
+ * query block (QB = 16*MT rows, normalised, as T) sits in
  * shared memory -- in the full scan of short queries (Lq <= 32) up to 128
  * rows of qpg stacked queries, qslot rows each, so that every decoded tile
  * serves all of them (the PLAID search's lists: one query per item); T = float for an fp32 / fp64 Q outside the PLAID search's
@@ -19,9 +20,11 @@
  * else fp16 when normalize and bf16 without
  * (range).  The document is streamed in tiles of BN tokens.  The codes and
  * residual offsets of SUPER tiles are read in one round trip; all 128
- * threads then decode a tile into shared memory as T: for half types each
- * thread first issues the loads of up to 8 groups of 8 dimensions (the
- * group's nbits residual bytes, its 16-byte fp16 centroid slice), then adds
+ * threads then decode a tile into shared memory as T: each thread's first
+ * round of loads (up to 8 groups of 8 dimensions: the group's nbits residual
+ * bytes, its 16-byte fp16 centroid slice) is issued before the previous
+ * tile's products, so that their latency overlaps them; for half types it
+ * then adds
  * centroid and weights as T pairs, the weights of a whole byte read from a
  * per-call table of the 256 byte values (the bit layout folded in); float
  * tiles hold decode_group's fp32 values.  The squares are summed in fp32 (per
@@ -332,10 +335,11 @@ __device__ __forceinline__ float finish8(const KCodec &c, const T *wt, int64_t c
   }
   uint32_t xw[4];
   float ss = 0.f;
+  const bool tail = k0 + 8 > c.dim;
 #pragma unroll
   for (int e = 0; e < 4; e++) {
     T2 x = __hadd2(as_pair<T2>(cw[e]), as_pair<T2>(w[e]));
-    if (k0 + 2 * e + 2 > c.dim) { /* past dim: 0 */
+    if (tail && k0 + 2 * e + 2 > c.dim) { /* past dim: 0 */
       const T z = from_f<T>(0.f);
       if (k0 + 2 * e >= c.dim) x.x = z;
       x.y = z;
@@ -371,32 +375,50 @@ __device__ void token_codes(const KRes &P, int64_t j, int64_t len, int64_t t0, i
   __syncthreads();
 }
 
+/* Groups of 8 dimensions a thread fetches in one round of a tile's decode
+ * (the next round's are in flight while a round is decoded). */
+constexpr int NB = 4;
+
+/* Issues the loads of groups c0, c0 + blockDim.x, ... (NB of them) of the
+ * tile whose codes are tcode[0 .. bn): the next tile's first round is
+ * fetched before the current tile's products, so that its latency overlaps
+ * them. */
+template <typename T>
+__device__ __forceinline__ void fetch_groups(const KRes &P, const int64_t *tcode,
+                                             const int64_t *troff, int c0, Group (&gr)[NB]) {
+  const int chunks = P.dpad / 8, total = P.bn * chunks;
+#pragma unroll
+  for (int b = 0; b < NB; b++) {
+    const int c = c0 + b * blockDim.x, tk = (int)__umulhi((uint32_t)c, P.cdiv);
+    if (c < total && tcode[tk] >= 0)
+      gr[b] = fetch8<T>(P.c, tcode[tk], P.t.res + troff[tk], P.t.res_sp, P.t.res_vec,
+                        8 * (int64_t)(c - tk * chunks));
+  }
+}
+
 /* The tile of bn tokens whose codes are tcode[0 .. bn) into xs (as T),
- * 1 / ||x|| into inv.  Half types: centroid + weight added in T from the
- * byte table wt; float: decode_group's fp32 values (decompress's, exactly). */
+ * 1 / ||x|| into inv (-1: a masked token).  gr holds the fetched groups of
+ * the first round (fetch_groups at threadIdx.x); each round fetches the
+ * next before it decodes its own.  Half types: centroid + weight added in T
+ * from the byte table wt; float: decode_group's fp32 values (decompress's,
+ * exactly). */
 template <typename T>
 __device__ void decode_tile(const KRes &P, const float *wv, const T *wt, const int64_t *tcode,
-                            const int64_t *troff, T *xs, float *part, float *inv) {
+                            const int64_t *troff, Group (&gr)[NB], T *xs, float *part, float *inv) {
   const int chunks = P.dpad / 8, total = P.bn * chunks;
-  constexpr int NB = 8; /* groups in flight per thread */
   for (int c0 = threadIdx.x; c0 < total; c0 += NB * blockDim.x) {
-    Group gr[NB];
-#pragma unroll
-    for (int b = 0; b < NB; b++) {
-      const int c = c0 + b * blockDim.x;
-      if (c < total && tcode[c / chunks] >= 0)
-        gr[b] = fetch8<T>(P.c, tcode[c / chunks], P.t.res + troff[c / chunks], P.t.res_sp,
-                          P.t.res_vec, 8 * (int64_t)(c % chunks));
-    }
+    Group nx[NB];
+    if (c0 + NB * (int)blockDim.x < total) fetch_groups<T>(P, tcode, troff, c0 + NB * blockDim.x, nx);
 #pragma unroll
     for (int b = 0; b < NB; b++) {
       const int c = c0 + b * blockDim.x;
       if (c < total) {
-        const int tk = c / chunks, q8 = c % chunks;
+        const int tk = (int)__umulhi((uint32_t)c, P.cdiv), q8 = c - tk * chunks;
+        const int64_t code = tcode[tk];
         float ss = 0.f;
         if constexpr (std::is_same<T, float>::value) {
           float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-          if (tcode[tk] >= 0) decode_group(P.c, wv, tcode[tk], gr[b], 8 * (int64_t)q8, x);
+          if (code >= 0) decode_group(P.c, wv, code, gr[b], 8 * (int64_t)q8, x);
 #pragma unroll
           for (int e = 0; e < 8; e++) ss = fmaf(x[e], x[e], ss);
           float4 *o = (float4 *)(xs + tk * P.ldr + 8 * q8);
@@ -404,24 +426,34 @@ __device__ void decode_tile(const KRes &P, const float *wv, const T *wt, const i
           o[1] = make_float4(x[4], x[5], x[6], x[7]);
         } else {
           uint4 x = make_uint4(0, 0, 0, 0);
-          if (tcode[tk] >= 0) ss = finish8<T>(P.c, wt, tcode[tk], gr[b], 8 * (int64_t)q8, x);
+          if (code >= 0) ss = finish8<T>(P.c, wt, code, gr[b], 8 * (int64_t)q8, x);
           *(uint4 *)(xs + tk * P.ldr + 8 * q8) = x;
         }
-        part[c] = ss;
+        part[q8 * (P.bn + 1) + tk] = ss;
       }
     }
+#pragma unroll
+    for (int b = 0; b < NB; b++) gr[b] = nx[b];
   }
   __syncthreads();
   for (int tk = threadIdx.x; tk < P.bn; tk += blockDim.x) {
     float ss = 0.f;
-    for (int q8 = 0; q8 < chunks; q8++) ss += part[tk * chunks + q8];
-    inv[tk] = P.normalize ? 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS) : 1.f;
+#pragma unroll 4
+    for (int q8 = 0; q8 < chunks; q8++) ss += part[q8 * (P.bn + 1) + tk];
+    inv[tk] = tcode[tk] < 0 ? -1.f : P.normalize ? 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS) : 1.f;
   }
   __syncthreads();
 }
 
+/* Resident CTAs the registers are sized for (ptxas' own choice spills some
+ * instances): 4 up to 32 query rows, 3 at 64, 1 at 128. */
+template <int MT>
+constexpr int res_min_ctas() {
+  return MT <= 2 ? 4 : MT == 4 ? 3 : 1;
+}
+
 template <typename T, int MT, int NPW, bool LIST>
-__global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
+__global__ void __launch_bounds__(128, res_min_ctas<MT>()) residual_maxsim_kernel(KRes P) {
   constexpr int QB = 16 * MT;
   constexpr int KS = 32 / sizeof(T); /* elements of one 32-byte k-step (k16 of half, k8 of tf32) */
   extern __shared__ __align__(16) unsigned char smem[];
@@ -441,7 +473,12 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
   const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
   const uint32_t xs_a = (uint32_t)__cvta_generic_to_shared(xs);
   int64_t loaded = -1; /* query block in qs: i * nqb + qb */
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+  /* LIST: a CTA takes a contiguous range of items (a query's list: its block
+   * stays loaded); the full scan strides over the grid */
+  const int64_t per = LIST ? (items + gridDim.x - 1) / gridDim.x : 1;
+  const int64_t first = LIST ? blockIdx.x * per : blockIdx.x, step = LIST ? 1 : gridDim.x;
+  const int64_t end = LIST ? (items < first + per ? items : first + per) : items;
+  for (int64_t item = first; item < end; item += step) {
     const int64_t i = item / P.t.count, jo = item % P.t.count;
     if (LIST && jo >= P.list_n[i]) continue; /* uniform over the CTA */
     const int64_t j = LIST ? (int64_t)P.list[i * P.list_sn + jo] : jo, len = doc_len(P.t, j);
@@ -461,11 +498,21 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
           best[mt][h] = -INFINITY;
           bidx[mt][h] = -1;
         }
+      Group gr[NB];
+      if (len > 0) {
+        __syncthreads(); /* qs written */
+        token_codes(P, j, len, 0, tcode, troff);
+        fetch_groups<T>(P, tcode, troff, threadIdx.x, gr);
+      }
       for (int64_t t0 = 0; t0 < len; t0 += P.bn) {
-        __syncthreads(); /* qs written; the previous tile's xs, tcode read */
+        __syncthreads(); /* the previous tile's xs read */
         const int64_t sub = t0 % (SUPER * P.bn);
-        if (sub == 0) token_codes(P, j, len, t0, tcode, troff);
-        decode_tile<T>(P, wv, wt, tcode + sub, troff + sub, xs, part, inv);
+        decode_tile<T>(P, wv, wt, tcode + sub, troff + sub, gr, xs, part, inv);
+        if (t0 + P.bn < len) { /* the next tile's codes (every SUPER tiles) and first groups */
+          const int64_t nsub = (t0 + P.bn) % (SUPER * P.bn);
+          if (nsub == 0) token_codes(P, j, len, t0 + P.bn, tcode, troff);
+          fetch_groups<T>(P, tcode + nsub, troff + nsub, threadIdx.x, gr);
+        }
         float acc[NPW][MT][4];
 #pragma unroll
         for (int n = 0; n < NPW; n++)
@@ -512,8 +559,8 @@ __global__ void __launch_bounds__(128) residual_maxsim_kernel(KRes P) {
 #pragma unroll
           for (int e = 0; e < 2; e++) {
             const int col = (warp + 4 * n) * 8 + 2 * tq + e;
-            if (tcode[sub + col] < 0) continue;
             const float s = inv[col];
+            if (s < 0.f) continue; /* masked */
             const int tok = (int)(t0 + col);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)

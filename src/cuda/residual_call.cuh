@@ -57,7 +57,8 @@ struct KRes {
   int64_t asi, asj, ass;
   int normalize;
   int dpad, bn;             /* d rounded up to 16; tokens per tile (32 or 64) */
-  int64_t ldr;              /* shared row stride in elements: dpad + 16 bytes */
+  int ldr;                  /* shared row stride in elements: dpad + 16 bytes */
+  uint32_t cdiv;            /* x / (dpad / 8) == __umulhi(x, cdiv) for a tile's groups x */
   int64_t off_wt, off_q, off_x, off_part, off_inv, off_code, off_roff, off_rv, off_ri, off_row; /* bytes */
   /* LIST kernels (the PLAID search's exact stage): item (i, j) scores
    * document list[i * list_sn + j] of the index when j < list_n[i] */

@@ -55,6 +55,8 @@ CORPORA = {
     "d48-nb1": (48, 1, 300, 64),
     "d8-nb8": (8, 8, 500, 32),
     "d128-nb8": (128, 8, 300, 64),
+    "d20-nb2": (20, 2, 400, 64),  # d not a multiple of 8: the kernels' scalar paths
+    "d17-nb8": (17, 8, 300, 64),
 }
 
 GRID = [dict(top_k=k, n_ivf_probe=p, n_full_scores=f, centroid_score_threshold=t)
