@@ -11,7 +11,8 @@
  * bit-reversed into the LIK order), dimension e at bits e*nbits.
  *
  * residual_maxsim (one CTA of 4 warps per (query group, document) item,
- * grid-stride; the PLAID lists' items in a contiguous range per CTA): the
+ * grid-stride; the PLAID lists' items in equal contiguous shares, so that a
+ * CTA's query block stays loaded and short lists leave no CTA idle): the
  * query block (QB = 16*MT rows, normalised, as T) sits in
  * shared memory -- in the full scan of short queries (Lq <= 32) up to 128
  * rows of qpg stacked queries, qslot rows each, so that every decoded tile
@@ -445,6 +446,33 @@ __device__ void decode_tile(const KRes &P, const float *wv, const T *wt, const i
   __syncthreads();
 }
 
+/* LIST: this CTA's share of the items of every list (list_n[q] of query q,
+ * in query order), as many for every CTA: its first item (i, jo) and how
+ * many.  Items past a list's length are never a CTA's, so short lists leave
+ * no CTA idle.  sh: shared scratch of 7 entries (4 warps' sums, the result). */
+__device__ int64_t list_share(const KRes &P, int64_t *sh /* 7 entries */, int64_t &i, int64_t &jo) {
+  int64_t n = 0;
+  for (int64_t q = threadIdx.x; q < P.nq; q += blockDim.x) n += P.list_n[q];
+#pragma unroll
+  for (int o = 16; o; o >>= 1) n += __shfl_xor_sync(0xffffffffu, n, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = n;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int64_t total = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += sh[w];
+    const int64_t per = (total + gridDim.x - 1) / gridDim.x, first = blockIdx.x * per;
+    int64_t q = 0, at = first;
+    while (q < P.nq && at >= P.list_n[q]) at -= P.list_n[q++];
+    sh[4] = q;
+    sh[5] = at;
+    sh[6] = first >= total ? 0 : total - first < per ? total - first : per;
+  }
+  __syncthreads();
+  i = sh[4];
+  jo = sh[5];
+  return sh[6];
+}
+
 /* Resident CTAs the registers are sized for (ptxas' own choice spills some
  * instances): 4 up to 32 query rows, 3 at 64, 1 at 128. */
 template <int MT>
@@ -473,14 +501,15 @@ __global__ void __launch_bounds__(128, res_min_ctas<MT>()) residual_maxsim_kerne
   const uint32_t qs_a = (uint32_t)__cvta_generic_to_shared(qs);
   const uint32_t xs_a = (uint32_t)__cvta_generic_to_shared(xs);
   int64_t loaded = -1; /* query block in qs: i * nqb + qb */
-  /* LIST: a CTA takes a contiguous range of items (a query's list: its block
-   * stays loaded); the full scan strides over the grid */
-  const int64_t per = LIST ? (items + gridDim.x - 1) / gridDim.x : 1;
-  const int64_t first = LIST ? blockIdx.x * per : blockIdx.x, step = LIST ? 1 : gridDim.x;
-  const int64_t end = LIST ? (items < first + per ? items : first + per) : items;
-  for (int64_t item = first; item < end; item += step) {
-    const int64_t i = item / P.t.count, jo = item % P.t.count;
-    if (LIST && jo >= P.list_n[i]) continue; /* uniform over the CTA */
+  /* LIST: the CTA's share of the lists' items, from (i, jo) on; the full
+   * scan strides over the grid */
+  int64_t i = 0, jo = 0, left = 0;
+  if constexpr (LIST) left = list_share(P, (int64_t *)red_v, i, jo); /* red_v: free until a block's merge */
+  for (int64_t item = blockIdx.x; LIST ? left > 0 : item < items; item += gridDim.x) {
+    if constexpr (!LIST) {
+      i = item / P.t.count;
+      jo = item % P.t.count;
+    }
     const int64_t j = LIST ? (int64_t)P.list[i * P.list_sn + jo] : jo, len = doc_len(P.t, j);
     float score = 0.f; /* thread t < qpg: query i * qpg + t */
     for (int64_t qb = 0; qb < nqb; qb++) {
@@ -606,6 +635,14 @@ __global__ void __launch_bounds__(128, res_min_ctas<MT>()) residual_maxsim_kerne
     }
     if (threadIdx.x < qpg && i * qpg + threadIdx.x < P.nq)
       P.scores[(i * qpg + threadIdx.x) * P.ssi + jo * P.ssj] = score;
+    if constexpr (LIST) { /* the next item: the list's next slot, else the next non-empty list */
+      left--;
+      if (++jo == P.list_n[i]) {
+        jo = 0;
+        do i++;
+        while (i < P.nq && P.list_n[i] == 0);
+      }
+    }
   }
 }
 
