@@ -22,7 +22,7 @@
  * (range).  The document is streamed in tiles of BN tokens.  The codes and
  * residual offsets of SUPER tiles are read in one round trip; all 128
  * threads then decode a tile into shared memory as T: each thread's first
- * round of loads (up to 8 groups of 8 dimensions: the group's nbits residual
+ * round of loads (up to 4 groups of 8 dimensions: the group's nbits residual
  * bytes, its 16-byte fp16 centroid slice) is issued before the previous
  * tile's products, so that their latency overlaps them; for half types it
  * then adds
