@@ -1,7 +1,8 @@
 /*
  * residual.cu — extern "C" entry points of the CUDA backend for compressed
  * late interaction (src/core/residual.h): lik_cuda_codec_decompress,
- * lik_cuda_maxsim_residual, lik_cuda_plaid_approx.  Kernels in residual.cuh.
+ * lik_cuda_maxsim_residual, lik_cuda_plaid_approx.  Kernels in residual.cuh
+ * and residual_scan.cuh (the full scan's fast kernel, where it applies).
  * Everything runs on the call's stream; no host synchronisation, no
  * allocation.
  */
@@ -11,6 +12,7 @@
 #include "device.cuh"
 #include "host.cuh"
 #include "residual.cuh"
+#include "residual_scan.cuh"
 
 namespace lik_cuda {
 namespace res {
@@ -143,7 +145,71 @@ static int64_t fit(KRes &P, int es, const Device &dev, int *mt) {
   return smem > dev.info->smem_max ? 0 : smem;
 }
 
+/* Whether residual_scan_kernel takes the call: the full scan (no argmax)
+ * of d = 128 tokens at nbits 2 / 4, fp16 centroid rows of 16-byte loads
+ * (codes below 2^31), residual rows of contiguous bytes aligned to a
+ * lane's load (4 nbits bytes), a half-type query under normalize. */
+static bool scan_fits(const KRes &P) {
+  const int64_t a = 4 * P.c.nbits; /* a lane's residual load */
+  return !P.list && !P.argmax && P.normalize && (P.q_dt == LIK_F16 || P.q_dt == LIK_BF16) &&
+         P.c.dim == SCAN_D && (P.c.nbits == 2 || P.c.nbits == 4) && P.c.cent_vec &&
+         P.c.ncent <= INT32_MAX &&
+         P.t.res_sp == 1 && P.t.res_st % a == 0 && P.t.res_sn % a == 0 &&
+         (uintptr_t)P.t.res % (uintptr_t)a == 0;
+}
+
+/* residual_scan_kernel's query block and shared memory: queries of Lq <= 64
+ * stacked in slots of 16 / 32 / 64 rows up to 128 rows, longer ones in
+ * blocks of 128 rows; the weights, the byte table, the permuted query
+ * block, each warp's rows' maxima. */
+static int64_t scan_layout(KRes &P, int *mt) {
+  const int slot = P.lq <= 16 ? 16 : P.lq <= 32 ? 32 : P.lq <= 64 ? 64 : 128;
+  int rows = slot;
+  while (rows < 128 && rows < slot * P.nq) rows *= 2;
+  *mt = rows / 16;
+  P.qslot = slot;
+  P.qpg = rows / slot;
+  P.dpad = SCAN_D;
+  P.ldr = SCAN_LDQ;
+  int64_t off = 256 * sizeof(float);
+  P.off_wt = off;
+  off += SCAN_TABLE;
+  P.off_q = off;
+  off += (int64_t)rows * SCAN_LDQ * 2;
+  P.off_row = off;
+  return off + 4 * rows * 4;
+}
+
+template <int NBITS, int MT>
+static lik_status launch_scan(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
+  const void *fn = (const void *)residual_scan_kernel<NBITS, MT>;
+  int occ;
+  lik_status st = occupancy(dev, fn, 128, smem, &occ);
+  if (st) return st;
+  const int64_t grid = grid_for((P.t.count + 3) / 4, dev, occ); /* a warp per document at most */
+  residual_scan_kernel<NBITS, MT><<<(unsigned)grid, 128, (size_t)smem, stream>>>(P);
+  return launched("the residual scan kernel launch");
+}
+
+template <int NBITS>
+static lik_status launch_scan_mt(KRes &P, int mt, const Device &dev, cudaStream_t stream,
+                                 int64_t smem) {
+  switch (mt) {
+    case 1: return launch_scan<NBITS, 1>(P, dev, stream, smem);
+    case 2: return launch_scan<NBITS, 2>(P, dev, stream, smem);
+    case 4: return launch_scan<NBITS, 4>(P, dev, stream, smem);
+    default: return launch_scan<NBITS, 8>(P, dev, stream, smem);
+  }
+}
+
 lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream) {
+  if (scan_fits(P)) {
+    int mt;
+    const int64_t smem = scan_layout(P, &mt);
+    if (smem <= dev.info->smem_max)
+      return P.c.nbits == 2 ? launch_scan_mt<2>(P, mt, dev, stream, smem)
+                            : launch_scan_mt<4>(P, mt, dev, stream, smem);
+  }
   P.dpad = (int)((P.c.dim + 15) / 16 * 16);
   int mt;
   /* an fp32 / fp64 query scores in fp32 (3xTF32) where its tiles fit; the

@@ -237,8 +237,20 @@ __global__ void __launch_bounds__(128) approx_kernel(KApprox P) {
 
 /* ---- residual MaxSim ------------------------------------------------------------ */
 
-/* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T). */
-template <typename T, int QB>
+/* Where dimension k of a d = 128 query row sits in the full scan's layout
+ * (residual_scan.cuh): its 8-dimension chunk c = k / 8 is thread t = 2 (c / 8)
+ * + c % 2's chunk m = c % 8 / 2, whose dimensions 4h .. 4h+3 are k-step
+ * j = 2m + h's MMA columns 2t, 2t+1, 2t+8, 2t+9. */
+__device__ __forceinline__ int scan_pos(int k) {
+  const int c = k >> 3, h = (k >> 2) & 1, e = k & 3;
+  const int t = 2 * (c >> 3) + (c & 1), j = 2 * ((c & 7) >> 1) + h;
+  return 16 * j + 2 * t + (e & 1) + ((e >> 1) << 3);
+}
+
+/* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T);
+ * PERM: each row's dimension k at scan_pos(k). */
+
+template <typename T, int QB, bool PERM = false>
 __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t r0, T *qs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   for (int r = warp; r < QB; r += 4) {
@@ -259,7 +271,7 @@ __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t
       const float v = ok && k < P.c.dim
                           ? load_f(P.q, P.q_dt, q * P.q_sn + s * P.q_sl + k * P.q_sk) * inv
                           : 0.f;
-      qs[r * P.ldr + k] = from_f<T>(v);
+      qs[r * P.ldr + (PERM ? scan_pos((int)k) : k)] = from_f<T>(v);
     }
   }
 }

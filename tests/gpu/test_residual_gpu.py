@@ -129,6 +129,52 @@ def test_stacked_queries_match_cpu(rng, nq, lq, qdtype, normalize):
         assert torch.all(a >= 0) and torch.all(chosen >= sims.max(-1).values - tol)
 
 
+SCAN_LENGTHS = [300, 0, 1, 15, 16, 17, 63, 64, 65, 1000, 2, 129]
+
+
+@pytest.mark.parametrize("nbits", (2, 4))
+@pytest.mark.parametrize("layout", ("colbert", "lik"))
+@pytest.mark.parametrize("qdtype", (torch.float16, torch.bfloat16))
+@pytest.mark.parametrize("nq,lq", [(1, 1), (1, 32), (2, 7), (3, 32), (1, 40), (5, 64), (2, 100), (1, 129), (9, 20)])
+def test_scan_matches_cpu(rng, nbits, layout, qdtype, nq, lq):
+    """The full scan's register-decode kernel (d 128, nbits 2 / 4, a half
+    query under normalize: residual_scan.cuh) against the CPU: every query
+    block size (1, 2, 4, 8 m-tiles, queries stacked, a query past 128 rows),
+    lengths around its 16-token tiles, int32 and int64 codes, padded
+    documents with garbage past their lengths, a query row of NaN (never
+    wins: its row scores 0)."""
+    d = 128
+    lens = [int(x) for x in rng.permutation(SCAN_LENGTHS)]
+    codes, res, cu, cent, w = _index(rng, nbits, d, int(rng.integers(1, 3000)), lens)
+    if rng.integers(2):
+        codes = codes.long()
+    Q = torch.from_numpy(rng.standard_normal((nq, lq, d)).astype(np.float32)).to(qdtype)
+    Q[-1, lq // 2] = float("nan")
+    _check(Q, codes, res, cu, cent, w, nbits, layout, True, True, 1.0)
+    ld = max(lens) + 5
+    pc = torch.from_numpy(rng.integers(-(1 << 30), 1 << 30, (len(lens), ld))).to(codes.dtype)  # never read
+    pr = torch.from_numpy(rng.integers(0, 256, (len(lens), ld, res.shape[1])).astype(np.uint8))
+    for j in range(len(lens)):
+        pc[j, :lens[j]] = codes[cu[j]:cu[j + 1]]
+        pr[j, :lens[j]] = res[cu[j]:cu[j + 1]]
+    _check(Q[0], pc, pr, cu[1:] - cu[:-1], cent, w, nbits, layout, True, False, 1.0)
+
+
+@pytest.mark.parametrize("nbits", (2, 4))
+def test_scan_layouts_it_declines(rng, nbits):
+    """Calls the scan kernel must leave to residual_maxsim_kernel (rows not
+    aligned to a thread's load, fp32 centroids, a strided query is taken):
+    the same scores as the CPU's."""
+    codes, res, cu, cent, w = _index(rng, nbits, 128, 77, [40, 3, 0, 100])
+    Q = torch.from_numpy(rng.standard_normal((3, 32, 128)).astype(np.float32)).half()
+    wide = torch.zeros((res.shape[0], res.shape[1] + 1), dtype=torch.uint8)
+    wide[:, :res.shape[1]] = res
+    _check(Q, codes, wide[:, :res.shape[1]], cu, cent, w, nbits, "colbert", True, True, 1.0)
+    _check(Q, codes, res, cu, cent.float(), w, nbits, "colbert", True, True, 1.0)
+    _check(Q.transpose(1, 2).contiguous().transpose(1, 2), codes, res, cu, cent, w, nbits, "colbert", True, True,
+           1.0)
+
+
 def test_argmax_and_grad_match_cpu(rng):
     nbits, d = 2, 128
     codes, res, cu, cent, w = _index(rng, nbits, d, 64, [40, 0, 100, 3])
