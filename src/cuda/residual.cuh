@@ -249,7 +249,6 @@ __device__ __forceinline__ int scan_pos(int k) {
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T);
  * PERM: each row's dimension k at scan_pos(k). */
-
 template <typename T, int QB, bool PERM = false>
 __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t r0, T *qs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
