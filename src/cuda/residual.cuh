@@ -2,7 +2,9 @@
  * residual.cuh — CUDA kernels of compressed late interaction
  * (lik_experimental.h): decoding (lik_codec_decompress), PLAID's centroid
  * score, and residual MaxSim, which decodes document tiles into shared memory
- * and scores them on the tensor cores (never a dense [Nd, Ld, d] tensor).
+ * and scores them on the tensor cores (never a dense [Nd, Ld, d] tensor); the
+ * full scan's common case (d 128, nbits 2 / 4, a half query, no argmax) runs
+ * residual_scan.cuh's register-decode kernel instead.
  *
  * Decoding (the CPU's semantics, src/cpu/residual_decode.h): dimension k of a
  * token is centroid[code][k] + weights[bucket_k] in fp32; with normalize,
