@@ -250,29 +250,61 @@ __device__ __forceinline__ int scan_pos(int k) {
 }
 
 /* Query block (rows r0 .. r0 + QB) of query i into qs (normalised as T);
- * PERM: each row's dimension k at scan_pos(k). */
+ * PERM: each row's dimension k at scan_pos(k).  A warp a row; a lane's
+ * dimensions lane + 32 u are loaded LQ_U at a time, independently (one
+ * memory latency a chunk, not one a dimension), and the row's first chunk
+ * stays in registers for the store; the squares are summed in the same
+ * order as one load at a time (the same bits). */
+constexpr int LQ_U = 4;
 template <typename T, int QB, bool PERM = false>
 __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t r0, T *qs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   for (int r = warp; r < QB; r += 4) {
     const int64_t q = i * qpg + r / qslot, s = r0 + r % qslot;
     const bool ok = q < P.nq && s < P.lq;
+    const int64_t base = q * P.q_sn + s * P.q_sl;
+    auto chunk = [&](int64_t k0, float (&x)[LQ_U]) {
+#pragma unroll
+      for (int u = 0; u < LQ_U; u++) {
+        const int64_t k = k0 + lane + 32 * u;
+        x[u] = ok && k < P.c.dim ? load_f(P.q, P.q_dt, base + k * P.q_sk) : 0.f;
+      }
+    };
+    float x0[LQ_U];
+    chunk(0, x0);
     float inv = 1.f;
     if (ok && P.normalize) {
       float ss = 0.f;
-      for (int64_t k = lane; k < P.c.dim; k += 32) {
-        const float v = load_f(P.q, P.q_dt, q * P.q_sn + s * P.q_sl + k * P.q_sk);
-        ss += v * v;
+      for (int64_t k0 = 0; k0 < P.c.dim; k0 += 32 * LQ_U) {
+        float x[LQ_U];
+        if (k0 == 0) {
+#pragma unroll
+          for (int u = 0; u < LQ_U; u++) x[u] = x0[u];
+        } else {
+          chunk(k0, x);
+        }
+#pragma unroll
+        for (int u = 0; u < LQ_U; u++)
+          if (k0 + lane + 32 * u < P.c.dim) ss += x[u] * x[u];
       }
 #pragma unroll
       for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       inv = 1.f / fmaxf(sqrtf(ss), (float)LIK_NORM_EPS);
     }
-    for (int64_t k = lane; k < P.dpad; k += 32) {
-      const float v = ok && k < P.c.dim
-                          ? load_f(P.q, P.q_dt, q * P.q_sn + s * P.q_sl + k * P.q_sk) * inv
-                          : 0.f;
-      qs[r * P.ldr + (PERM ? scan_pos((int)k) : k)] = from_f<T>(v);
+    for (int64_t k0 = 0; k0 < P.dpad; k0 += 32 * LQ_U) {
+      float x[LQ_U];
+      if (k0 == 0) {
+#pragma unroll
+        for (int u = 0; u < LQ_U; u++) x[u] = x0[u];
+      } else {
+        chunk(k0, x);
+      }
+#pragma unroll
+      for (int u = 0; u < LQ_U; u++) {
+        const int64_t k = k0 + lane + 32 * u;
+        if (k < P.dpad)
+          qs[r * P.ldr + (PERM ? scan_pos((int)k) : k)] = from_f<T>(ok && k < P.c.dim ? x[u] * inv : 0.f);
+      }
     }
   }
 }
