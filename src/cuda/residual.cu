@@ -2,7 +2,7 @@
  * residual.cu — extern "C" entry points of the CUDA backend for compressed
  * late interaction (src/core/residual.h): lik_cuda_codec_decompress,
  * lik_cuda_maxsim_residual, lik_cuda_plaid_approx.  Kernels in residual.cuh
- * and residual_scan.cuh (the full scan's fast kernel, where it applies).
+ * and residual_scan.cuh (the full scan's fast kernels, where they apply).
  * Everything runs on the call's stream; no host synchronisation, no
  * allocation.
  */
@@ -161,16 +161,19 @@ static bool scan_fits(const KRes &P) {
 /* residual_scan_kernel's query block and shared memory: queries of Lq <= 64
  * stacked in slots of 16 / 32 / 64 rows up to 128 rows, longer ones in
  * blocks of 128 rows; the weights, the byte table, the permuted query
- * block, each warp's rows' maxima. */
-static int64_t scan_layout(KRes &P, int *mt) {
+ * block, each warp's rows' maxima.  *ws: on sm_90a, 128 stacked rows go to
+ * residual_scan_ws_kernel instead (its own layout, scan_ws_smem). */
+static int64_t scan_layout(KRes &P, const Device &dev, bool *ws, int *mt) {
   const int slot = P.lq <= 16 ? 16 : P.lq <= 32 ? 32 : P.lq <= 64 ? 64 : 128;
   int rows = slot;
   while (rows < 128 && rows < slot * P.nq) rows *= 2;
   *mt = rows / 16;
+  *ws = dev.info->wg && slot <= 64 && rows == SCAN_WS_N;
   P.qslot = slot;
   P.qpg = rows / slot;
   P.dpad = SCAN_D;
   P.ldr = SCAN_LDQ;
+  if (*ws) return scan_ws_smem();
   int64_t off = 256 * sizeof(float);
   P.off_wt = off;
   off += SCAN_TABLE;
@@ -192,8 +195,20 @@ static lik_status launch_scan(KRes &P, const Device &dev, cudaStream_t stream, i
 }
 
 template <int NBITS>
-static lik_status launch_scan_mt(KRes &P, int mt, const Device &dev, cudaStream_t stream,
-                                 int64_t smem) {
+static lik_status launch_scan_ws(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
+  const void *fn = (const void *)residual_scan_ws_kernel<NBITS>;
+  int occ;
+  lik_status st = occupancy(dev, fn, 128 * (SCAN_WS_DEC + 1), smem, &occ);
+  if (st) return st;
+  const int64_t grid = grid_for((P.t.count + 3) / 4, dev, occ); /* a stream per document at most */
+  residual_scan_ws_kernel<NBITS><<<(unsigned)grid, 128 * (SCAN_WS_DEC + 1), (size_t)smem, stream>>>(P);
+  return launched("the residual scan kernel launch");
+}
+
+template <int NBITS>
+static lik_status launch_scan_mt(KRes &P, bool ws, int mt, const Device &dev,
+                                 cudaStream_t stream, int64_t smem) {
+  if (ws) return launch_scan_ws<NBITS>(P, dev, stream, smem);
   switch (mt) {
     case 1: return launch_scan<NBITS, 1>(P, dev, stream, smem);
     case 2: return launch_scan<NBITS, 2>(P, dev, stream, smem);
@@ -204,11 +219,12 @@ static lik_status launch_scan_mt(KRes &P, int mt, const Device &dev, cudaStream_
 
 lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream) {
   if (scan_fits(P)) {
+    bool ws;
     int mt;
-    const int64_t smem = scan_layout(P, &mt);
+    const int64_t smem = scan_layout(P, dev, &ws, &mt);
     if (smem <= dev.info->smem_max)
-      return P.c.nbits == 2 ? launch_scan_mt<2>(P, mt, dev, stream, smem)
-                            : launch_scan_mt<4>(P, mt, dev, stream, smem);
+      return P.c.nbits == 2 ? launch_scan_mt<2>(P, ws, mt, dev, stream, smem)
+                            : launch_scan_mt<4>(P, ws, mt, dev, stream, smem);
   }
   P.dpad = (int)((P.c.dim + 15) / 16 * 16);
   int mt;

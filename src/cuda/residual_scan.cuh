@@ -1,9 +1,12 @@
 /*
- * residual_scan.cuh — the full residual scan's fast kernel (residual.cu
- * picks it where it applies: scan_fits): residual MaxSim of d = 128 tokens
- * coded at nbits 2 or 4 against half-type queries under normalize, without
- * an argmax.  Decoded tokens never pass through shared memory: each thread
- * decodes straight into its mma.sync operand registers.
+ * residual_scan.cuh — the full residual scan's fast kernels (residual.cu
+ * picks them where they apply: scan_fits, scan_layout): residual MaxSim of
+ * d = 128 tokens coded at nbits 2 or 4 against half-type queries under
+ * normalize, without an argmax.  residual_scan_kernel, first: decoded tokens
+ * never pass through shared memory, each thread decodes straight into its
+ * mma.sync operand registers.  residual_scan_ws_kernel, at the end: on
+ * sm_90a, 128 stacked query rows, the same decode by two warpgroups into
+ * shared tiles that a third multiplies on wgmma.
  *
  * One CTA of 4 warps; each warp streams its documents (gw, gw + warps,
  * ...) as one sequence of 16-token tiles.  In an m16n8k16 product with the
@@ -47,6 +50,7 @@
 #define LIK_CUDA_RESIDUAL_SCAN_CUH
 
 #include "residual.cuh"
+#include "wgmma.cuh"
 
 namespace lik_cuda {
 namespace res {
@@ -127,6 +131,26 @@ __device__ __forceinline__ void scan_fetch(const KRes &P, int code, int64_t roff
     const uint4 r = __ldg((const uint4 *)rp);
     x.res[0] = r.x, x.res[1] = r.y, x.res[2] = r.z, x.res[3] = r.w;
   }
+}
+
+/* One step of a warp's tile stream: the fetched tile becomes current
+ * (ccode: its codes), the next one's bytes are fetched, and the cursor moves
+ * `steps` tiles on to read the codes of the one after. */
+template <int NBITS>
+__device__ __forceinline__ void scan_shift(const KRes &P, int64_t nw, int steps, int g, int tq,
+                                           ScanCursor &cc, int (&ccode)[2], int (&code)[2],
+                                           int (&ncode)[2], int64_t (&roff)[2],
+                                           ScanTok<NBITS> (&cur)[2], ScanTok<NBITS> (&nxt)[2]) {
+#pragma unroll
+  for (int n = 0; n < 2; n++) {
+    cur[n] = nxt[n];
+    ccode[n] = code[n];
+    code[n] = ncode[n];
+    scan_fetch<NBITS>(P, code[n], roff[n], tq, nxt[n]);
+  }
+  for (int s = 0; s < steps; s++) scan_next(P, nw, cc);
+#pragma unroll
+  for (int n = 0; n < 2; n++) ncode[n] = scan_code(P, cc, n, g, roff[n]);
 }
 
 /* The 4 residual words of a thread's chunks, word m holding chunk m's
@@ -236,16 +260,7 @@ __global__ void __launch_bounds__(128, scan_min_ctas<MT>()) residual_scan_kernel
       for (int mt = 0; mt < MT; mt++) best[mt][0] = best[mt][1] = -INFINITY;
       for (int64_t tt = 0; tt < ntile; tt++) {
         int ccode[2];
-#pragma unroll
-        for (int n = 0; n < 2; n++) {
-          cur[n] = nxt[n];
-          ccode[n] = code[n];
-          code[n] = ncode[n];
-          scan_fetch<NBITS>(P, code[n], roff[n], tq, nxt[n]);
-        }
-        scan_next(P, nw, cc);
-#pragma unroll
-        for (int n = 0; n < 2; n++) ncode[n] = scan_code(P, cc, n, g, roff[n]);
+        scan_shift<NBITS>(P, nw, 1, g, tq, cc, ccode, code, ncode, roff, cur, nxt);
         uint32_t rw[2][4];
 #pragma unroll
         for (int n = 0; n < 2; n++) scan_words<NBITS>(cur[n], tq, rw[n]);
@@ -323,6 +338,251 @@ __global__ void __launch_bounds__(128, scan_min_ctas<MT>()) residual_scan_kernel
         *out = qb ? *out + score : score;
       }
       __syncwarp();
+    }
+  }
+}
+
+
+/* ---- the warp-specialised scan: stacked queries on wgmma -------------------
+ *
+ * residual_scan_ws_kernel (sm_90a): stacked queries of Lq <= 64 filling
+ * SCAN_WS_N = 128 rows.  A CTA is SCAN_WS_DEC + 1 warpgroups and streams 4
+ * document streams w = 0 .. 3 (documents gw, gw + nw, .. as 16-token
+ * tiles).  Warp w of decoder warpgroup d < SCAN_WS_DEC decodes stream w's
+ * tiles d, d + SCAN_WS_DEC, .. as
+ * residual_scan_kernel's warps do (codes two of its tiles ahead, bytes one),
+ * into ring d of SCAN_WS_STAGES shared 64-token A tiles (stream w: rows 16w
+ * .. 16w + 15), with the tokens' scales and each stream's (document, last
+ * tile).  The last warpgroup multiplies the A tiles, the rings in turn (the streams'
+ * tile order), by the query block (B, 128 rows, resident) on wgmma
+ * m64n128k16: the decode (ALU / LSU) and the products (tensor) overlap.
+ * Consumer warp w's accumulator rows are stream w's tokens, so its running
+ * maxima, document ends and per-query sums are residual_scan_kernel's.  A
+ * decoder thread stores its 32 halves of a token as 4 x 16 bytes: K
+ * position 32 t + 4 j + 2 r + h holds its k-step j register r half h
+ * (scan_wmap; the query is stored under the same map, so the dots are those
+ * of the unpermuted vectors), in the 128-byte swizzle of wg_desc (two
+ * 64-dimension atoms).  Full / empty mbarriers per stage; every stream runs
+ * the CTA's longest stream's tiles (past its end: masked tiles, scale NaN,
+ * never a max). */
+constexpr int SCAN_WS_DEC = 2;    /* decoder warpgroups (rings) */
+constexpr int SCAN_WS_STAGES = 2;
+constexpr int SCAN_WS_N = 128;                /* query rows: wgmma's N */
+constexpr int SCAN_WS_TILE = 64 * SCAN_D * 2; /* an A tile: 64 tokens x 256 bytes */
+constexpr int SCAN_WS_META = 64 * 4 + 4 * 16; /* scales [64], (document, last) per warp */
+static_assert(SCAN_WS_N * SCAN_LDQ * 2 <= SCAN_WS_DEC * SCAN_WS_STAGES * SCAN_WS_TILE,
+              "the query is staged in the ring");
+
+/* Shared memory past its 1024-byte aligned start: A tiles [2][S], the query
+ * block, metadata [2][S], full / empty barriers [2][S] each, the consumer
+ * warps' rows [4][N], the rings' tile counts, the weights, the byte table. */
+constexpr int64_t scan_ws_smem() {
+  return 1024 + SCAN_WS_DEC * SCAN_WS_STAGES * (SCAN_WS_TILE + SCAN_WS_META + 2 * 8) +
+         SCAN_WS_N * SCAN_D * 2 + 4 * SCAN_WS_N * 4 + 16 + 256 * 4 + SCAN_TABLE;
+}
+
+/* The wgmma K position of MMA position p = 16 j + 8 r + 2 t + h (see
+ * above): 32 t + 4 j + 2 r + h. */
+__device__ __forceinline__ int scan_wmap(int p) {
+  const int j = p >> 4, r = (p >> 3) & 1, t = (p >> 1) & 3, h = p & 1;
+  return 32 * t + 4 * j + 2 * r + h;
+}
+
+/* Byte offset of K position p of row `row` in a K-major tile of `rows` rows
+ * in wg_desc's 128-byte swizzle (64 halves an atom, atoms rows * 128 apart). */
+__device__ __forceinline__ uint32_t wg_off(int rows, int row, int p) {
+  return (uint32_t)((p >> 6) * rows * 128 + row * 128 + ((((p >> 3) & 7) ^ (row & 7)) << 4) +
+                    (p & 7) * 2);
+}
+
+template <int NBITS>
+__global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_kernel(KRes P) {
+  constexpr int N = SCAN_WS_N, S = SCAN_WS_STAGES, ND = SCAN_WS_DEC;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *atile = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char *qtile = atile + ND * S * SCAN_WS_TILE;
+  unsigned char *meta = qtile + N * SCAN_D * 2;
+  uint64_t *bars = (uint64_t *)(meta + ND * S * SCAN_WS_META); /* full [ND][S], empty [ND][S] */
+  float *rowv = (float *)(bars + 2 * ND * S);
+  int *tiles = (int *)(rowv + 4 * N); /* [0]: the CTA's longest stream's tiles */
+  float *wv = (float *)(tiles + 4);
+  uint32_t *tab = (uint32_t *)(wv + 256);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, tq = lane % 4;
+  const int w = warp & 3, d = warp >> 2; /* d = ND: the consumer warpgroup */
+  /* stream w of the CTA: documents gw, gw + nw, ..; decoder warp w of
+   * warpgroup d decodes its tiles d, d + ND, .. into ring d */
+  const int64_t nw = (int64_t)gridDim.x * 4, gw = (int64_t)blockIdx.x * 4 + w;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < ND * S; b++) {
+      lik_cuda::bar_init(smem_u32(&bars[b]), 128);         /* full: a decoder warpgroup */
+      lik_cuda::bar_init(smem_u32(&bars[ND * S + b]), 128); /* empty: the consumers */
+    }
+    lik_cuda::bar_init_fence();
+    tiles[0] = 0;
+  }
+  __syncthreads();
+  if (d == 0) { /* the stream's tiles (the CTA runs its longest); its empty documents score 0 */
+    int64_t n = 0;
+    for (int64_t j = gw + lane * nw; j < P.t.count; j += 32 * nw) {
+      const int64_t len = doc_len(P.t, j);
+      n += (len + 15) / 16;
+      if (len == 0)
+        for (int64_t q = 0; q < P.nq; q++) P.scores[q * P.ssi + j * P.ssj] = 0.f;
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) n += __shfl_xor_sync(0xffffffffu, n, o);
+    if (lane == 0) atomicMax(&tiles[0], (int)min(n, (int64_t)INT32_MAX));
+  }
+  load_weights(P.c, wv); /* its barrier also publishes tiles[] */
+  scan_table<NBITS>(P.c, wv, tab);
+  const int ntiles = tiles[0]; /* ring d runs the stream's tiles d, d + ND, .. */
+  const uint32_t tab_lane =
+      smem_u32(tab) + (NBITS == 2 ? (uint32_t)(lane & 15) * 8u : (uint32_t)lane * 4u);
+  const int qpg = P.qpg, qslot = P.qslot;
+  const int64_t groups = (P.nq + qpg - 1) / qpg;
+  /* the tiles through each ring so far: fd (a decoder's own), f[r] (the consumers') */
+  int64_t fd = 0, f[ND] = {};
+  for (int64_t i = 0; i < groups; i++) {
+    /* the query block as residual_scan_kernel's (permuted by scan_pos, in
+     * the free ring), then each row's MMA position p at scan_wmap(p), swizzled */
+    __syncthreads();
+    __half *qs = (__half *)atile;
+    if (warp < 4) load_query<__half, N, true>(P, qpg, qslot, i, 0, qs);
+    __syncthreads();
+    for (int e = threadIdx.x; e < N * SCAN_D; e += blockDim.x) {
+      const int r = e / SCAN_D, p = e % SCAN_D;
+      *(__half *)(qtile + wg_off(N, r, scan_wmap(p))) = qs[r * SCAN_LDQ + p];
+    }
+    lik_cuda::fence_proxy_async(); /* st.shared wrote B; wgmma reads it */
+    __syncthreads();
+    if (d < ND) {
+      ScanCursor cc{gw - nw, 0, -1};
+      int64_t roff[2] = {0, 0}, mj[3];
+      int code[2], ncode[2], ccode[2];
+      bool ml[3];
+      ScanTok<NBITS> cur[2], nxt[2];
+      for (int s = 0; s <= d; s++) scan_next(P, nw, cc);
+#pragma unroll
+      for (int n = 0; n < 2; n++) {
+        code[n] = scan_code(P, cc, n, g, roff[n]);
+        scan_fetch<NBITS>(P, code[n], roff[n], tq, nxt[n]);
+      }
+      mj[1] = cc.j, ml[1] = (cc.tt + 1) * 16 >= cc.len;
+      for (int s = 0; s < ND; s++) scan_next(P, nw, cc);
+#pragma unroll
+      for (int n = 0; n < 2; n++) ncode[n] = scan_code(P, cc, n, g, roff[n]);
+      mj[2] = cc.j, ml[2] = (cc.tt + 1) * 16 >= cc.len;
+      for (int it = d; it < ntiles; it += ND, fd++) {
+        const int st = (int)(fd % S), b = d * S + st;
+        const uint32_t ph = (uint32_t)(fd / S) & 1u;
+        scan_shift<NBITS>(P, nw, ND, g, tq, cc, ccode, code, ncode, roff, cur, nxt);
+        mj[0] = mj[1], ml[0] = ml[1], mj[1] = mj[2], ml[1] = ml[2];
+        mj[2] = cc.j, ml[2] = (cc.tt + 1) * 16 >= cc.len;
+        uint32_t rw[2][4];
+#pragma unroll
+        for (int n = 0; n < 2; n++) scan_words<NBITS>(cur[n], tq, rw[n]);
+        lik_cuda::bar_wait(smem_u32(&bars[ND * S + b]), ph ^ 1u); /* the consumers freed it */
+        unsigned char *at = atile + b * SCAN_WS_TILE;
+        float gram[2][4] = {};
+#pragma unroll
+        for (int m = 0; m < 4; m++) { /* k-steps 2m, 2m + 1: K 32 tq + 8 m .. */
+          uint32_t v[2][4];
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            uint32_t bk[2][2];
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+              if (ccode[n] >= 0)
+                scan_operand<NBITS>(cur[n], rw[n], tab_lane, tq, 2 * m + h, bk[n][0], bk[n][1]);
+              else bk[n][0] = bk[n][1] = 0u;
+              v[n][2 * h] = bk[n][0];
+              v[n][2 * h + 1] = bk[n][1];
+            }
+            const uint32_t x[4] = {bk[0][0], bk[1][0], bk[0][1], bk[1][1]}; /* as A: Gram */
+#pragma unroll
+            for (int n = 0; n < 2; n++) mma16816<__half>(gram[n], x, bk[n]);
+          }
+#pragma unroll
+          for (int n = 0; n < 2; n++)
+            sts128(smem_u32(at + wg_off(64, 16 * w + 8 * n + g, 32 * tq + 8 * m)), v[n]);
+        }
+        unsigned char *mt = meta + b * SCAN_WS_META;
+#pragma unroll
+        for (int n = 0; n < 2; n++) { /* token g's squared norm at lane (g, g / 2) */
+          const float ss = g & 1 ? gram[n][2 * n + 1] : gram[n][2 * n];
+          const float sc = ccode[n] >= 0 ? rsqrtf(fmaxf(ss, (float)(LIK_NORM_EPS * LIK_NORM_EPS)))
+                                         : __int_as_float(0x7fffffff);
+#pragma unroll
+          for (int e = 0; e < 2; e++) { /* token 2 tq + e: lane 9 tq + 4 e's */
+            const float s = __shfl_sync(0xffffffffu, sc, 9 * tq + 4 * e);
+            if (g == 0) ((float *)mt)[16 * w + 8 * n + 2 * tq + e] = s;
+          }
+        }
+        if (lane == 0) {
+          *(int64_t *)(mt + 256 + 16 * w) = mj[0];
+          *(int *)(mt + 256 + 16 * w + 8) = ml[0];
+        }
+        lik_cuda::fence_proxy_async(); /* this thread's A rows, for wgmma */
+        lik_cuda::bar_arrive(smem_u32(&bars[b]));
+      }
+    } else {
+      float best[N / 8][2]; /* the rows' running maxima, columns 8 c + 2 tq + e */
+#pragma unroll
+      for (int c = 0; c < N / 8; c++) best[c][0] = best[c][1] = -INFINITY;
+      const uint64_t bdesc = lik_cuda::wg_desc(smem_u32(qtile));
+      float *rv = rowv + w * N;
+      for (int it0 = 0; it0 < ntiles; it0 += ND) {
+#pragma unroll
+        for (int r = 0; r < ND; r++) { /* the stream's tile it0 + r: ring r */
+          if (it0 + r >= ntiles) break;
+          const int st = (int)(f[r] % S), b = r * S + st;
+          const uint32_t ph = (uint32_t)(f[r] / S) & 1u;
+          f[r]++;
+          lik_cuda::bar_wait(smem_u32(&bars[b]), ph);
+          const uint64_t adesc = lik_cuda::wg_desc(smem_u32(atile + b * SCAN_WS_TILE));
+          float acc[N / 2];
+          lik_cuda::wg_fence();
+#pragma unroll
+          for (int k = 0; k < 8; k++) /* K 16 k ..: atom k / 4, 32 bytes a k-step in it */
+            lik_cuda::wgmma_ss<__half, N>(
+                acc, lik_cuda::wg_desc_add(adesc, (k >> 2) * 64 * 128 + (k & 3) * 32),
+                lik_cuda::wg_desc_add(bdesc, (k >> 2) * N * 128 + (k & 3) * 32), k > 0);
+          lik_cuda::wg_commit();
+          const unsigned char *mt = meta + b * SCAN_WS_META;
+          const float s0 = ((const float *)mt)[16 * w + g], s1 = ((const float *)mt)[16 * w + 8 + g];
+          const int64_t j = *(const int64_t *)(mt + 256 + 16 * w);
+          const bool last = *(const int *)(mt + 256 + 16 * w + 8);
+          lik_cuda::wg_wait<0>();
+          lik_cuda::wg_fence_regs<N / 2>(acc);
+          lik_cuda::bar_arrive(smem_u32(&bars[ND * S + b]));
+          if (j >= P.t.count) continue; /* past the stream's end (warp-uniform) */
+#pragma unroll
+          for (int c = 0; c < N / 8; c++) /* rows g, g + 8; columns 8 c + 2 tq, + 1 */
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+              best[c][e] = fmaxf(best[c][e], fmaxf(acc[4 * c + e] * s0, acc[4 * c + 2 + e] * s1));
+          if (last) { /* document j: its columns' max over the warp's rows, then ordered sums */
+#pragma unroll
+            for (int c = 0; c < N / 8; c++)
+#pragma unroll
+              for (int e = 0; e < 2; e++) {
+                float v = best[c][e];
+                v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+                v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+                v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+                if (g == 0) rv[8 * c + 2 * tq + e] = v == -INFINITY ? 0.f : v;
+                best[c][e] = -INFINITY;
+              }
+            __syncwarp();
+            if (lane < qpg && i * qpg + lane < P.nq) {
+              float score = 0.f;
+              for (int s = 0; s < qslot && s < P.lq; s++) score += rv[lane * qslot + s];
+              P.scores[(i * qpg + lane) * P.ssi + j * P.ssj] = score;
+            }
+            __syncwarp();
+          }
+        }
+      }
     }
   }
 }

@@ -135,11 +135,13 @@ SCAN_LENGTHS = [300, 0, 1, 15, 16, 17, 63, 64, 65, 1000, 2, 129]
 @pytest.mark.parametrize("nbits", (2, 4))
 @pytest.mark.parametrize("layout", ("colbert", "lik"))
 @pytest.mark.parametrize("qdtype", (torch.float16, torch.bfloat16))
-@pytest.mark.parametrize("nq,lq", [(1, 1), (1, 32), (2, 7), (3, 32), (1, 40), (5, 64), (2, 100), (1, 129), (9, 20)])
+@pytest.mark.parametrize("nq,lq", [(1, 1), (1, 32), (2, 7), (3, 32), (1, 40), (5, 64), (2, 100), (1, 129), (9, 20),
+                                   (8, 9), (16, 32)])
 def test_scan_matches_cpu(rng, nbits, layout, qdtype, nq, lq):
     """The full scan's register-decode kernel (d 128, nbits 2 / 4, a half
     query under normalize: residual_scan.cuh) against the CPU: every query
-    block size (1, 2, 4, 8 m-tiles, queries stacked, a query past 128 rows),
+    block size (1, 2, 4, 8 m-tiles, queries stacked, a query past 128 rows;
+    128 stacked rows on sm_90a: the warp-specialised wgmma kernel),
     lengths around its 16-token tiles, int32 and int64 codes, padded
     documents with garbage past their lengths, a query row of NaN (never
     wins: its row scores 0)."""
@@ -157,7 +159,32 @@ def test_scan_matches_cpu(rng, nbits, layout, qdtype, nq, lq):
     for j in range(len(lens)):
         pc[j, :lens[j]] = codes[cu[j]:cu[j + 1]]
         pr[j, :lens[j]] = res[cu[j]:cu[j + 1]]
-    _check(Q[0], pc, pr, cu[1:] - cu[:-1], cent, w, nbits, layout, True, False, 1.0)
+    _check(Q[0] if nq == 1 else Q, pc, pr, cu[1:] - cu[:-1], cent, w, nbits, layout, True, False, 1.0)
+
+
+@pytest.mark.parametrize("nbits", (2, 4))
+@pytest.mark.parametrize("nq,lq,ws", [(1, 32, False), (2, 32, False), (4, 32, True), (9, 12, True), (6, 31, True),
+                                      (3, 50, True)])
+def test_scan_streams_many_documents(rng, nbits, nq, lq, ws):
+    """More documents than the scan has warps: each stream holds many, so
+    document ends fall at every place of the warp-specialised kernel's ring
+    (the streams' tiles alternating between its two decoder warpgroups),
+    empty documents sit between full ones, and streams of unequal lengths
+    end early.  The kernel the call runs is asserted from the profiler: on
+    sm_90a, 128 stacked rows take residual_scan_ws_kernel."""
+    from torch.profiler import ProfilerActivity, profile
+
+    lens = [int(x) for x in rng.integers(0, 70, 3000)]
+    lens[::7] = [0] * len(lens[::7])
+    lens[5] = 900  # one long stream
+    codes, res, cu, cent, w = _index(rng, nbits, 128, int(rng.integers(1, 5000)), lens)
+    Q = torch.from_numpy(rng.standard_normal((nq, lq, 128)).astype(np.float32)).half()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _check(Q, codes, res, cu, cent, w, nbits, "colbert", True, True, 1.0)
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages()]
+    kernel = "residual_scan_ws_kernel" if ws and torch.cuda.get_device_capability() == (9, 0) else "residual_scan_kernel"
+    assert any(f"{kernel}<" in n for n in names), (kernel, names)
 
 
 @pytest.mark.parametrize("nbits", (2, 4))
