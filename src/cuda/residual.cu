@@ -161,19 +161,23 @@ static bool scan_fits(const KRes &P) {
 /* residual_scan_kernel's query block and shared memory: queries of Lq <= 64
  * stacked in slots of 16 / 32 / 64 rows up to 128 rows, longer ones in
  * blocks of 128 rows; the weights, the byte table, the permuted query
- * block, each warp's rows' maxima.  *ws: on sm_90a, 128 stacked rows go to
- * residual_scan_ws_kernel instead (its own layout, scan_ws_smem). */
-static int64_t scan_layout(KRes &P, const Device &dev, bool *ws, int *mt) {
+ * block, each warp's rows' maxima.  *wsg: on sm_90a, 128 stacked rows go to
+ * residual_scan_ws_kernel instead (its own layout, scan_ws_smem), with
+ * *wsg = SCAN_WS_G groups resident where the call has that many (else 1);
+ * 0: residual_scan_kernel. */
+static int64_t scan_layout(KRes &P, const Device &dev, int *wsg, int *mt) {
   const int slot = P.lq <= 16 ? 16 : P.lq <= 32 ? 32 : P.lq <= 64 ? 64 : 128;
   int rows = slot;
   while (rows < 128 && rows < slot * P.nq) rows *= 2;
   *mt = rows / 16;
-  *ws = dev.info->wg && slot <= 64 && rows == SCAN_WS_N;
   P.qslot = slot;
   P.qpg = rows / slot;
   P.dpad = SCAN_D;
   P.ldr = SCAN_LDQ;
-  if (*ws) return scan_ws_smem();
+  *wsg = !(dev.info->wg && slot <= 64 && rows == SCAN_WS_N) ? 0
+         : (P.nq + P.qpg - 1) / P.qpg >= SCAN_WS_G       ? SCAN_WS_G
+                                                          : 1;
+  if (*wsg) return scan_ws_smem(*wsg);
   int64_t off = 256 * sizeof(float);
   P.off_wt = off;
   off += SCAN_TABLE;
@@ -194,21 +198,22 @@ static lik_status launch_scan(KRes &P, const Device &dev, cudaStream_t stream, i
   return launched("the residual scan kernel launch");
 }
 
-template <int NBITS>
+template <int NBITS, int G>
 static lik_status launch_scan_ws(KRes &P, const Device &dev, cudaStream_t stream, int64_t smem) {
-  const void *fn = (const void *)residual_scan_ws_kernel<NBITS>;
+  const void *fn = (const void *)residual_scan_ws_kernel<NBITS, G>;
   int occ;
   lik_status st = occupancy(dev, fn, 128 * (SCAN_WS_DEC + 1), smem, &occ);
   if (st) return st;
   const int64_t grid = grid_for((P.t.count + 3) / 4, dev, occ); /* a stream per document at most */
-  residual_scan_ws_kernel<NBITS><<<(unsigned)grid, 128 * (SCAN_WS_DEC + 1), (size_t)smem, stream>>>(P);
+  residual_scan_ws_kernel<NBITS, G><<<(unsigned)grid, 128 * (SCAN_WS_DEC + 1), (size_t)smem, stream>>>(P);
   return launched("the residual scan kernel launch");
 }
 
 template <int NBITS>
-static lik_status launch_scan_mt(KRes &P, bool ws, int mt, const Device &dev,
+static lik_status launch_scan_mt(KRes &P, int wsg, int mt, const Device &dev,
                                  cudaStream_t stream, int64_t smem) {
-  if (ws) return launch_scan_ws<NBITS>(P, dev, stream, smem);
+  if (wsg) return wsg == 1 ? launch_scan_ws<NBITS, 1>(P, dev, stream, smem)
+                           : launch_scan_ws<NBITS, SCAN_WS_G>(P, dev, stream, smem);
   switch (mt) {
     case 1: return launch_scan<NBITS, 1>(P, dev, stream, smem);
     case 2: return launch_scan<NBITS, 2>(P, dev, stream, smem);
@@ -219,12 +224,11 @@ static lik_status launch_scan_mt(KRes &P, bool ws, int mt, const Device &dev,
 
 lik_status launch_residual(KRes &P, int64_t items, const Device &dev, cudaStream_t stream) {
   if (scan_fits(P)) {
-    bool ws;
-    int mt;
-    const int64_t smem = scan_layout(P, dev, &ws, &mt);
+    int wsg, mt;
+    const int64_t smem = scan_layout(P, dev, &wsg, &mt);
     if (smem <= dev.info->smem_max)
-      return P.c.nbits == 2 ? launch_scan_mt<2>(P, ws, mt, dev, stream, smem)
-                            : launch_scan_mt<4>(P, ws, mt, dev, stream, smem);
+      return P.c.nbits == 2 ? launch_scan_mt<2>(P, wsg, mt, dev, stream, smem)
+                            : launch_scan_mt<4>(P, wsg, mt, dev, stream, smem);
   }
   P.dpad = (int)((P.c.dim + 15) / 16 * 16);
   int mt;

@@ -345,8 +345,9 @@ __global__ void __launch_bounds__(128, scan_min_ctas<MT>()) residual_scan_kernel
 
 /* ---- the warp-specialised scan: stacked queries on wgmma -------------------
  *
- * residual_scan_ws_kernel (sm_90a): stacked queries of Lq <= 64 filling
- * SCAN_WS_N = 128 rows.  A CTA is SCAN_WS_DEC + 1 warpgroups and streams 4
+ * residual_scan_ws_kernel<NBITS, G> (sm_90a): stacked queries of Lq <= 64
+ * filling SCAN_WS_N = 128 rows a group, G groups (blocks) resident at once,
+ * so that each token is decoded once for G x 128 rows.  A CTA is SCAN_WS_DEC + 1 warpgroups and streams 4
  * document streams w = 0 .. 3 (documents gw, gw + nw, .. as 16-token
  * tiles).  Warp w of decoder warpgroup d < SCAN_WS_DEC decodes stream w's
  * tiles d, d + SCAN_WS_DEC, .. as
@@ -354,8 +355,9 @@ __global__ void __launch_bounds__(128, scan_min_ctas<MT>()) residual_scan_kernel
  * into ring d of SCAN_WS_STAGES shared 64-token A tiles (stream w: rows 16w
  * .. 16w + 15), with the tokens' scales and each stream's (document, last
  * tile).  The last warpgroup multiplies the A tiles, the rings in turn (the streams'
- * tile order), by the query block (B, 128 rows, resident) on wgmma
- * m64n128k16: the decode (ALU / LSU) and the products (tensor) overlap.
+ * tile order), by each of the G query blocks (B, 128 rows, resident) on
+ * wgmma m64n128k16, one block after the other through one accumulator: the
+ * decode (ALU / LSU) and the products (tensor) overlap.
  * Consumer warp w's accumulator rows are stream w's tokens, so its running
  * maxima, document ends and per-query sums are residual_scan_kernel's.  A
  * decoder thread stores its 32 halves of a token as 4 x 16 bytes: K
@@ -373,12 +375,15 @@ constexpr int SCAN_WS_META = 64 * 4 + 4 * 16; /* scales [64], (document, last) p
 static_assert(SCAN_WS_N * SCAN_LDQ * 2 <= SCAN_WS_DEC * SCAN_WS_STAGES * SCAN_WS_TILE,
               "the query is staged in the ring");
 
-/* Shared memory past its 1024-byte aligned start: A tiles [2][S], the query
- * block, metadata [2][S], full / empty barriers [2][S] each, the consumer
- * warps' rows [4][N], the rings' tile counts, the weights, the byte table. */
-constexpr int64_t scan_ws_smem() {
+constexpr int SCAN_WS_G = 2;                  /* query blocks a CTA holds, at most */
+
+/* Shared memory past its 1024-byte aligned start: A tiles [2][S], the G
+ * query blocks, metadata [2][S], full / empty barriers [2][S] each, the
+ * consumer warps' rows [4][N], the rings' tile counts, the weights, the
+ * byte table. */
+constexpr int64_t scan_ws_smem(int g) {
   return 1024 + SCAN_WS_DEC * SCAN_WS_STAGES * (SCAN_WS_TILE + SCAN_WS_META + 2 * 8) +
-         SCAN_WS_N * SCAN_D * 2 + 4 * SCAN_WS_N * 4 + 16 + 256 * 4 + SCAN_TABLE;
+         g * SCAN_WS_N * SCAN_D * 2 + 4 * SCAN_WS_N * 4 + 16 + 256 * 4 + SCAN_TABLE;
 }
 
 /* The wgmma K position of MMA position p = 16 j + 8 r + 2 t + h (see
@@ -395,13 +400,13 @@ __device__ __forceinline__ uint32_t wg_off(int rows, int row, int p) {
                     (p & 7) * 2);
 }
 
-template <int NBITS>
+template <int NBITS, int G>
 __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_kernel(KRes P) {
   constexpr int N = SCAN_WS_N, S = SCAN_WS_STAGES, ND = SCAN_WS_DEC;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *atile = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   unsigned char *qtile = atile + ND * S * SCAN_WS_TILE;
-  unsigned char *meta = qtile + N * SCAN_D * 2;
+  unsigned char *meta = qtile + G * N * SCAN_D * 2;
   uint64_t *bars = (uint64_t *)(meta + ND * S * SCAN_WS_META); /* full [ND][S], empty [ND][S] */
   float *rowv = (float *)(bars + 2 * ND * S);
   int *tiles = (int *)(rowv + 4 * N); /* [0]: the CTA's longest stream's tiles */
@@ -442,16 +447,21 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
   const int64_t groups = (P.nq + qpg - 1) / qpg;
   /* the tiles through each ring so far: fd (a decoder's own), f[r] (the consumers') */
   int64_t fd = 0, f[ND] = {};
-  for (int64_t i = 0; i < groups; i++) {
-    /* the query block as residual_scan_kernel's (permuted by scan_pos, in
-     * the free ring), then each row's MMA position p at scan_wmap(p), swizzled */
-    __syncthreads();
+  for (int64_t i = 0; i < groups; i += G) {
+    /* the query blocks of groups i .. i + G - 1, each as residual_scan_kernel's
+     * (permuted by scan_pos, in the free ring), then each row's MMA position p
+     * at scan_wmap(p), swizzled (a group past the last: zeros, no scores) */
     __half *qs = (__half *)atile;
-    if (warp < 4) load_query<__half, N, true>(P, qpg, qslot, i, 0, qs);
-    __syncthreads();
-    for (int e = threadIdx.x; e < N * SCAN_D; e += blockDim.x) {
-      const int r = e / SCAN_D, p = e % SCAN_D;
-      *(__half *)(qtile + wg_off(N, r, scan_wmap(p))) = qs[r * SCAN_LDQ + p];
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+      __syncthreads();
+      if (warp < 4) load_query<__half, N, true>(P, qpg, qslot, i + h, 0, qs);
+      __syncthreads();
+      unsigned char *qt = qtile + h * N * SCAN_D * 2;
+      for (int e = threadIdx.x; e < N * SCAN_D; e += blockDim.x) {
+        const int r = e / SCAN_D, p = e % SCAN_D;
+        *(__half *)(qt + wg_off(N, r, scan_wmap(p))) = qs[r * SCAN_LDQ + p];
+      }
     }
     lik_cuda::fence_proxy_async(); /* st.shared wrote B; wgmma reads it */
     __syncthreads();
@@ -526,9 +536,15 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
         lik_cuda::bar_arrive(smem_u32(&bars[b]));
       }
     } else {
-      float best[N / 8][2]; /* the rows' running maxima, columns 8 c + 2 tq + e */
+      /* the G blocks' columns in sub-blocks of NS (one accumulator of NS / 2
+       * registers at a time); best: sub-block h's running maxima, columns
+       * NS h + 8 c + 2 tq + e, rows g, g + 8 */
+      constexpr int NS = G == 1 ? N : 64, NH = G * N / NS;
+      float best[NH][NS / 8][2];
 #pragma unroll
-      for (int c = 0; c < N / 8; c++) best[c][0] = best[c][1] = -INFINITY;
+      for (int h = 0; h < NH; h++)
+#pragma unroll
+        for (int c = 0; c < NS / 8; c++) best[h][c][0] = best[h][c][1] = -INFINITY;
       const uint64_t bdesc = lik_cuda::wg_desc(smem_u32(qtile));
       float *rv = rowv + w * N;
       for (int it0 = 0; it0 < ntiles; it0 += ND) {
@@ -540,44 +556,56 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
           f[r]++;
           lik_cuda::bar_wait(smem_u32(&bars[b]), ph);
           const uint64_t adesc = lik_cuda::wg_desc(smem_u32(atile + b * SCAN_WS_TILE));
-          float acc[N / 2];
-          lik_cuda::wg_fence();
-#pragma unroll
-          for (int k = 0; k < 8; k++) /* K 16 k ..: atom k / 4, 32 bytes a k-step in it */
-            lik_cuda::wgmma_ss<__half, N>(
-                acc, lik_cuda::wg_desc_add(adesc, (k >> 2) * 64 * 128 + (k & 3) * 32),
-                lik_cuda::wg_desc_add(bdesc, (k >> 2) * N * 128 + (k & 3) * 32), k > 0);
-          lik_cuda::wg_commit();
           const unsigned char *mt = meta + b * SCAN_WS_META;
           const float s0 = ((const float *)mt)[16 * w + g], s1 = ((const float *)mt)[16 * w + 8 + g];
           const int64_t j = *(const int64_t *)(mt + 256 + 16 * w);
           const bool last = *(const int *)(mt + 256 + 16 * w + 8);
-          lik_cuda::wg_wait<0>();
-          lik_cuda::wg_fence_regs<N / 2>(acc);
-          lik_cuda::bar_arrive(smem_u32(&bars[ND * S + b]));
-          if (j >= P.t.count) continue; /* past the stream's end (warp-uniform) */
 #pragma unroll
-          for (int c = 0; c < N / 8; c++) /* rows g, g + 8; columns 8 c + 2 tq, + 1 */
+          for (int h = 0; h < NH; h++) { /* rows NS h' .. of block h / (N / NS), h' = h % (N / NS) */
+            /* block h's descriptor, opaque: not hoisted (G x 8 live descriptors) */
+            uint64_t bd = lik_cuda::wg_desc_add(bdesc, h / (N / NS) * N * SCAN_D * 2 + h % (N / NS) * NS * 128);
+            if (G > 1) asm volatile("" : "+l"(bd));
+            float acc[NS / 2];
+            lik_cuda::wg_fence();
 #pragma unroll
-            for (int e = 0; e < 2; e++)
-              best[c][e] = fmaxf(best[c][e], fmaxf(acc[4 * c + e] * s0, acc[4 * c + 2 + e] * s1));
-          if (last) { /* document j: its columns' max over the warp's rows, then ordered sums */
+            for (int k = 0; k < 8; k++) /* K 16 k ..: atom k / 4, 32 bytes a k-step in it */
+              lik_cuda::wgmma_ss<__half, NS>(
+                  acc, lik_cuda::wg_desc_add(adesc, (k >> 2) * 64 * 128 + (k & 3) * 32),
+                  lik_cuda::wg_desc_add(bd, (k >> 2) * N * 128 + (k & 3) * 32), k > 0);
+            lik_cuda::wg_commit();
+            lik_cuda::wg_wait<0>();
+            lik_cuda::wg_fence_regs<NS / 2>(acc);
+            if (h == NH - 1) lik_cuda::bar_arrive(smem_u32(&bars[ND * S + b]));
+            /* rows g, g + 8; columns 8 c + 2 tq, + 1 (past the stream's end: scales
+             * NaN, never a max) */
 #pragma unroll
-            for (int c = 0; c < N / 8; c++)
+            for (int c = 0; c < NS / 8; c++)
+#pragma unroll
+              for (int e = 0; e < 2; e++)
+                best[h][c][e] = fmaxf(best[h][c][e], fmaxf(acc[4 * c + e] * s0, acc[4 * c + 2 + e] * s1));
+          }
+          if (j >= P.t.count || !last) continue; /* past the stream's end (warp-uniform) */
+          /* document j: each column's max over the warp's rows, then ordered sums */
+#pragma unroll
+          for (int h = 0; h < NH; h++) {
+#pragma unroll
+            for (int c = 0; c < NS / 8; c++)
 #pragma unroll
               for (int e = 0; e < 2; e++) {
-                float v = best[c][e];
+                float v = best[h][c][e];
                 v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
                 v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
                 v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
-                if (g == 0) rv[8 * c + 2 * tq + e] = v == -INFINITY ? 0.f : v;
-                best[c][e] = -INFINITY;
+                if (g == 0) rv[h % (N / NS) * NS + 8 * c + 2 * tq + e] = v == -INFINITY ? 0.f : v;
+                best[h][c][e] = -INFINITY;
               }
+            if (h % (N / NS) < N / NS - 1) continue; /* block h / (N / NS)'s rows are in rv */
             __syncwarp();
-            if (lane < qpg && i * qpg + lane < P.nq) {
+            const int64_t q = (i + h / (N / NS)) * qpg + lane;
+            if (lane < qpg && q < P.nq) {
               float score = 0.f;
               for (int s = 0; s < qslot && s < P.lq; s++) score += rv[lane * qslot + s];
-              P.scores[(i * qpg + lane) * P.ssi + j * P.ssj] = score;
+              P.scores[q * P.ssi + j * P.ssj] = score;
             }
             __syncwarp();
           }

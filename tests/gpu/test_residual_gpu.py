@@ -164,14 +164,16 @@ def test_scan_matches_cpu(rng, nbits, layout, qdtype, nq, lq):
 
 @pytest.mark.parametrize("nbits", (2, 4))
 @pytest.mark.parametrize("nq,lq,ws", [(1, 32, False), (2, 32, False), (4, 32, True), (9, 12, True), (6, 31, True),
-                                      (3, 50, True)])
+                                      (3, 50, True), (12, 32, True)])
 def test_scan_streams_many_documents(rng, nbits, nq, lq, ws):
     """More documents than the scan has warps: each stream holds many, so
     document ends fall at every place of the warp-specialised kernel's ring
     (the streams' tiles alternating between its two decoder warpgroups),
     empty documents sit between full ones, and streams of unequal lengths
-    end early.  The kernel the call runs is asserted from the profiler: on
-    sm_90a, 128 stacked rows take residual_scan_ws_kernel."""
+    end early; two and three groups of 128 rows (two blocks resident, the
+    third pass with an empty second block).  The kernel the call runs is
+    asserted from the profiler: on sm_90a, 128 stacked rows take
+    residual_scan_ws_kernel."""
     from torch.profiler import ProfilerActivity, profile
 
     lens = [int(x) for x in rng.integers(0, 70, 3000)]
