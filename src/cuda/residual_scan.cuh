@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
           const unsigned char *mt = meta + b * SCAN_WS_META;
           const float s0 = ((const float *)mt)[16 * w + g], s1 = ((const float *)mt)[16 * w + 8 + g];
           const int64_t j = *(const int64_t *)(mt + 256 + 16 * w);
-          const bool last = *(const int *)(mt + 256 + 16 * w + 8);
+          const bool end = *(const int *)(mt + 256 + 16 * w + 8) && j < P.t.count; /* warp-uniform */
 #pragma unroll
           for (int h = 0; h < NH; h++) { /* rows NS h' .. of block h / (N / NS), h' = h % (N / NS) */
             /* block h's descriptor, opaque: not hoisted (G x 8 live descriptors) */
@@ -583,11 +583,10 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
 #pragma unroll
               for (int e = 0; e < 2; e++)
                 best[h][c][e] = fmaxf(best[h][c][e], fmaxf(acc[4 * c + e] * s0, acc[4 * c + 2 + e] * s1));
-          }
-          if (j >= P.t.count || !last) continue; /* past the stream's end (warp-uniform) */
-          /* document j: each column's max over the warp's rows, then ordered sums */
-#pragma unroll
-          for (int h = 0; h < NH; h++) {
+            if (!end) continue;
+            /* document j ends: each column's max over the warp's rows (here, one
+             * sub-block at a time: its shuffles' registers are free), then, with
+             * block h / (N / NS)'s rows in rv, the ordered sums of its queries */
 #pragma unroll
             for (int c = 0; c < NS / 8; c++)
 #pragma unroll
@@ -599,7 +598,7 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
                 if (g == 0) rv[h % (N / NS) * NS + 8 * c + 2 * tq + e] = v == -INFINITY ? 0.f : v;
                 best[h][c][e] = -INFINITY;
               }
-            if (h % (N / NS) < N / NS - 1) continue; /* block h / (N / NS)'s rows are in rv */
+            if (h % (N / NS) < N / NS - 1) continue;
             __syncwarp();
             const int64_t q = (i + h / (N / NS)) * qpg + lane;
             if (lane < qpg && q < P.nq) {
