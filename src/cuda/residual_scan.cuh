@@ -5,8 +5,9 @@
  * normalize, without an argmax.  residual_scan_kernel, first: decoded tokens
  * never pass through shared memory, each thread decodes straight into its
  * mma.sync operand registers.  residual_scan_ws_kernel, at the end: on
- * sm_90a, 128 stacked query rows, the same decode by two warpgroups into
- * shared tiles that a third multiplies on wgmma.
+ * sm_90a, stacked queries in groups of 128 rows, the same decode by two
+ * warpgroups into shared tiles that a third multiplies on wgmma by one or
+ * two resident groups.
  *
  * One CTA of 4 warps; each warp streams its documents (gw, gw + warps,
  * ...) as one sequence of 16-token tiles.  In an m16n8k16 product with the
@@ -346,27 +347,29 @@ __global__ void __launch_bounds__(128, scan_min_ctas<MT>()) residual_scan_kernel
 /* ---- the warp-specialised scan: stacked queries on wgmma -------------------
  *
  * residual_scan_ws_kernel<NBITS, G> (sm_90a): stacked queries of Lq <= 64
- * filling SCAN_WS_N = 128 rows a group, G groups (blocks) resident at once,
- * so that each token is decoded once for G x 128 rows.  A CTA is SCAN_WS_DEC + 1 warpgroups and streams 4
- * document streams w = 0 .. 3 (documents gw, gw + nw, .. as 16-token
- * tiles).  Warp w of decoder warpgroup d < SCAN_WS_DEC decodes stream w's
- * tiles d, d + SCAN_WS_DEC, .. as
- * residual_scan_kernel's warps do (codes two of its tiles ahead, bytes one),
- * into ring d of SCAN_WS_STAGES shared 64-token A tiles (stream w: rows 16w
- * .. 16w + 15), with the tokens' scales and each stream's (document, last
- * tile).  The last warpgroup multiplies the A tiles, the rings in turn (the streams'
- * tile order), by each of the G query blocks (B, 128 rows, resident) on
- * wgmma m64n128k16, one block after the other through one accumulator: the
- * decode (ALU / LSU) and the products (tensor) overlap.
- * Consumer warp w's accumulator rows are stream w's tokens, so its running
- * maxima, document ends and per-query sums are residual_scan_kernel's.  A
- * decoder thread stores its 32 halves of a token as 4 x 16 bytes: K
- * position 32 t + 4 j + 2 r + h holds its k-step j register r half h
- * (scan_wmap; the query is stored under the same map, so the dots are those
- * of the unpermuted vectors), in the 128-byte swizzle of wg_desc (two
- * 64-dimension atoms).  Full / empty mbarriers per stage; every stream runs
- * the CTA's longest stream's tiles (past its end: masked tiles, scale NaN,
- * never a max). */
+ * filling SCAN_WS_N = 128 rows a group, G groups (query blocks) resident at
+ * once, so that each token is decoded once for G x 128 rows (G = 2 where
+ * the call has two groups or more; residual.cu's scan_layout).  A CTA is
+ * SCAN_WS_DEC + 1 warpgroups and streams 4 document streams w = 0 .. 3
+ * (documents gw, gw + nw, .. as 16-token tiles).  Warp w of decoder
+ * warpgroup d < SCAN_WS_DEC decodes stream w's tiles d, d + SCAN_WS_DEC, ..
+ * as residual_scan_kernel's warps do (codes two of its tiles ahead, bytes
+ * one), into ring d of SCAN_WS_STAGES shared 64-token A tiles (stream w:
+ * rows 16w .. 16w + 15), with the tokens' scales and each stream's
+ * (document, last tile).  The last warpgroup multiplies the A tiles, the
+ * rings in turn (the streams' tile order), by the G query blocks (B,
+ * resident) on wgmma: m64n128k16 for one block, m64n64k16 sub-blocks for
+ * two (one 32-register accumulator through them in turn, beside the 64
+ * registers of their running maxima): the decode (ALU / LSU) and the
+ * products (tensor) overlap.  Consumer warp w's accumulator rows are stream
+ * w's tokens, so its running maxima, document ends and per-query sums are
+ * residual_scan_kernel's.  A decoder thread stores its 32 halves of a token
+ * as 4 x 16 bytes: K position 32 t + 4 j + 2 r + h holds its k-step j
+ * register r half h (scan_wmap; the query is stored under the same map, so
+ * the dots are those of the unpermuted vectors), in the 128-byte swizzle of
+ * wg_desc (two 64-dimension atoms).  Full / empty mbarriers per stage;
+ * every stream runs the CTA's longest stream's tiles (past its end: masked
+ * tiles, scale NaN, never a max). */
 constexpr int SCAN_WS_DEC = 2;    /* decoder warpgroups (rings) */
 constexpr int SCAN_WS_STAGES = 2;
 constexpr int SCAN_WS_N = 128;                /* query rows: wgmma's N */
@@ -563,7 +566,8 @@ __global__ void __launch_bounds__(128 * (SCAN_WS_DEC + 1), 1) residual_scan_ws_k
 #pragma unroll
           for (int h = 0; h < NH; h++) { /* rows NS h' .. of block h / (N / NS), h' = h % (N / NS) */
             /* block h's descriptor, opaque: not hoisted (G x 8 live descriptors) */
-            uint64_t bd = lik_cuda::wg_desc_add(bdesc, h / (N / NS) * N * SCAN_D * 2 + h % (N / NS) * NS * 128);
+            uint64_t bd =
+                lik_cuda::wg_desc_add(bdesc, h / (N / NS) * N * SCAN_D * 2 + h % (N / NS) * NS * 128);
             if (G > 1) asm volatile("" : "+l"(bd));
             float acc[NS / 2];
             lik_cuda::wg_fence();
