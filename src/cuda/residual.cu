@@ -163,8 +163,9 @@ static bool scan_fits(const KRes &P) {
  * blocks of 128 rows; the weights, the byte table, the permuted query
  * block, each warp's rows' maxima.  *wsg: on sm_90a, 128 stacked rows go to
  * residual_scan_ws_kernel instead (its own layout, scan_ws_smem), with
- * *wsg = SCAN_WS_G groups resident where the call has that many (else 1);
- * 0: residual_scan_kernel. */
+ * *wsg = SCAN_WS_G groups resident where the call has that many; one group
+ * (*wsg = 1) at nbits 4 only (at nbits 2 residual_scan_kernel was faster
+ * there: bench/RESULTS.md); 0: residual_scan_kernel. */
 static int64_t scan_layout(KRes &P, const Device &dev, int *wsg, int *mt) {
   const int slot = P.lq <= 16 ? 16 : P.lq <= 32 ? 32 : P.lq <= 64 ? 64 : 128;
   int rows = slot;
@@ -174,9 +175,11 @@ static int64_t scan_layout(KRes &P, const Device &dev, int *wsg, int *mt) {
   P.qpg = rows / slot;
   P.dpad = SCAN_D;
   P.ldr = SCAN_LDQ;
+  const int64_t groups = (P.nq + P.qpg - 1) / P.qpg;
   *wsg = !(dev.info->wg && slot <= 64 && rows == SCAN_WS_N) ? 0
-         : (P.nq + P.qpg - 1) / P.qpg >= SCAN_WS_G       ? SCAN_WS_G
-                                                          : 1;
+         : groups >= SCAN_WS_G                            ? SCAN_WS_G
+         : P.c.nbits == 4                                 ? 1
+                                                          : 0;
   if (*wsg) return scan_ws_smem(*wsg);
   int64_t off = 256 * sizeof(float);
   P.off_wt = off;
