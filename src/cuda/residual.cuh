@@ -263,7 +263,7 @@ __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t
     const int64_t q = i * qpg + r / qslot, s = r0 + r % qslot;
     const bool ok = q < P.nq && s < P.lq;
     const int64_t base = q * P.q_sn + s * P.q_sl;
-    auto chunk = [&](int64_t k0, float (&x)[LQ_U]) {
+    auto load = [&](int64_t k0, float (&x)[LQ_U]) {
 #pragma unroll
       for (int u = 0; u < LQ_U; u++) {
         const int64_t k = k0 + lane + 32 * u;
@@ -271,18 +271,21 @@ __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t
       }
     };
     float x0[LQ_U];
-    chunk(0, x0);
+    load(0, x0);
+    auto chunk = [&](int64_t k0, float (&x)[LQ_U]) { /* the first chunk from x0 */
+      if (k0 == 0) {
+#pragma unroll
+        for (int u = 0; u < LQ_U; u++) x[u] = x0[u];
+      } else {
+        load(k0, x);
+      }
+    };
     float inv = 1.f;
     if (ok && P.normalize) {
       float ss = 0.f;
       for (int64_t k0 = 0; k0 < P.c.dim; k0 += 32 * LQ_U) {
         float x[LQ_U];
-        if (k0 == 0) {
-#pragma unroll
-          for (int u = 0; u < LQ_U; u++) x[u] = x0[u];
-        } else {
-          chunk(k0, x);
-        }
+        chunk(k0, x);
 #pragma unroll
         for (int u = 0; u < LQ_U; u++)
           if (k0 + lane + 32 * u < P.c.dim) ss += x[u] * x[u];
@@ -293,12 +296,7 @@ __device__ void load_query(const KRes &P, int qpg, int qslot, int64_t i, int64_t
     }
     for (int64_t k0 = 0; k0 < P.dpad; k0 += 32 * LQ_U) {
       float x[LQ_U];
-      if (k0 == 0) {
-#pragma unroll
-        for (int u = 0; u < LQ_U; u++) x[u] = x0[u];
-      } else {
-        chunk(k0, x);
-      }
+      chunk(k0, x);
 #pragma unroll
       for (int u = 0; u < LQ_U; u++) {
         const int64_t k = k0 + lane + 32 * u;
