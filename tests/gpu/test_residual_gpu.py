@@ -141,7 +141,8 @@ def test_scan_matches_cpu(rng, nbits, layout, qdtype, nq, lq):
     """The full scan's register-decode kernel (d 128, nbits 2 / 4, a half
     query under normalize: residual_scan.cuh) against the CPU: every query
     block size (1, 2, 4, 8 m-tiles, queries stacked, a query past 128 rows;
-    128 stacked rows on sm_90a: the warp-specialised wgmma kernel),
+    groups of 128 stacked rows on sm_90a: the warp-specialised wgmma
+    kernel, one group at nbits 4 only),
     lengths around its 16-token tiles, int32 and int64 codes, padded
     documents with garbage past their lengths, a query row of NaN (never
     wins: its row scores 0)."""
