@@ -149,9 +149,12 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
   c.kc = rb <= 128 && !(wg && dt == LIK_F32) ? 128 : rb <= 256 ? 256 : 512;
   if (wg) {
     c.tma = tmap_ok && dev.bulk;
-    c.wg = lq > 128 || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
+    /* two queries of 64 < Lq <= 128 (cross): a 128-row slot each in the
+     * two-warpgroup TMA kernel's 256 rows, so a tile is read once for both */
+    const bool pair = lq > 64 && lq <= 128 && stack_nq >= 2 && c.tma && c.kc != 512;
+    c.wg = lq > 128 || pair || (stack && c.tma && stack_nq * slot >= 256) ? 2 : 1;
     if (c.wg == 2)
-      c.bn = (stack || full) && c.tma && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
+      c.bn = (stack || pair || full) && c.tma && (ld + 103) / 104 * 104 < (ld + 127) / 128 * 128 ? 104 : 128;
     if (c.kc == 512) { /* fp32 64 < d <= 128: two warpgroups of 64 rows */
       c.wg = 2;
       c.bn = 64;
@@ -159,6 +162,7 @@ static TileCfg choose_tile(lik_dtype dt, int64_t d, int64_t lq, int64_t ld, int6
     c.wm = c.kc == 512 ? 4 : 4 * c.wg;
     c.wn = 1;
     if (stack) c.qpc = (int)(32 * c.wm / slot);
+    else if (pair) c.qpc = 2;
   } else if (stack) {
     c.wm = 8; c.wn = 1; c.qpc = (int)(256 / slot);
   } else if (lq <= 32) {

@@ -120,6 +120,8 @@ CASES = [
     ("f16", 1, 3, 20, 290, 777),  # K-streamed, 8 warps of 40 tokens (1 tile of 320), scalar loader
     ("f32", 1, 2, 20, 150, 250),  # K-streamed fp32, 4 warps of 40 tokens, scalar loader
     ("bf16", 2, 3, 100, 5, 128),  # wgmma, Ld shorter than a tile (on sm_90a a TMA box past D's end)
+    ("bf16", 5, 7, 128, 300, 128),  # two queries of Lq 128 per CTA (a 128-row slot per warpgroup), the last alone
+    ("f16", 3, 4, 97, 150, 64),  # the same, Lq 97, d = 64
     ("bf16", 6, 5, 1030, 77, 128),  # 4 blocks of 256 rows, then the last 6 rows as a launch of their own (stacked)
 ]
 
@@ -323,6 +325,7 @@ TF32_CASES = [
     (1, 400, 600, 70, 128),  # five blocks, many documents per CTA: the next block loads early
     (2, 3, 130, 200, 48),  # Lq > 128 on 256-byte rows
     (9, 3, 100, 5, 128),  # Ld shorter than a tile
+    (5, 4, 128, 140, 64),  # two queries of Lq 128 per CTA, a 128-row slot per warpgroup
     (10, 3, 32, 40, 33),  # d % 4 != 0: scalar loader, no TMA
     (10, 3, 32, 40, 17),
     (12, 2, 16, 30, 1),
@@ -573,7 +576,7 @@ def _packed_ref(Q, D, cq, cd, qm, dm):
     return ref
 
 
-@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17], [3, 64, 0, 33, 7, 1, 60, 2, 9]])
+@pytest.mark.parametrize("lq", [[5, 32, 0, 300, 17], [5, 32, 0, 1, 17], [3, 64, 0, 33, 7, 1, 60, 2, 9], [70, 128, 5, 100, 97]])
 @pytest.mark.parametrize("grad", [False, True])
 @pytest.mark.parametrize("dt,d", [("bf16", 64), ("f16", 200), ("f32", 40), ("f16", 48)])
 def test_packed_forwards(dt, d, grad, lq, gen):

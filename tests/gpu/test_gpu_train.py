@@ -167,6 +167,7 @@ CROSS = [
     ("bf16", 2, 6, 300, 130, 128),   # long query
     ("f16", 1, 3, 1030, 200, 64),    # Lq = 1030
     ("bf16", 9, 5, 32, 150, 128),    # stacked queries in the forward
+    ("bf16", 9, 4, 128, 300, 128),   # two queries of Lq 128 per forward CTA; grad_D by buckets, 8 rows a warp
     ("f64", 2, 3, 17, 33, 130),      # fp64, 3 column chunks
 ]
 
@@ -215,6 +216,8 @@ def test_grad_d_paths_bitwise_equal(normalize, g):
              (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None),
              (0, torch.bfloat16, 37, 5, 33, 70, 128, None), (0, torch.float32, 70, 3, 19, 45, 200, None),
              (0, torch.float16, 2, 3, 1030, 17, 48, 2),
+             # 4 segments a document, groups of 8 rows (the last of 3); fp64 rows of one column chunk
+             (0, torch.float16, 40, 3, 100, 203, 64, None), (0, torch.float64, 30, 3, 40, 45, 64, None),
              # grad_Q's buffer (the buckets' workspace) holds 2 documents: 4 groups; then none: scratch
              (0, torch.bfloat16, 40, 7, 30, 50, 3, None), (0, torch.bfloat16, 5, 3, 300, 20, 1, None)]
     for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
