@@ -239,10 +239,10 @@ __device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, cons
  * flight.  ROWS (with REG): lane l's term belongs to row rl of the warp's
  * shared-memory rows sacc + rl * rstride, racc holds row *cur, and a term of
  * another row first swaps racc with that row (the terms of one row being
- * mostly consecutive, the adds stay in registers).  WIDE (P.vec_src: d a multiple of CPL, aligned rows): a lane's CPL
- * columns are all inside d or all past it and one wide load reads them, so
- * the 8 loads issue without the per-element fallback between them
- * (add_terms picks once per call). */
+ * consecutive, the adds stay in registers).  WIDE (P.vec_src: d a multiple
+ * of CPL, aligned rows): a lane's CPL columns are all inside d or all past
+ * it and one wide load reads them, so the 8 loads issue without the
+ * per-element fallback between them (add_terms picks once per call). */
 template <typename T, typename R, int CPL, bool REG, bool WIDE, bool ROWS>
 __device__ __forceinline__ void add_terms_as(const Params &P, const KSeq &SS, bool ok, R gg,
                                              int64_t off, R (&racc)[CPL], R *sacc, int rl,
@@ -917,14 +917,13 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
 
 /* A warp per B.gr consecutive rows t0 .. of document n (documents [n0, n0 +
  * count), a group never spans two; one row a warp unless ROWS, which needs
- * REG: d <= 32 CPL, the row in registers):
- * segment by segment, the group's terms are one contiguous run of the
- * segment's list (rows ascending, each row's terms in candidate order), read
- * 32 at a time, each added into its row (add_terms' ROWS: the row being added
- * to in registers, the group's rows in the warp's shared memory), so a row's
- * terms are added in the canonical order and the group's rows share the
- * latency of their start, list and weight loads; then each row is finished
- * and written once. */
+ * REG: d <= 32 CPL, the row in registers).  Segment by segment, the group's
+ * terms are one contiguous run of the segment's list (rows ascending, each
+ * row's terms in candidate order), read 32 at a time, each added into its
+ * row (add_terms' ROWS: the row being added to in registers, the group's
+ * rows in the warp's shared memory), so a row's terms are added in the
+ * canonical order and the group's rows share the latency of their start,
+ * list and weight loads; then each row is finished and written once. */
 template <typename T, typename R, int CPL, bool REG, bool ROWS>
 __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buckets B, int64_t count) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
