@@ -135,12 +135,11 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
   const int cw = 32 * CPL;
   const int64_t nch = (TS.dim + cw - 1) / cw;
   P.nch = (int)nch;
-  /* the gather's rows per warp: 8 where a row is one chunk of columns
-   * (d <= 32 CPL: 32 KB of rows per CTA) and the rows average at most 8
-   * terms (the group's rows then share their loads' latency), else 1 */
+  const size_t row_smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
+  if (nch > 1 && row_smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
+  /* rows of at most 8 terms on average (a row one chunk of columns): 8 rows
+   * a warp, which then share their loads' latency (32 KB of rows a CTA) */
   const int gr = nch == 1 && nc <= 8 * len ? 8 : 1;
-  const size_t row_smem = (size_t)NW * (size_t)gr * (size_t)(nch * cw) * sizeof(R);
-  if (row_smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
   Buckets B;
   B.nseg = (int)nseg;
   B.seg = (int)seg;
@@ -152,12 +151,17 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
     B.n0 = n0;
     if (count * nseg > INT_MAX || (count * len + NW - 1) / NW > INT_MAX)
       return cudaErrorInvalidConfiguration;
-    cudaError_t e = launch_smem(dev, bucket_kernel, count * nseg, cnt_smem, st, P, B);
+    cudaError_t e = launch_smem(dev, bucket_kernel<R>, count * nseg, cnt_smem, st, P, B);
     if (e != cudaSuccess) return e;
     const int64_t blocks = (count * ((len + gr - 1) / gr) + NW - 1) / NW;
-    if (gr > 1) e = launch_smem(dev, gather_kernel<T, R, CPL, true, true>, blocks, row_smem, st, P, B, count);
-    else if (nch == 1) e = launch_smem(dev, gather_kernel<T, R, CPL, true, false>, blocks, row_smem, st, P, B, count);
-    else e = launch_smem(dev, gather_kernel<T, R, CPL, false, false>, blocks, row_smem, st, P, B, count);
+    if (gr > 1) {
+      e = launch_smem(dev, gather_rows_kernel<T, R, CPL>, blocks, gr * row_smem, st, P, B, count);
+    } else if (nch == 1) {
+      gather_kernel<T, R, CPL, true><<<(unsigned)blocks, NT, 0, st>>>(P, B, count);
+      e = cudaGetLastError();
+    } else {
+      e = launch_smem(dev, gather_kernel<T, R, CPL, false>, blocks, row_smem, st, P, B, count);
+    }
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -450,28 +450,20 @@ __device__ __forceinline__ void cand_term(const Params &P, int64_t oi, int64_t o
   off = seq_base(P.q, qi) + s * P.q.sl;
 }
 
-/* Candidate (output e, query token s) of segment g: its local row if it is a
- * term of a row of the CTA, else -1; and its output (oi, oj) and query qi. */
-__device__ __forceinline__ int cand_row(const Params &P, const Seg &g, int64_t e, int64_t s,
-                                        int64_t &oi, int64_t &oj, int64_t &qi) {
-  cand_index(P, g, e, oi, oj, qi);
-  const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
-  if (t < g.t_lo || t >= g.t_hi) return -1; /* also -1 */
-  if (P.q.off.data && s >= seq_len(P.q, qi)) return -1;
-  if (!mask_ok(P.qm, P.q, qi, s)) return -1;
-  /* a masked target row is zeroed when written: no need to look */
-  return (int)(t + g.lbase);
-}
-
-/* The same as a term: whether it is one; then tl (local row), gg and off
- * (cand_term). */
+/* Candidate (output e, query token s) of segment g: whether it is a term of a
+ * row of the CTA; then tl (local row), gg and off (cand_term). */
 template <typename R>
 __device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t e, int64_t s,
                                           int &tl, R &gg, int64_t &off) {
   int64_t oi, oj, qi;
-  tl = cand_row(P, g, e, s, oi, oj, qi);
-  if (tl < 0) return false;
+  cand_index(P, g, e, oi, oj, qi);
+  const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+  if (t < g.t_lo || t >= g.t_hi) return false; /* also -1 */
+  if (P.q.off.data && s >= seq_len(P.q, qi)) return false;
+  if (!mask_ok(P.qm, P.q, qi, s)) return false;
+  /* a masked target row is zeroed when written: no need to look */
   cand_term<R>(P, oi, oj, qi, s, gg, off);
+  tl = (int)(t + g.lbase);
   return true;
 }
 
@@ -791,10 +783,10 @@ __global__ void __launch_bounds__(NT, 2) gradd_sparse_kernel(const Params P, siz
  * rows' starts by a block scan), and the warps walk their slices again
  * writing c - c0 at each term's cursor.  So row t's terms of a segment are
  * list[start[t] .. start[t + 1]) in candidate order, and the segments in
- * ascending order give the canonical order.  gather_kernel then builds the
- * rows like grad_Q builds its rows, a warp per group of consecutive document
- * rows reading only their own terms (no rescan of the candidates per tile
- * of rows). */
+ * ascending order give the canonical order.  gather_kernel then builds each
+ * row like grad_Q builds its rows: a warp per document row (gather_rows_kernel:
+ * per 8 rows, where they have few terms), reading only its own terms (no
+ * rescan of the candidates per tile of rows). */
 
 constexpr int64_t SEG_MAX = 65280; /* candidates per segment: offsets and counts fit 16 bits */
 
@@ -804,7 +796,7 @@ struct Buckets {
   int seg;         /* candidates per segment: a multiple of NT */
   uint16_t *list;  /* [count * nseg][seg]: a segment's terms (c - c0) by row */
   uint16_t *start; /* [count * nseg][Ld + 1]: row t's terms list[start[t] .. start[t + 1]) */
-  int gr;          /* gather_kernel: rows per warp */
+  int gr;          /* gather_rows_kernel: rows per warp */
 };
 
 /* Document n's segment (outputs, query tokens) over all of its rows. */
@@ -830,12 +822,14 @@ __device__ __forceinline__ void cand_split(const Seg &g, int64_t c, int64_t &e, 
   }
 }
 
-/* Candidate c of segment g: its target row, -1 where it is no term (its
- * weight is not read). */
+/* Candidate c of segment g: its target row, -1 where it is no term. */
+template <typename R>
 __device__ __forceinline__ int row_of(const Params &P, const Seg &g, int64_t c) {
-  int64_t e, s, oi, oj, qi;
+  int64_t e, s, off;
+  R gg;
+  int tl;
   cand_split(g, c, e, s);
-  return cand_row(P, g, e, s, oi, oj, qi);
+  return candidate<R>(P, g, e, s, tl, gg, off) ? tl : -1;
 }
 
 typedef cub::BlockScan<int, NT> BucketScan;
@@ -848,7 +842,7 @@ constexpr size_t BUCKET_SMEM0 = (sizeof(BucketScan::TempStorage) + 15) / 16 * 16
 /* A warp's walk of its slice [w0, w1) of the segment, U x 32 candidates in
  * flight: f(c, t, peers) per candidate c, in order, t its target row (-1
  * from w1 on) and peers the lanes with the same t. */
-template <int U, typename F>
+template <typename R, int U, typename F>
 __device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_t w0, int64_t w1,
                                            int lane, F f) {
   for (int64_t base = w0; base < w1; base += 32 * U) {
@@ -856,7 +850,7 @@ __device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? row_of(P, g, c) : -1;
+      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -864,6 +858,7 @@ __device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_
   }
 }
 
+template <typename R>
 __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
@@ -878,7 +873,7 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   for (int64_t i = tid; i < NW * len; i += NT) cnt[i] = 0;
   __syncthreads();
   constexpr int U = 4; /* 4 x 32 candidates in flight */
-  walk_slice<U>(P, g, w0, w1, lane, [&](int64_t, int t, unsigned peers) {
+  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t, int t, unsigned peers) {
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
     __syncwarp();
   });
@@ -907,7 +902,7 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   if (tid == 0) start[len] = (uint16_t)carry;
   uint16_t *list = B.list + b * B.seg;
   const unsigned lt = (1u << lane) - 1u;
-  walk_slice<U>(P, g, w0, w1, lane, [&](int64_t c, int t, unsigned peers) {
+  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t c, int t, unsigned peers) {
     if (t >= 0) list[mine[t] + __popc(peers & lt)] = (uint16_t)(c - c0);
     __syncwarp();
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
@@ -915,17 +910,65 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   });
 }
 
-/* A warp per B.gr consecutive rows t0 .. of document n (documents [n0, n0 +
- * count), a group never spans two; one row a warp unless ROWS, which needs
- * REG: d <= 32 CPL, the row in registers).  Segment by segment, the group's
- * terms are one contiguous run of the segment's list (rows ascending, each
- * row's terms in candidate order), read 32 at a time, each added into its
- * row (add_terms' ROWS: the row being added to in registers, the group's
- * rows in the warp's shared memory), so a row's terms are added in the
- * canonical order and the group's rows share the latency of their start,
- * list and weight loads; then each row is finished and written once. */
-template <typename T, typename R, int CPL, bool REG, bool ROWS>
+/* A warp per row t of document n (rows of documents [n0, n0 + count)): its
+ * terms segment by segment, then the row finished and written once. */
+template <typename T, typename R, int CPL, bool REG>
 __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buckets B, int64_t count) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t len = P.d.len, row = (int64_t)blockIdx.x * NW + warp;
+  if (row >= count * len) return;
+  const int64_t nb = row / len, t = row - nb * len;
+  const Seg g = doc_seg(P, B.n0 + nb);
+  const int CW = 32 * CPL;
+  R racc[CPL];
+#pragma unroll
+  for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
+  R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * P.nch * CW;
+  if (!REG)
+    for (int i = lane; i < P.nch * CW; i += 32) sacc[i] = (R)0;
+  for (int k = 0; k < B.nseg; ++k) {
+    const int64_t b = nb * B.nseg + k, c0 = (int64_t)k * B.seg;
+    const uint16_t *list = B.list + b * B.seg;
+    const int i0 = B.start[b * (len + 1) + t], i1 = B.start[b * (len + 1) + t + 1];
+    for (int i = i0; i < i1; i += 32) {
+      /* an entry is a term by construction: its weight and source row only */
+      R gg = 0;
+      int64_t off = 0;
+      const bool ok = i + lane < i1;
+      if (ok) {
+        int64_t e, s, oi, oj, qi;
+        cand_split(g, c0 + list[i + lane], e, s);
+        cand_index(P, g, e, oi, oj, qi);
+        cand_term<R>(P, oi, oj, qi, s, gg, off);
+      }
+      add_terms<T, R, CPL, REG>(P, P.q, ok, gg, off, racc, sacc);
+    }
+  }
+  __syncwarp();
+  const bool valid = mask_ok(P.dm, P.d, g.n, t);
+  const int64_t obase = seq_base(P.gd, g.n) + t * P.gd.sl;
+  if (REG)
+    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, 1, lane, g.n, t,
+                          valid, obase, [&](int, int k) -> R & { return racc[k]; });
+  else
+    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, g.n,
+                          t, valid, obase,
+                          [&](int ch, int k) -> R & { return sacc[ch * CW + lane * CPL + k]; });
+}
+
+/* Rows with few terms (gather_rows_kernel, d <= 32 CPL): a warp per B.gr
+ * consecutive rows t0 .. of document n (a group never spans two documents).
+ * Segment by segment, the group's terms are one contiguous run of the
+ * segment's list (rows ascending, each row's terms in candidate order), read
+ * 32 at a time, each added into its row (add_terms' ROWS: the row being added
+ * to in registers, the group's rows in the warp's shared memory), so a row's
+ * terms are added in the canonical order and the group's rows share the
+ * latency of their start, list and weight loads; then each row is finished
+ * and written once. */
+template <typename T, typename R, int CPL>
+__global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, const Buckets B,
+                                                            int64_t count) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t len = P.d.len, gpd = (len + B.gr - 1) / B.gr; /* groups per document */
@@ -934,13 +977,13 @@ __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buc
   const int64_t nb = grp / gpd, t0 = (grp - nb * gpd) * B.gr;
   const int nr = (int)min((int64_t)B.gr, len - t0); /* the group's rows */
   const Seg g = doc_seg(P, B.n0 + nb);
-  const int CW = 32 * CPL, rstride = P.nch * CW;
+  const int CW = 32 * CPL, rstride = P.nch * CW; /* nch == 1 */
   R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * B.gr * rstride;
   for (int i = lane; i < nr * rstride; i += 32) sacc[i] = (R)0;
   R racc[CPL];
 #pragma unroll
   for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
-  int cur = 0; /* REG: racc is row cur / rstride (ROWS), else row 0 */
+  int cur = 0; /* racc is row cur / rstride */
   for (int k = 0; k < B.nseg; ++k) {
     const int64_t b = nb * B.nseg + k, c0 = (int64_t)k * B.seg;
     const uint16_t *list = B.list + b * B.seg;
@@ -960,14 +1003,12 @@ __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buc
         cand_term<R>(P, oi, oj, qi, s, gg, off);
       }
       int rl = 0;
-      if (ROWS)
-        for (int r = 1; r < nr; ++r) rl += __shfl_sync(0xffffffffu, sv, r) <= at;
-      add_terms<T, R, CPL, REG, ROWS>(P, P.q, ok, gg, off, racc, sacc, rl, rstride, &cur);
+      for (int r = 1; r < nr; ++r) rl += __shfl_sync(0xffffffffu, sv, r) <= at;
+      add_terms<T, R, CPL, true, true>(P, P.q, ok, gg, off, racc, sacc, rl, rstride, &cur);
     }
   }
-  if (REG)
 #pragma unroll
-    for (int k = 0; k < CPL; ++k) sacc[cur + lane * CPL + k] = racc[k];
+  for (int k = 0; k < CPL; ++k) sacc[cur + lane * CPL + k] = racc[k];
   __syncwarp();
   for (int r = 0; r < nr; ++r) {
     const int64_t t = t0 + r;
