@@ -216,8 +216,8 @@ def test_grad_d_paths_bitwise_equal(normalize, g):
              (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None),
              (0, torch.bfloat16, 37, 5, 33, 70, 128, None), (0, torch.float32, 70, 3, 19, 45, 200, None),
              (0, torch.float16, 2, 3, 1030, 17, 48, 2),
-             # 4 segments a document, groups of 8 rows (the last of 3); fp64 rows of one column chunk
-             (0, torch.float16, 40, 3, 100, 203, 64, None), (0, torch.float64, 30, 3, 40, 45, 64, None),
+             # rows of at most 8 terms: 8 rows a warp (the last group of 3), fp16 / fp64
+             (0, torch.float16, 40, 3, 100, 603, 64, None), (0, torch.float64, 30, 3, 40, 211, 64, None),
              # grad_Q's buffer (the buckets' workspace) holds 2 documents: 4 groups; then none: scratch
              (0, torch.bfloat16, 40, 7, 30, 50, 3, None), (0, torch.bfloat16, 5, 3, 300, 20, 1, None)]
     for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
