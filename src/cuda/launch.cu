@@ -89,7 +89,8 @@ static int64_t kstream_smem(int wn, int ni, int64_t row_bytes) {
  *     one warpgroup, 128 rows x 64-token tiles (two CTAs per SM) for
  *     stacked queries and Lq <= 128; two warpgroups, 256-row blocks x 128
  *     tokens beyond, and for stacked queries filling 256 rows when the
- *     tiles come by TMA (the warpgroups taking turns; 104-token tiles
+ *     tiles come by TMA (two cross queries of 64 < Lq <= 128 too, a
+ *     128-row slot each; the warpgroups taking turns; 104-token tiles
  *     where they pad a document less: Ld = 300 in 312 columns, not 384,
  *     for stacked queries, and for long queries against documents of all
  *     Ld tokens (`full`: Ld = 1030 in 1040 columns, not 1152; shorter
