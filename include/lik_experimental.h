@@ -87,7 +87,11 @@ extern "C" {
                                 (cudaMallocAsync) instead of lik's own
                                 (bench/cuda_pool.py reads the default
                                 pool's high-water mark) */
-#define LIK_CUDA_NO_ALL 63u
+#define LIK_CUDA_NO_BW_RANGES 64u /* backward: grad_D by row ranges (a CTA per
+                                     range of document rows, its buckets in
+                                     shared memory) -> the buckets or tiles
+                                     (same bits) */
+#define LIK_CUDA_NO_ALL 127u
 
 typedef struct lik_context_options {
   int num_threads;     /* CPU threads for calls whose options say 0; 0 =
@@ -100,7 +104,7 @@ typedef struct lik_context_options {
                           environment turns off (LIK_CUDA_WGMMA=0,
                           LIK_CUDA_SPLIT=0, LIK_CUDA_BULK=0,
                           LIK_CUDA_BW_SPARSE=0, LIK_CUDA_BW_BUCKETS=0,
-                          LIK_CUDA_POOL=0:
+                          LIK_CUDA_POOL=0, LIK_CUDA_BW_RANGES=0:
                           read once, when the
                           context is made)                                   */
 } lik_context_options;

@@ -300,7 +300,7 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8, "bw_buckets": 16, "pool": 32}  # LIK_CUDA_NO_* (lik_experimental.h)
+_CUDA_FEATURES = {"wgmma": 1, "split": 2, "bulk": 4, "bw_sparse": 8, "bw_buckets": 16, "pool": 32, "bw_ranges": 64}  # LIK_CUDA_NO_* (lik_experimental.h)
 _current = threading.local()
 
 
@@ -312,7 +312,8 @@ class Context:
     run in it; outside, calls use the process's default context (made on first
     use from ``LIK_NUM_THREADS``, ``LIK_CPU_ISA`` and ``LIK_CUDA_WGMMA`` /
     ``LIK_CUDA_SPLIT`` / ``LIK_CUDA_BULK`` / ``LIK_CUDA_BW_SPARSE`` /
-    ``LIK_CUDA_BW_BUCKETS`` / ``LIK_CUDA_POOL``, read once).
+    ``LIK_CUDA_BW_BUCKETS`` / ``LIK_CUDA_POOL`` / ``LIK_CUDA_BW_RANGES``, read
+    once).
 
     Args:
         num_threads: int >= 0, CPU threads for calls (0: the default context's
@@ -323,7 +324,8 @@ class Context:
         cuda_off: names of CUDA features to turn off, of ``"wgmma"``,
             ``"split"``, ``"bulk"``, ``"bw_sparse"`` (the backward's
             CTA-per-document grad_D kernel), ``"bw_buckets"`` (grad_D by
-            buckets of the transposed argmax); they exist to compare kernel
+            buckets of the transposed argmax), ``"bw_ranges"`` (grad_D by
+            row ranges: a CTA per range of document rows); they exist to compare kernel
             families in tests: results agree, only speed differs.
             ``"pool"``: CUDA scratch from the device's default stream-ordered
             pool (``cudaMallocAsync``) instead of lik's own (one per device,

@@ -55,7 +55,8 @@ static unsigned env_cuda_off(void) {
       {"LIK_CUDA_BULK", LIK_CUDA_NO_BULK},
       {"LIK_CUDA_BW_SPARSE", LIK_CUDA_NO_BW_SPARSE},
       {"LIK_CUDA_BW_BUCKETS", LIK_CUDA_NO_BW_BUCKETS},
-      {"LIK_CUDA_POOL", LIK_CUDA_NO_POOL}};
+      {"LIK_CUDA_POOL", LIK_CUDA_NO_POOL},
+      {"LIK_CUDA_BW_RANGES", LIK_CUDA_NO_BW_RANGES}};
   unsigned off = 0;
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *env = getenv(vars[i].name);

@@ -167,6 +167,27 @@ static cudaError_t launch_buckets(Params P, const Device &dev, cudaStream_t st, 
   return cudaSuccess;
 }
 
+/* grad_D by row ranges (padded cross / KD, d <= 32 CPL, Nq Lq <= 2 Ld and
+ * <= SEG_MAX): a CTA per (document, range of rows), ranges of about 256 rows,
+ * split evenly.  cudaErrorNotSupported: the lists and rows would leave room
+ * for fewer than two CTAs an SM (the buckets run instead). */
+template <typename T, typename R, int CPL>
+static cudaError_t launch_ranges(Params P, const Device &dev, cudaStream_t st) {
+  const int64_t len = P.d.len, ndocs = P.d.count;
+  const int64_t nc = (P.pairing == 0 ? P.q.count : 1) * P.q.len;
+  const int64_t nrange = (len + 255) / 256;
+  Ranges G;
+  G.rr = (int)(((len + nrange - 1) / nrange + 7) / 8 * 8);
+  G.nrange = (int)((len + G.rr - 1) / G.rr);
+  /* the scan, 8 rows a warp, the counts, the starts, a list of every candidate */
+  const size_t smem = BUCKET_SMEM0 + (size_t)NW * 8 * 32 * CPL * sizeof(R) +
+                      (size_t)(NW * G.rr + G.rr + 1 + nc) * sizeof(uint16_t);
+  if (2 * smem > (size_t)dev.info->smem_max) return cudaErrorNotSupported;
+  if (ndocs * G.nrange > INT_MAX) return cudaErrorInvalidConfiguration;
+  P.nch = 1;
+  return launch_smem(dev, range_kernel<T, R, CPL>, ndocs * G.nrange, smem, st, P, G);
+}
+
 /* grad_D: the sparse mode where a document's candidates fit one chunk, the
  * buckets for other padded cross / KD calls, else tiles of tt rows.  The
  * choice and the tile sizes change only the work split, never a row's
@@ -199,12 +220,17 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st, vo
     if (smem > (size_t)smem_max) return cudaErrorInvalidConfiguration;
     return launch_smem(dev, gradd_sparse_kernel<T, R, CPL>, TS.count, smem, st, P, fixed);
   }
-  /* buckets where a document has at least a candidate per row; with fewer
-   * (a few long documents: Lq 128 x 32 queries against Ld 8192) a CTA per
-   * (document, segment) leaves SMs idle and most rows empty: the tiles */
-  if (dev.info->bw_buckets && !packed && P.pairing != 2 &&
-      (P.pairing == 0 ? P.q.count : 1) * P.q.len >= len) {
-    const cudaError_t e = launch_buckets<T, R, CPL>(P, dev, st, ws, ws_bytes);
+  /* row ranges where rows have at most 2 terms on average (d one chunk of
+   * columns: the CachedContrastive tiles, Lq 128 x 32 queries against Ld
+   * 2048 ... 8192); else buckets where a document has at least a candidate
+   * per row; with fewer (a few long documents) a CTA per (document, segment)
+   * leaves SMs idle and most rows empty: the tiles */
+  if (dev.info->bw_buckets && !packed && P.pairing != 2) {
+    cudaError_t e = cudaErrorNotSupported;
+    if (dev.info->bw_ranges && nch == 1 && ncands <= 2 * len && ncands <= SEG_MAX)
+      e = launch_ranges<T, R, CPL>(P, dev, st);
+    if (e == cudaErrorNotSupported && ncands >= len)
+      e = launch_buckets<T, R, CPL>(P, dev, st, ws, ws_bytes);
     if (e != cudaErrorNotSupported) return e;
   }
   /* tiles of up to 128 rows while two CTAs fit an SM, fewer while the grid

@@ -77,6 +77,7 @@ static cudaError_t read_info(int id, unsigned off, DevInfo *out) {
   out->bw_sparse = !(off & LIK_CUDA_NO_BW_SPARSE);
   out->bw_buckets = !(off & LIK_CUDA_NO_BW_BUCKETS);
   out->pool = !(off & LIK_CUDA_NO_POOL);
+  out->bw_ranges = !(off & LIK_CUDA_NO_BW_RANGES);
   return cudaSuccess;
 }
 

@@ -29,7 +29,7 @@ struct DevInfo {
   int sms;
   int64_t smem_max, smem_sm, smem_rsv;
   int cc_major, cc_minor;
-  bool wg, clusters, bulk, bw_sparse, bw_buckets, pool;
+  bool wg, clusters, bulk, bw_sparse, bw_buckets, pool, bw_ranges;
 };
 
 /* What one kernel function needs on one device: resident CTAs per SM for a

@@ -110,7 +110,7 @@ def padded_reference(lik_ag, layout, Q, D, qm, dm, am, gs, normalize):
 
 
 def check_padded(layout, dtype, Nq, Nd, Lq, Ld, d, normalize, gen, masks=True, K=None, strategy="auto",
-                 ties=False, zero_tok=False, q2d=False, d2d=False, strided=False):
+                 ties=False, zero_tok=False, q2d=False, d2d=False, strided=False, one_tok=False):
     lik, ag = _lik()
     if layout == 1:
         Q, D = rand((Nq, Lq, d), dtype, gen), rand((Nq, Ld, d), dtype, gen)
@@ -130,6 +130,8 @@ def check_padded(layout, dtype, Nq, Nd, Lq, Ld, d, normalize, gen, masks=True, K
     if ties and Ld >= 4:
         D[..., 3, :] = D[..., 1, :]  # duplicate tokens: the lower index wins
         D[..., 2, :] = D[..., 1, :]
+    if one_tok:  # every document token the same: each query token's argmax is its first valid one
+        D[...] = D[..., :1, :].clone()
     if zero_tok:
         D[..., 0, :] = 0  # a zero-norm valid token: normalize's eps branch
         Q[..., 0, :] = 0
@@ -202,15 +204,17 @@ def test_2d_shapes_strided_and_no_masks(normalize, g):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_grad_d_paths_bitwise_equal(normalize, g):
-    """grad_D has three kernels: a CTA per document when its candidates fit
-    one chunk (KD, pairs, few queries), else the buckets (padded cross / KD:
-    the argmax transposed, a warp per row), else tiles of document rows.
-    Turning the first off (cuda_off=["bw_sparse"]), then the second too, must
-    give the same bits, and each path must match the reference (the cases
-    with many queries and documents, Lq*Nq > 1024 and segments that end
-    mid-warp, reach the buckets without the flag)."""
+    """grad_D has four kernels: a CTA per document when its candidates fit
+    one chunk (KD, pairs, few queries), else row ranges (padded cross / KD
+    with rows of few terms, d one column chunk: a CTA per range of document
+    rows), else the buckets (the argmax transposed, a warp per row), else
+    tiles of document rows.  Turning the first off (cuda_off=["bw_sparse"]),
+    then the second, then the third must give the same bits, and each path
+    must match the reference (the cases with Lq*Nq > 1024 reach the ranges or
+    buckets without the flags)."""
     lik, _ = _lik()
     no_sparse = lik.Context(cuda_off=["bw_sparse"])
+    buckets = lik.Context(cuda_off=["bw_sparse", "bw_ranges"])
     tiles = lik.Context(cuda_off=["bw_sparse", "bw_buckets"])
     cases = [(0, torch.bfloat16, 3, 4, 30, 300, 128, None), (0, torch.float32, 4, 0, 32, 200, 64, 3),
              (1, torch.float16, 5, 5, 20, 150, 96, None), (0, torch.float64, 2, 3, 9, 20, 1000, None),
@@ -218,19 +222,26 @@ def test_grad_d_paths_bitwise_equal(normalize, g):
              (0, torch.float16, 2, 3, 1030, 17, 48, 2),
              # rows of at most 8 terms: 8 rows a warp (the last group of 3), fp16 / fp64
              (0, torch.float16, 40, 3, 100, 603, 64, None), (0, torch.float64, 30, 3, 40, 211, 64, None),
+             # row ranges (Nq*Lq <= 2 Ld): 9 ranges of 240 rows, the last 180; 3 of 240 (220) and 224 (202)
+             (0, torch.bfloat16, 40, 3, 30, 2100, 128, None), (0, torch.float32, 33, 2, 40, 700, 100, None),
+             (0, torch.float64, 30, 2, 40, 650, 64, None),
              # grad_Q's buffer (the buckets' workspace) holds 2 documents: 4 groups; then none: scratch
              (0, torch.bfloat16, 40, 7, 30, 50, 3, None), (0, torch.bfloat16, 5, 3, 300, 20, 1, None)]
+    # every candidate of a document on one row: one range's list holds them all
+    cases += [(0, torch.bfloat16, 12, 2, 100, 700, 128, "one_tok")]
     for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
         seed = int(torch.randint(0, 2**31, (1,), generator=g, device="cuda"))
         gen = torch.Generator(device="cuda")
+        one_tok = K == "one_tok"
+        K = None if one_tok else K
         out = []
-        for ctx in (None, no_sparse, tiles):
+        for ctx in (None, no_sparse, buckets, tiles):
             gen.manual_seed(seed)
             if ctx is None:
-                out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K))
+                out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K, one_tok=one_tok))
             else:
                 with ctx:
-                    out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K))
+                    out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K, one_tok=one_tok))
         for o in out[1:]:
             assert torch.equal(out[0][6], o[6]) and torch.equal(out[0][7], o[7]), (layout, dt, Nq, Lq)
 

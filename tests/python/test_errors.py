@@ -224,7 +224,7 @@ def test_errors_leave_library_usable():
 def test_context_cuda_off_names():
     """Every LIK_CUDA_NO_* name maps to a bit the C library accepts (all of
     them at once is LIK_CUDA_NO_ALL); an unknown name is a ValueError."""
-    names = ["wgmma", "split", "bulk", "bw_sparse", "bw_buckets", "pool"]
+    names = ["wgmma", "split", "bulk", "bw_sparse", "bw_buckets", "pool", "bw_ranges"]
     for name in names:
         with lik.Context(cuda_off=[name]):
             assert lik.maxsim(np.ones((1, 2, 3), np.float32), np.ones((1, 1, 3), np.float32))[0, 0] == 6.0

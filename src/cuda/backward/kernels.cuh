@@ -858,49 +858,47 @@ __device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_
   }
 }
 
-template <typename R>
-__global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
+/* The stable sort of candidates [c0, c1) of segment g by target row, rows
+ * [0, rows) (local to g; block-wide): warp w walks its slice [c0 + w sw,
+ * ...) twice, counting into cnt ([NW][rows], shared memory) and then writing
+ * c - c0 at each term's cursor into list; start[t] is row t's first entry,
+ * start[rows] their count. */
+template <typename R, int U>
+__device__ __forceinline__ void bucket_sort(const Params &P, const Seg &g, int64_t c0, int64_t c1,
+                                            int sw, int64_t rows, uint16_t *cnt,
+                                            BucketScan::TempStorage &scan_tmp, uint16_t *start,
+                                            uint16_t *list) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t len = P.d.len, b = blockIdx.x;
-  const Seg g = doc_seg(P, B.n0 + b / B.nseg);
-  const int64_t nc = g.nout * g.width, c0 = (b % B.nseg) * (int64_t)B.seg;
-  const int sw = B.seg / NW; /* a warp's slice */
-  const int64_t w0 = c0 + (int64_t)warp * sw, w1 = min(w0 + sw, nc);
-  uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw + BUCKET_SMEM0); /* [NW][len] */
-  uint16_t *mine = cnt + warp * len;
-  for (int64_t i = tid; i < NW * len; i += NT) cnt[i] = 0;
+  const int64_t w0 = c0 + (int64_t)warp * sw, w1 = min(w0 + sw, c1);
+  uint16_t *mine = cnt + warp * rows;
+  for (int64_t i = tid; i < NW * rows; i += NT) cnt[i] = 0;
   __syncthreads();
-  constexpr int U = 4; /* 4 x 32 candidates in flight */
   walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t, int t, unsigned peers) {
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
     __syncwarp();
   });
   __syncthreads();
   /* cursors: row t's start in the segment plus the counts of earlier warps */
-  uint16_t *start = B.start + b * (len + 1);
   int carry = 0;
-  for (int64_t t0 = 0; t0 < len; t0 += NT) {
+  for (int64_t t0 = 0; t0 < rows; t0 += NT) {
     const int64_t t = t0 + tid;
     int tot = 0, excl, sum;
-    if (t < len)
+    if (t < rows)
       for (int w = 0; w < NW; ++w) {
-        const int v = cnt[w * len + t];
-        cnt[w * len + t] = (uint16_t)tot;
+        const int v = cnt[w * rows + t];
+        cnt[w * rows + t] = (uint16_t)tot;
         tot += v;
       }
     BucketScan(scan_tmp).ExclusiveSum(tot, excl, sum);
     excl += carry;
-    if (t < len) {
+    if (t < rows) {
       start[t] = (uint16_t)excl;
-      for (int w = 0; w < NW; ++w) cnt[w * len + t] += (uint16_t)excl;
+      for (int w = 0; w < NW; ++w) cnt[w * rows + t] += (uint16_t)excl;
     }
     carry += sum;
     __syncthreads(); /* scan_tmp is reused */
   }
-  if (tid == 0) start[len] = (uint16_t)carry;
-  uint16_t *list = B.list + b * B.seg;
+  if (tid == 0) start[rows] = (uint16_t)carry;
   const unsigned lt = (1u << lane) - 1u;
   walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t c, int t, unsigned peers) {
     if (t >= 0) list[mine[t] + __popc(peers & lt)] = (uint16_t)(c - c0);
@@ -908,6 +906,18 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
     __syncwarp();
   });
+}
+
+template <typename R>
+__global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Buckets B) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
+  const int64_t len = P.d.len, b = blockIdx.x;
+  const Seg g = doc_seg(P, B.n0 + b / B.nseg);
+  const int64_t nc = g.nout * g.width, c0 = (b % B.nseg) * (int64_t)B.seg;
+  uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw + BUCKET_SMEM0); /* [NW][len] */
+  bucket_sort<R, 4>(P, g, c0, nc, B.seg / NW, len, cnt, scan_tmp, B.start + b * (len + 1),
+                    B.list + b * B.seg);
 }
 
 /* A warp per row t of document n (rows of documents [n0, n0 + count)): its
@@ -957,38 +967,32 @@ __global__ void __launch_bounds__(NT, 3) gather_kernel(const Params P, const Buc
                           [&](int ch, int k) -> R & { return sacc[ch * CW + lane * CPL + k]; });
 }
 
-/* Rows with few terms (gather_rows_kernel, d <= 32 CPL): a warp per B.gr
- * consecutive rows t0 .. of document n (a group never spans two documents).
- * Segment by segment, the group's terms are one contiguous run of the
- * segment's list (rows ascending, each row's terms in candidate order), read
- * 32 at a time, each added into its row (add_terms' ROWS: the row being added
- * to in registers, the group's rows in the warp's shared memory), so a row's
- * terms are added in the canonical order and the group's rows share the
+/* Rows with few terms (d <= 32 CPL): the calling warp builds rows t0 ..
+ * t0 + nr - 1 (nr <= 31) of g's document.  Segment by segment (seg(k, list,
+ * st, c0): segment k's list, the starts of rows t0 .. t0 + nr at st[0 .. nr],
+ * its first candidate), the rows' terms are one contiguous run of the list
+ * (rows ascending, each row's terms in candidate order), read 32 at a time,
+ * each added into its row (add_terms' ROWS: the row being added to in
+ * registers, the rows in the warp's shared memory sacc, rstride apart), so a
+ * row's terms are added in the canonical order and the rows share the
  * latency of their start, list and weight loads; then each row is finished
  * and written once. */
-template <typename T, typename R, int CPL>
-__global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, const Buckets B,
-                                                            int64_t count) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t len = P.d.len, gpd = (len + B.gr - 1) / B.gr; /* groups per document */
-  const int64_t grp = (int64_t)blockIdx.x * NW + warp;
-  if (grp >= count * gpd) return;
-  const int64_t nb = grp / gpd, t0 = (grp - nb * gpd) * B.gr;
-  const int nr = (int)min((int64_t)B.gr, len - t0); /* the group's rows */
-  const Seg g = doc_seg(P, B.n0 + nb);
+template <typename T, typename R, int CPL, typename SegList>
+__device__ __forceinline__ void gather_group(const Params &P, const Seg &g, int64_t t0, int nr,
+                                             int nseg, R *sacc, SegList seg) {
+  const int lane = threadIdx.x & 31;
   const int CW = 32 * CPL, rstride = P.nch * CW; /* nch == 1 */
-  R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * B.gr * rstride;
   for (int i = lane; i < nr * rstride; i += 32) sacc[i] = (R)0;
   R racc[CPL];
 #pragma unroll
   for (int k = 0; k < CPL; ++k) racc[k] = (R)0;
   int cur = 0; /* racc is row cur / rstride */
-  for (int k = 0; k < B.nseg; ++k) {
-    const int64_t b = nb * B.nseg + k, c0 = (int64_t)k * B.seg;
-    const uint16_t *list = B.list + b * B.seg;
+  for (int k = 0; k < nseg; ++k) {
+    const uint16_t *list, *st;
+    int64_t c0;
+    seg(k, list, st, c0);
     /* lane r <= nr: the start of row t0 + r's terms (r = nr: the run's end) */
-    const int sv = lane <= nr ? (int)B.start[b * (len + 1) + t0 + lane] : 0;
+    const int sv = lane <= nr ? (int)st[lane] : 0;
     const int i0 = __shfl_sync(0xffffffffu, sv, 0), i1 = __shfl_sync(0xffffffffu, sv, nr);
     for (int i = i0; i < i1; i += 32) {
       /* an entry is a term by construction: its weight, source row and row */
@@ -1017,6 +1021,77 @@ __global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, cons
     R *a = sacc + r * rstride + lane * CPL;
     finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, g.n,
                           t, valid, obase, [&](int ch, int k) -> R & { return a[ch * CW + k]; });
+  }
+}
+
+/* A warp per B.gr consecutive rows t0 .. of document n (rows of documents
+ * [n0, n0 + count); a group never spans two documents): gather_group over
+ * the document's segments. */
+template <typename T, typename R, int CPL>
+__global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, const Buckets B,
+                                                            int64_t count) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5;
+  const int64_t len = P.d.len, gpd = (len + B.gr - 1) / B.gr; /* groups per document */
+  const int64_t grp = (int64_t)blockIdx.x * NW + warp;
+  if (grp >= count * gpd) return;
+  const int64_t nb = grp / gpd, t0 = (grp - nb * gpd) * B.gr;
+  const int nr = (int)min((int64_t)B.gr, len - t0); /* the group's rows */
+  const Seg g = doc_seg(P, B.n0 + nb);
+  R *sacc = reinterpret_cast<R *>(smem_raw) + (int64_t)warp * B.gr * P.nch * 32 * CPL;
+  gather_group<T, R, CPL>(P, g, t0, nr, B.nseg, sacc,
+                          [&](int k, const uint16_t *&list, const uint16_t *&st, int64_t &c0) {
+                            const int64_t b = nb * B.nseg + k;
+                            c0 = (int64_t)k * B.seg;
+                            list = B.list + b * B.seg;
+                            st = B.start + b * (len + 1) + t0;
+                          });
+}
+
+/* ---- grad_D by row ranges ---------------------------------------------------
+ * Padded cross / KD with few terms a row (Nq Lq <= 2 Ld, d <= 32 CPL) and a
+ * document's candidates within a CTA's shared memory: a CTA per (document n,
+ * range of R.rr rows), one launch.  bucket_sort orders the document's terms
+ * landing in the range by row (its list and starts in shared memory; the
+ * argmax entries of the document read from L2 once per range), then warp w
+ * builds the range's groups of 8 rows w, w + 8, ... (gather_group, one
+ * segment).  The terms and their order are the buckets', so the bits are
+ * theirs (and the tiles'). */
+struct Ranges {
+  int rr;       /* rows per range: a multiple of 8 */
+  int nrange;   /* ranges per document */
+};
+
+template <typename T, typename R, int CPL>
+__global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Ranges G) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
+  const int warp = threadIdx.x >> 5, rstride = 32 * CPL;
+  const int64_t n = blockIdx.x / G.nrange, t0 = (int64_t)(blockIdx.x % G.nrange) * G.rr;
+  const int rows = (int)min((int64_t)G.rr, P.d.len - t0);
+  Seg g;
+  g.n = n;
+  g.t_lo = t0;
+  g.t_hi = t0 + rows;
+  g.lbase = -t0;
+  seg_outputs(P, g);
+  const int64_t nc = g.nout * g.width;
+  R *sacc = reinterpret_cast<R *>(smem_raw + BUCKET_SMEM0) + warp * 8 * rstride; /* [NW][8] rows */
+  uint16_t *cnt = reinterpret_cast<uint16_t *>(reinterpret_cast<R *>(smem_raw + BUCKET_SMEM0) +
+                                               NW * 8 * rstride);  /* [NW][rr] */
+  uint16_t *start = cnt + NW * G.rr;                                 /* [rr + 1] */
+  uint16_t *list = start + G.rr + 1;                                 /* [ncap] */
+  const int sw = (int)((nc + 32 * NW - 1) / (32 * NW)) * 32;
+  bucket_sort<R, 8>(P, g, 0, nc, sw, rows, cnt, scan_tmp, start, list);
+  __syncthreads();
+  for (int r0 = warp * 8; r0 < rows; r0 += NW * 8) {
+    __syncwarp(); /* the previous group's rows are written */
+    gather_group<T, R, CPL>(P, g, t0 + r0, min(8, rows - r0), 1, sacc,
+                            [&](int, const uint16_t *&l, const uint16_t *&st, int64_t &c0) {
+                              l = list;
+                              st = start + r0;
+                              c0 = 0;
+                            });
   }
 }
 
