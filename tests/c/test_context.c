@@ -29,10 +29,10 @@ static void group_create_errors(void) {
   o.cpu_isa = "sse";
   CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cpu_isa sse accepted");
   CHECK(strstr(lik_last_error(), "sse") != NULL, "message: %s", lik_last_error());
-  case_begin("cuda_off 64");
+  case_begin("cuda_off past LIK_CUDA_NO_ALL");
   o.cpu_isa = NULL;
-  o.cuda_off = 64;
-  CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cuda_off 64 accepted");
+  o.cuda_off = LIK_CUDA_NO_ALL + 1u;
+  CHECK(lik_context_create(&o, &c) == LIK_ERR_VALUE, "cuda_off 0x%x accepted", o.cuda_off);
   case_begin("cuda_off all");
   o.cuda_off = LIK_CUDA_NO_ALL;
   CHECK(lik_context_create(&o, &c) == LIK_OK && c != NULL, "LIK_CUDA_NO_ALL: %s", lik_last_error());
