@@ -164,8 +164,12 @@ def reference_grads(Q, D, dm, G):
 
 
 def split(Q, D, dm, G, tt):
-    """lik's forward (with argmax) and backward alone, and the kernels of a step."""
+    """lik's forward (with argmax) and backward alone, grad_D alone through each of its paths
+    (the default, the buckets: cuda_off "bw_ranges", the tiles: cuda_off "bw_buckets"; the
+    same bits), and the kernels of a step."""
     import torch
+
+    import lik
 
     Qd, Dd = Q.detach(), D.detach()
     fwd = lambda: torch.ops.lik.maxsim_fwd(Qd, Dd, None, dm, False, 0, "auto", True)  # noqa: E731
@@ -176,6 +180,9 @@ def split(Q, D, dm, G, tt):
     bd = lambda: torch.ops.lik.maxsim_bwd(G, Qd, Dd, None, dm, am, False, 0, "auto", False, True)  # noqa: E731
     r = {k: tt.do_bench(f, warmup=10, rep=50, return_mode="median")
          for k, f in (("fwd", fwd), ("fwd_scores_only", fwd_s), ("bwd", bwd), ("bwd_q", bq), ("bwd_d", bd))}
+    for k, off in (("bwd_d_buckets", ("bw_ranges",)), ("bwd_d_tiles", ("bw_buckets",))):
+        with lik.Context(cuda_off=off):
+            r[k] = tt.do_bench(bd, warmup=10, rep=50, return_mode="median")
     print("    split ms:", json.dumps({k: round(v, 4) for k, v in r.items()}), flush=True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
@@ -246,7 +253,7 @@ def main():
     ap.add_argument("--masks", default="0,1")
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
-    ap.add_argument("--split", action="store_true", help="lik: forward / backward times and kernels")
+    ap.add_argument("--split", action="store_true", help="lik: forward / backward times, grad_D through each path, and kernels")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"), help="Q and D dtype")
     ap.add_argument("--precision", default="highest", choices=("highest", "high"),
                     help="torch.set_float32_matmul_precision for fp32 (high: TF32 tensor cores)")

@@ -325,8 +325,9 @@ class Context:
             ``"split"``, ``"bulk"``, ``"bw_sparse"`` (the backward's
             CTA-per-document grad_D kernel), ``"bw_buckets"`` (grad_D by
             buckets of the transposed argmax), ``"bw_ranges"`` (grad_D by
-            row ranges: a CTA per range of document rows); they exist to compare kernel
-            families in tests: results agree, only speed differs.
+            row ranges: a CTA per range of document rows); they exist to
+            compare kernel families in tests: results agree, only speed
+            differs.
             ``"pool"``: CUDA scratch from the device's default stream-ordered
             pool (``cudaMallocAsync``) instead of lik's own (one per device,
             kept for the process, up to 256 MiB reserved between calls;

@@ -17,8 +17,10 @@
  * row is written.)  grad_Q and, on padded cross / KD calls, grad_D own a row
  * per warp: grad_D's terms first sorted by row (bucket_kernel: the argmax
  * transposed, stable, in grad_Q's still unwritten buffer), then gathered
- * (gather_kernel).  Elsewhere the owner of a tile of target rows walks the candidate
- * terms of its sequence(s) in that canonical order in chunks of 1024: each
+ * (gather_kernel); where rows have at most 2 terms, both in one launch, a CTA
+ * per range of a document's rows (range_kernel).  Elsewhere the owner of a
+ * tile of target rows walks the candidate terms of its sequence(s) in that
+ * canonical order in chunks of 1024: each
  * thread evaluates 4 candidates (argmax entry, masks, grad_scores, norms), a
  * stable block compaction keeps the terms that land in the tile, then warp w
  * adds the terms of the rows it owns (row % 8 == w) into a shared-memory

@@ -3,8 +3,10 @@
  * backward.cu; design there and in docs/training.md, "The CUDA backward"):
  * the launch parameters (bw::Params), gradq_kernel (a warp per query
  * token), gradd_kernel (destination-owned tiles of document rows),
- * gradd_sparse_kernel (a CTA per document), norms_kernel (token norms under
- * normalize) and the pair lists' CSR (pair_keys_kernel, csr_start_kernel).
+ * gradd_sparse_kernel (a CTA per document), grad_D by buckets (bucket_kernel,
+ * gather_kernel, gather_rows_kernel) and by row ranges (range_kernel),
+ * norms_kernel (token norms under normalize) and the pair lists' CSR
+ * (pair_keys_kernel, csr_start_kernel).
  */
 #ifndef LIK_CUDA_BACKWARD_KERNELS_CUH
 #define LIK_CUDA_BACKWARD_KERNELS_CUH
@@ -1051,7 +1053,7 @@ __global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, cons
 /* ---- grad_D by row ranges ---------------------------------------------------
  * Padded cross / KD with few terms a row (Nq Lq <= 2 Ld, d <= 32 CPL) and a
  * document's candidates within a CTA's shared memory: a CTA per (document n,
- * range of R.rr rows), one launch.  bucket_sort orders the document's terms
+ * range of G.rr rows), one launch.  bucket_sort orders the document's terms
  * landing in the range by row (its list and starts in shared memory; the
  * argmax entries of the document read from L2 once per range), then warp w
  * builds the range's groups of 8 rows w, w + 8, ... (gather_group, one
@@ -1080,7 +1082,7 @@ __global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Rang
   uint16_t *cnt = reinterpret_cast<uint16_t *>(reinterpret_cast<R *>(smem_raw + BUCKET_SMEM0) +
                                                NW * 8 * rstride);  /* [NW][rr] */
   uint16_t *start = cnt + NW * G.rr;                                 /* [rr + 1] */
-  uint16_t *list = start + G.rr + 1;                                 /* [ncap] */
+  uint16_t *list = start + G.rr + 1;                                 /* [nc] */
   const int sw = (int)((nc + 32 * NW - 1) / (32 * NW)) * 32;
   bucket_sort<R, 8>(P, g, 0, nc, sw, rows, cnt, scan_tmp, start, list);
   __syncthreads();

@@ -530,17 +530,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
       }
       /* two max chains per row (a nested tree with a variable bound went
        * to local memory at NI = 16).  With the argmax: the chains give the
-       * tile's max of this thread's columns; where it beats the running max
-       * the first column holding it is looked up (the lowest index on ties,
-       * as slow_cols: the thread's columns ascend with (ni, e), the tiles
-       * with the pipeline): both rows' lookups in straight code, each in 4
-       * independent chains of selects (one chain of 2 NI was a latency-bound
-       * serial dependence), skipped where no lane's rows improve (a
-       * warp-uniform branch), so a tile that improves nothing costs what the
-       * scores-only epilogue costs.  fmaxf skips NaN: a NaN similarity never
-       * wins, an all-NaN tile changes nothing. */
+       * tile's max of this thread's columns; only where it beats the
+       * running max is the first column holding it looked up (the lowest
+       * index on ties, as slow_cols: the thread's columns ascend with
+       * (ni, e), the tiles with the pipeline), so a tile that improves
+       * nothing costs what the scores-only epilogue costs.  fmaxf skips
+       * NaN: a NaN similarity never wins, an all-NaN tile changes nothing. */
       auto reduce_fast = [&](const int mi) {
-        float m[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float m0 = ARGMAX ? acc[mi][0][h * 2] : rm[mi][h], m1 = acc[mi][0][h * 2 + 1];
@@ -549,28 +545,16 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
             m0 = fmaxf(m0, acc[mi][ni][h * 2]);
             if (ni > 0) m1 = fmaxf(m1, acc[mi][ni][h * 2 + 1]);
           }
-          m[h] = fmaxf(m0, m1);
-          if (!ARGMAX) rm[mi][h] = m[h];
-        }
-        if constexpr (ARGMAX) {
-          const bool p0 = takes_max(m[0], rm[mi][0]), p1 = takes_max(m[1], rm[mi][1]);
-          if (__any_sync(0xffffffffu, p0 || p1)) {
-            constexpr int K = 2 * NI, L = (K + 3) / 4; /* column k = 2 ni + e */
-            int c[2];
+          const float m = fmaxf(m0, m1);
+          if (!ARGMAX) {
+            rm[mi][h] = m;
+          } else if (takes_max(m, rm[mi][h])) {
+            int c = 2 * NI - 1; /* column k = 2 ni + e: the lowest holding m */
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              int cq[4] = {K, K, K, K}; /* chain q: the lowest of its columns holding m */
-#pragma unroll
-              for (int k = K - 1; k >= 0; --k)
-                if (acc[mi][k >> 1][h * 2 + (k & 1)] == m[h]) cq[k / L] = k;
-              c[h] = min(min(cq[0], cq[1]), min(cq[2], cq[3]));
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              if (h == 0 ? p0 : p1) {
-                rm[mi][h] = m[h];
-                ra[mi][h] = (int)(t0 + wn * WC + (c[h] >> 1) * 8 + 2 * (lane & 3) + (c[h] & 1));
-              }
+            for (int k = 2 * NI - 2; k >= 0; --k)
+              if (acc[mi][k >> 1][h * 2 + (k & 1)] == m) c = k;
+            rm[mi][h] = m;
+            ra[mi][h] = (int)(t0 + wn * WC + (c >> 1) * 8 + 2 * (lane & 3) + (c & 1));
           }
         }
       };
