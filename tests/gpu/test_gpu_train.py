@@ -17,6 +17,7 @@ Run on the GPU machine:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -228,20 +229,16 @@ def test_grad_d_paths_bitwise_equal(normalize, g):
              # grad_Q's buffer (the buckets' workspace) holds 2 documents: 4 groups; then none: scratch
              (0, torch.bfloat16, 40, 7, 30, 50, 3, None), (0, torch.bfloat16, 5, 3, 300, 20, 1, None)]
     # every candidate of a document on one row: one range's list holds them all
-    cases += [(0, torch.bfloat16, 12, 2, 100, 700, 128, "one_tok")]
-    for layout, dt, Nq, Nd, Lq, Ld, d, K in cases:
+    cases += [(0, torch.bfloat16, 12, 2, 100, 700, 128, None, {"one_tok": True})]
+    for layout, dt, Nq, Nd, Lq, Ld, d, K, *kw in cases:
+        kw = kw[0] if kw else {}
         seed = int(torch.randint(0, 2**31, (1,), generator=g, device="cuda"))
         gen = torch.Generator(device="cuda")
-        one_tok = K == "one_tok"
-        K = None if one_tok else K
         out = []
         for ctx in (None, no_sparse, buckets, tiles):
             gen.manual_seed(seed)
-            if ctx is None:
-                out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K, one_tok=one_tok))
-            else:
-                with ctx:
-                    out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K, one_tok=one_tok))
+            with ctx or contextlib.nullcontext():
+                out.append(check_padded(layout, dt, Nq, Nd, Lq, Ld, d, normalize, gen, K=K, **kw))
         for o in out[1:]:
             assert torch.equal(out[0][6], o[6]) and torch.equal(out[0][7], o[7]), (layout, dt, Nq, Lq)
 
