@@ -139,6 +139,9 @@ static int64_t dim_from_end(const slot *s, int k) {
   return s->t.ndim >= k && s->t.ndim <= 4 ? s->t.shape[s->t.ndim - k] : 0;
 }
 
+/* x - 1, or -1 (no bound) where x < 1: a fuzzed shape may be INT64_MIN. */
+static int64_t less1(int64_t x) { return x >= 1 ? x - 1 : -1; }
+
 /* The count a value fill of slot i refers to, per op: the rows cu_seqlens
  * split, the count indices and codes stay below, the length lengths and
  * argmax stay within. */
@@ -148,9 +151,9 @@ static int64_t fill_bound(int op, int i, const slot *s) {
       return op <= 8 ? dim0(&s[0]) : op == 11 ? dim_from_end(&s[0], 1) : op == 15 ? 1000 : dim0(&s[1]);
     case 5: return dim0(&s[1]); /* cu_seqlens_d: D's rows */
     case 6: /* pair_q: queries; doc_lengths: Ld; cu_seqlens_d: codes' T; topk lengths: K */
-      return op <= 8 ? dim0(&s[4]) - 1 : op == 9 ? dim_from_end(&s[4], 1)
+      return op <= 8 ? less1(dim0(&s[4])) : op == 9 ? dim_from_end(&s[4], 1)
              : op == 15 ? dim_from_end(&s[0], 1) : dim0(&s[4]);
-    case 7: return dim0(&s[5]) - 1; /* pair_d: documents */
+    case 7: return less1(dim0(&s[5])); /* pair_d: documents */
     default: return dim_from_end(&s[1], 2); /* argmax: D's tokens */
   }
 }
