@@ -181,9 +181,10 @@ static cudaError_t launch_ranges(Params P, const Device &dev, cudaStream_t st) {
   Ranges G;
   G.rr = (int)(((len + nrange - 1) / nrange + 7) / 8 * 8);
   G.nrange = (int)((len + G.rr - 1) / G.rr);
-  /* the scan, 8 rows a warp, the counts, the starts, a list of every candidate */
+  /* the scan, 8 rows a warp, the counts, the starts, a list of every
+   * candidate and every candidate's row */
   const size_t smem = BUCKET_SMEM0 + (size_t)NW * 8 * 32 * CPL * sizeof(R) +
-                      (size_t)(NW * G.rr + G.rr + 1 + nc) * sizeof(uint16_t);
+                      (size_t)(NW * G.rr + G.rr + 1 + 2 * nc) * sizeof(uint16_t);
   if (2 * smem > (size_t)dev.info->smem_max) return cudaErrorNotSupported;
   if (ndocs * G.nrange > INT_MAX) return cudaErrorInvalidConfiguration;
   P.nch = 1;

@@ -452,6 +452,17 @@ __device__ __forceinline__ void cand_term(const Params &P, int64_t oi, int64_t o
   off = seq_base(P.q, qi) + s * P.q.sl;
 }
 
+/* The argmax entry t of candidate (query qi, token s) of segment g is a term
+ * of a row of the CTA: inside [t_lo, t_hi) (-1 never is), qi's length and
+ * mask (a masked target row is zeroed when written: no need to look). */
+__device__ __forceinline__ bool cand_keeps(const Params &P, const Seg &g, int64_t qi, int64_t s,
+                                           int32_t t) {
+  if (t < g.t_lo || t >= g.t_hi) return false;
+  if (P.q.off.data && s >= seq_len(P.q, qi)) return false;
+  if (!mask_ok(P.qm, P.q, qi, s)) return false;
+  return true;
+}
+
 /* Candidate (output e, query token s) of segment g: whether it is a term of a
  * row of the CTA; then tl (local row), gg and off (cand_term). */
 template <typename R>
@@ -460,10 +471,7 @@ __device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t
   int64_t oi, oj, qi;
   cand_index(P, g, e, oi, oj, qi);
   const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
-  if (t < g.t_lo || t >= g.t_hi) return false; /* also -1 */
-  if (P.q.off.data && s >= seq_len(P.q, qi)) return false;
-  if (!mask_ok(P.qm, P.q, qi, s)) return false;
-  /* a masked target row is zeroed when written: no need to look */
+  if (!cand_keeps(P, g, qi, s, t)) return false;
   cand_term<R>(P, oi, oj, qi, s, gg, off);
   tl = (int)(t + g.lbase);
   return true;
@@ -842,17 +850,16 @@ typedef cub::BlockScan<int, NT> BucketScan;
 constexpr size_t BUCKET_SMEM0 = (sizeof(BucketScan::TempStorage) + 15) / 16 * 16;
 
 /* A warp's walk of its slice [w0, w1) of the segment, U x 32 candidates in
- * flight: f(c, t, peers) per candidate c, in order, t its target row (-1
- * from w1 on) and peers the lanes with the same t. */
-template <typename R, int U, typename F>
-__device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_t w0, int64_t w1,
-                                           int lane, F f) {
+ * flight: f(c, t, peers) per candidate c, in order, t = row(c) its target
+ * row (-1: no term; -1 from w1 on) and peers the lanes with the same t. */
+template <int U, typename Row, typename F>
+__device__ __forceinline__ void walk_slice(int64_t w0, int64_t w1, int lane, Row row, F f) {
   for (int64_t base = w0; base < w1; base += 32 * U) {
     int t[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = base + 32 * u + lane;
-      t[u] = c < w1 ? row_of<R>(P, g, c) : -1;
+      t[u] = c < w1 ? row(c) : -1;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -860,22 +867,21 @@ __device__ __forceinline__ void walk_slice(const Params &P, const Seg &g, int64_
   }
 }
 
-/* The stable sort of candidates [c0, c1) of segment g by target row, rows
- * [0, rows) (local to g; block-wide): warp w walks its slice [c0 + w sw,
+/* The stable sort of candidates [c0, c1) by target row row(c) (local, in
+ * [0, rows), or -1: no term; block-wide): warp w walks its slice [c0 + w sw,
  * ...) twice, counting into cnt ([NW][rows], shared memory) and then writing
  * c - c0 at each term's cursor into list; start[t] is row t's first entry,
  * start[rows] their count. */
-template <typename R, int U>
-__device__ __forceinline__ void bucket_sort(const Params &P, const Seg &g, int64_t c0, int64_t c1,
-                                            int sw, int64_t rows, uint16_t *cnt,
-                                            BucketScan::TempStorage &scan_tmp, uint16_t *start,
-                                            uint16_t *list) {
+template <int U, typename Row>
+__device__ __forceinline__ void bucket_sort(Row row, int64_t c0, int64_t c1, int sw, int64_t rows,
+                                            uint16_t *cnt, BucketScan::TempStorage &scan_tmp,
+                                            uint16_t *start, uint16_t *list) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t w0 = c0 + (int64_t)warp * sw, w1 = min(w0 + sw, c1);
   uint16_t *mine = cnt + warp * rows;
   for (int64_t i = tid; i < NW * rows; i += NT) cnt[i] = 0;
   __syncthreads();
-  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t, int t, unsigned peers) {
+  walk_slice<U>(w0, w1, lane, row, [&](int64_t, int t, unsigned peers) {
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
     __syncwarp();
   });
@@ -902,7 +908,7 @@ __device__ __forceinline__ void bucket_sort(const Params &P, const Seg &g, int64
   }
   if (tid == 0) start[rows] = (uint16_t)carry;
   const unsigned lt = (1u << lane) - 1u;
-  walk_slice<R, U>(P, g, w0, w1, lane, [&](int64_t c, int t, unsigned peers) {
+  walk_slice<U>(w0, w1, lane, row, [&](int64_t c, int t, unsigned peers) {
     if (t >= 0) list[mine[t] + __popc(peers & lt)] = (uint16_t)(c - c0);
     __syncwarp();
     if (t >= 0 && lane == __ffs(peers) - 1) mine[t] += (uint16_t)__popc(peers);
@@ -918,8 +924,8 @@ __global__ void __launch_bounds__(NT) bucket_kernel(const Params P, const Bucket
   const Seg g = doc_seg(P, B.n0 + b / B.nseg);
   const int64_t nc = g.nout * g.width, c0 = (b % B.nseg) * (int64_t)B.seg;
   uint16_t *cnt = reinterpret_cast<uint16_t *>(smem_raw + BUCKET_SMEM0); /* [NW][len] */
-  bucket_sort<R, 4>(P, g, c0, nc, B.seg / NW, len, cnt, scan_tmp, B.start + b * (len + 1),
-                    B.list + b * B.seg);
+  bucket_sort<4>([&](int64_t c) { return row_of<R>(P, g, c); }, c0, nc, B.seg / NW, len, cnt,
+                 scan_tmp, B.start + b * (len + 1), B.list + b * B.seg);
 }
 
 /* A warp per row t of document n (rows of documents [n0, n0 + count)): its
@@ -1016,13 +1022,26 @@ __device__ __forceinline__ void gather_group(const Params &P, const Seg &g, int6
 #pragma unroll
   for (int k = 0; k < CPL; ++k) sacc[cur + lane * CPL + k] = racc[k];
   __syncwarp();
+  /* rows of exactly 32 CPL columns, vector stores, no normalize: each lane
+   * stores its CPL columns of the rows (finish_row's arithmetic: a row's
+   * values times 1, or zeros for an invalid token) */
+  const bool plain = !P.normalize && P.vec_out && P.gd.dim == CW;
+  T *out = reinterpret_cast<T *>(const_cast<void *>(P.gd.data));
+  const int64_t gbase = seq_base(P.gd, g.n);
   for (int r = 0; r < nr; ++r) {
     const int64_t t = t0 + r;
     const bool valid = mask_ok(P.dm, P.d, g.n, t);
-    const int64_t obase = seq_base(P.gd, g.n) + t * P.gd.sl;
+    const int64_t obase = gbase + t * P.gd.sl;
     R *a = sacc + r * rstride + lane * CPL;
-    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, g.n,
-                          t, valid, obase, [&](int ch, int k) -> R & { return a[ch * CW + k]; });
+    if (plain) {
+      R v[CPL];
+#pragma unroll
+      for (int k = 0; k < CPL; ++k) v[k] = valid ? a[k] : (R)0;
+      Vec<T, R, CPL>::store(out + obase + lane * CPL, v);
+    } else {
+      finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane,
+                            g.n, t, valid, obase, [&](int ch, int k) -> R & { return a[ch * CW + k]; });
+    }
   }
 }
 
@@ -1053,22 +1072,26 @@ __global__ void __launch_bounds__(NT, 3) gather_rows_kernel(const Params P, cons
 /* ---- grad_D by row ranges ---------------------------------------------------
  * Padded cross / KD with few terms a row (Nq Lq <= 2 Ld, d <= 32 CPL) and a
  * document's candidates within a CTA's shared memory: a CTA per (document n,
- * range of G.rr rows), one launch.  bucket_sort orders the document's terms
- * landing in the range by row (its list and starts in shared memory; the
- * argmax entries of the document read from L2 once per range), then warp w
- * builds the range's groups of 8 rows w, w + 8, ... (gather_group, one
- * segment).  The terms and their order are the buckets', so the bits are
- * theirs (and the tiles'). */
+ * range of G.rr rows), one launch.  The CTA reads its document's argmax
+ * entries once (RU loads a thread in flight, consecutive threads on
+ * consecutive candidates) into tv, each candidate's local row in the range
+ * or none; bucket_sort orders the range's terms by row from tv (its list and
+ * starts in shared memory), then warp w builds the range's groups of 8 rows
+ * w, w + 8, ... (gather_group, one segment).  The terms and their order are
+ * the buckets', so the bits are theirs (and the tiles'). */
 struct Ranges {
   int rr;       /* rows per range: a multiple of 8 */
   int nrange;   /* ranges per document */
 };
 
+constexpr int RU = 8;            /* argmax entries a thread has in flight */
+constexpr uint16_t NO_ROW = 0xffff; /* tv: the candidate is no term of the range */
+
 template <typename T, typename R, int CPL>
 __global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Ranges G) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
-  const int warp = threadIdx.x >> 5, rstride = 32 * CPL;
+  const int tid = threadIdx.x, warp = tid >> 5, rstride = 32 * CPL;
   const int64_t n = blockIdx.x / G.nrange, t0 = (int64_t)(blockIdx.x % G.nrange) * G.rr;
   const int rows = (int)min((int64_t)G.rr, P.d.len - t0);
   Seg g;
@@ -1083,8 +1106,31 @@ __global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Rang
                                                NW * 8 * rstride);  /* [NW][rr] */
   uint16_t *start = cnt + NW * G.rr;                                 /* [rr + 1] */
   uint16_t *list = start + G.rr + 1;                                 /* [nc] */
+  uint16_t *tv = list + nc;                                          /* [nc] */
+  for (int64_t b = 0; b < nc; b += (int64_t)NT * RU) {
+    int32_t a[RU];
+    int64_t qi[RU], s[RU];
+#pragma unroll
+    for (int u = 0; u < RU; ++u) {
+      const int64_t c = b + (int64_t)u * NT + tid;
+      a[u] = -1;
+      if (c < nc) {
+        int64_t e, oi, oj;
+        cand_split(g, c, e, s[u]);
+        cand_index(P, g, e, oi, oj, qi[u]);
+        a[u] = __ldg(P.argmax + oi * P.asi + oj * P.asj + s[u] * P.ass);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < RU; ++u) {
+      const int64_t c = b + (int64_t)u * NT + tid;
+      if (c < nc) tv[c] = cand_keeps(P, g, qi[u], s[u], a[u]) ? (uint16_t)(a[u] - t0) : NO_ROW;
+    }
+  }
+  __syncthreads();
   const int sw = (int)((nc + 32 * NW - 1) / (32 * NW)) * 32;
-  bucket_sort<R, 8>(P, g, 0, nc, sw, rows, cnt, scan_tmp, start, list);
+  bucket_sort<8>([&](int64_t c) { const int v = tv[c]; return v == NO_ROW ? -1 : v; }, 0, nc, sw,
+                 rows, cnt, scan_tmp, start, list);
   __syncthreads();
   for (int r0 = warp * 8; r0 < rows; r0 += NW * 8) {
     __syncwarp(); /* the previous group's rows are written */
