@@ -191,6 +191,15 @@ __device__ __forceinline__ void finish_row(const Params &P, const KSeq &TS, cons
   const int64_t dim = TS.dim;
   const T *tin = reinterpret_cast<const T *>(TS.data);
   T *out = reinterpret_cast<T *>(const_cast<void *>(GS.data));
+  if (!P.normalize && vec_out && nch == 1 && GS.dim == CW) {
+    /* a row of exactly 32 CPL columns without normalize: the row (times 1
+     * below: the same bits) or zeros, one vector store a lane */
+    R v[CPL];
+#pragma unroll
+    for (int k = 0; k < CPL; ++k) v[k] = valid ? a(0, k) : (R)0;
+    Vec<T, R, CPL>::store(out + obase + lane * CPL, v);
+    return;
+  }
   R inv = (R)1, dot = (R)0;
   bool jac = false;
   int64_t ibase = 0;
@@ -1022,26 +1031,14 @@ __device__ __forceinline__ void gather_group(const Params &P, const Seg &g, int6
 #pragma unroll
   for (int k = 0; k < CPL; ++k) sacc[cur + lane * CPL + k] = racc[k];
   __syncwarp();
-  /* rows of exactly 32 CPL columns, vector stores, no normalize: each lane
-   * stores its CPL columns of the rows (finish_row's arithmetic: a row's
-   * values times 1, or zeros for an invalid token) */
-  const bool plain = !P.normalize && P.vec_out && P.gd.dim == CW;
-  T *out = reinterpret_cast<T *>(const_cast<void *>(P.gd.data));
   const int64_t gbase = seq_base(P.gd, g.n);
   for (int r = 0; r < nr; ++r) {
     const int64_t t = t0 + r;
     const bool valid = mask_ok(P.dm, P.d, g.n, t);
     const int64_t obase = gbase + t * P.gd.sl;
     R *a = sacc + r * rstride + lane * CPL;
-    if (plain) {
-      R v[CPL];
-#pragma unroll
-      for (int k = 0; k < CPL; ++k) v[k] = valid ? a[k] : (R)0;
-      Vec<T, R, CPL>::store(out + obase + lane * CPL, v);
-    } else {
-      finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane,
-                            g.n, t, valid, obase, [&](int ch, int k) -> R & { return a[ch * CW + k]; });
-    }
+    finish_row<T, R, CPL>(P, P.d, P.gd, P.dnorm, P.vec_tgt != 0, P.vec_out != 0, P.nch, lane, g.n,
+                          t, valid, obase, [&](int ch, int k) -> R & { return a[ch * CW + k]; });
   }
 }
 
