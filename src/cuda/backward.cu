@@ -82,10 +82,15 @@ static cudaError_t launch_smem(const Device &dev, void (*kern)(KArgs...), int64_
   return cudaGetLastError();
 }
 
-/* grad_Q: a warp per Q row, 8 rows per CTA.  cudaErrorInvalidConfiguration:
- * d too large for the per-warp shared-memory row. */
+/* grad_Q: a warp per Q row, 8 rows per CTA.  after_ranges: the stream's
+ * previous kernel is range_kernel (grad_D, which neither reads nor writes
+ * what grad_Q reads or writes): grad_Q is launched as its programmatic
+ * dependent (sm_90+), so its CTAs start as the ranges' CTAs end, and each
+ * waits for the ranges before it exits (the stream's next kernel sees both
+ * done).  cudaErrorInvalidConfiguration: d too large for the per-warp
+ * shared-memory row. */
 template <typename T, typename R, int CPL>
-static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st) {
+static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st, bool after_ranges) {
   const int cw = 32 * CPL;
   const int64_t nch = (P.q.dim + cw - 1) / cw;
   const int64_t total = P.q.off.data ? P.q_total : P.q.count * P.q.len;
@@ -93,13 +98,28 @@ static cudaError_t launch_gradq(Params P, const Device &dev, cudaStream_t st) {
   const int64_t blocks = (total + NW - 1) / NW;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
   P.nch = (int)nch;
-  if (nch == 1) {
-    gradq_kernel<T, R, CPL, true><<<(unsigned)blocks, NT, 0, st>>>(P);
-    return cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.blockDim = dim3(NT);
+  cfg.stream = st;
+  cfg.attrs = attr;
+  if (after_ranges && dev.info->cc_major >= 9) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.numAttrs = 1;
   }
-  const size_t smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
-  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
-  return launch_smem(dev, gradq_kernel<T, R, CPL, false>, blocks, smem, st, P);
+  cudaError_t e;
+  if (nch == 1) {
+    e = cudaLaunchKernelEx(&cfg, gradq_kernel<T, R, CPL, true>, P);
+  } else {
+    const size_t smem = (size_t)NW * (size_t)(nch * cw) * sizeof(R);
+    if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidConfiguration;
+    if ((e = allow_smem(dev, (const void *)gradq_kernel<T, R, CPL, false>, smem))) return e;
+    cfg.dynamicSmemBytes = smem;
+    e = cudaLaunchKernelEx(&cfg, gradq_kernel<T, R, CPL, false>, P);
+  }
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 /* grad_D by buckets (padded cross / KD): documents in groups whose lists fit
@@ -197,7 +217,7 @@ static cudaError_t launch_ranges(Params P, const Device &dev, cudaStream_t st) {
  * arithmetic.  ws: a workspace the buckets may use (see run). */
 template <typename T, typename R, int CPL>
 static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st, void *ws,
-                                size_t ws_bytes) {
+                                size_t ws_bytes, bool &ranges) {
   const KSeq &TS = P.d;
   const int cw = 32 * CPL;
   const int64_t nch = (TS.dim + cw - 1) / cw;
@@ -230,8 +250,10 @@ static cudaError_t launch_gradd(Params P, const Device &dev, cudaStream_t st, vo
    * leaves SMs idle and most rows empty: the tiles */
   if (dev.info->bw_buckets && !packed && P.pairing != 2) {
     cudaError_t e = cudaErrorNotSupported;
-    if (dev.info->bw_ranges && nch == 1 && ncands <= 2 * len && ncands <= SEG_MAX)
+    if (dev.info->bw_ranges && nch == 1 && ncands <= 2 * len && ncands <= SEG_MAX) {
       e = launch_ranges<T, R, CPL>(P, dev, st);
+      ranges = e == cudaSuccess;
+    }
     if (e == cudaErrorNotSupported && ncands >= len)
       e = launch_buckets<T, R, CPL>(P, dev, st, ws, ws_bytes);
     if (e != cudaErrorNotSupported) return e;
@@ -301,13 +323,14 @@ static cudaError_t build_csr(StreamScratch &sc, const KIndex &key, int64_t np, i
  * its output.  A d too large for the kernel is LIK_ERR_UNSUPPORTED. */
 template <typename T, typename R, int CPL>
 static lik_status launch_side(const lik_bw *bw, Params P, bool grad_q, const Device &dev,
-                              cudaStream_t st, void *ws = nullptr, size_t ws_bytes = 0) {
+                              cudaStream_t st, bool &ranges, void *ws = nullptr,
+                              size_t ws_bytes = 0) {
   const int vq = vec_ok(bw->p.q, CPL), vd = vec_ok(bw->p.d, CPL);
   P.vec_src = grad_q ? vd : vq;
   P.vec_tgt = grad_q ? vq : vd;
   P.vec_out = vec_ok(grad_q ? bw->gq : bw->gd, CPL);
-  const cudaError_t e = grad_q ? launch_gradq<T, R, CPL>(P, dev, st)
-                               : launch_gradd<T, R, CPL>(P, dev, st, ws, ws_bytes);
+  const cudaError_t e = grad_q ? launch_gradq<T, R, CPL>(P, dev, st, ranges)
+                               : launch_gradd<T, R, CPL>(P, dev, st, ws, ws_bytes, ranges);
   if (e == cudaErrorInvalidConfiguration)
     return lik_fail(LIK_ERR_UNSUPPORTED, "%s: d=%lld is too large for the CUDA backward",
                     grad_q ? "Q" : "D", (long long)bw->p.q.dim);
@@ -375,8 +398,10 @@ static lik_status run(const lik_bw *bw, Params P, const Device &dev, cudaStream_
                (size_t)bw->gq.dim * sizeof(T);
   }
   lik_status s;
-  if (want_d && (s = launch_side<T, R, CPL>(bw, P, false, dev, st, ws, ws_bytes))) return s;
-  return want_q ? launch_side<T, R, CPL>(bw, P, true, dev, st) : LIK_OK;
+  bool ranges = false; /* grad_D ran range_kernel: grad_Q may overlap its end */
+  if (want_d && (s = launch_side<T, R, CPL>(bw, P, false, dev, st, ranges, ws, ws_bytes)))
+    return s;
+  return want_q ? launch_side<T, R, CPL>(bw, P, true, dev, st, ranges) : LIK_OK;
 }
 
 } // namespace bw

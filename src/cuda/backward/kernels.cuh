@@ -16,6 +16,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "../common.cuh"
+#include "../ptx.cuh"
 
 namespace lik_cuda {
 namespace bw {
@@ -408,6 +409,9 @@ __global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
     finish_row<T, R, CPL>(P, TS, P.gq, P.qnorm, P.vec_tgt != 0, P.vec_out != 0, nch, lane, n, s,
                           valid, obase,
                           [&](int ch, int k) -> R & { return sacc[ch * CW + lane * CPL + k]; });
+  /* launched as the programmatic dependent of range_kernel: the grid ends
+   * after it (every CTA has a warp reaching this; at once otherwise) */
+  griddep_wait();
 }
 
 /* ---- grad_D: destination-owned tiles ------------------------------------------------
@@ -1087,6 +1091,7 @@ constexpr uint16_t NO_ROW = 0xffff; /* tv: the candidate is no term of the range
 template <typename T, typename R, int CPL>
 __global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Ranges G) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  griddep_launch(); /* grad_Q (launch_gradq) may take the SMs this grid leaves */
   BucketScan::TempStorage &scan_tmp = *reinterpret_cast<BucketScan::TempStorage *>(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, rstride = 32 * CPL;
   const int64_t n = blockIdx.x / G.nrange, t0 = (int64_t)(blockIdx.x % G.nrange) * G.rr;
