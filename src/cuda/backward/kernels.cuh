@@ -62,6 +62,11 @@ __device__ __forceinline__ bool mask_ok(const KMask &m, const KSeq &s, int64_t n
   return !m.data || m.data[mask_base(m, s, n) + l * m.sl] != 0;
 }
 
+/* The forward's argmax entry of output (oi, oj), query token s. */
+__device__ __forceinline__ int32_t argmax_at(const Params &P, int64_t oi, int64_t oj, int64_t s) {
+  return __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+}
+
 template <typename R> __device__ __forceinline__ R inv_norm(R nrm) {
   return (R)1 / (nrm > (R)LIK_NORM_EPS ? nrm : (R)LIK_NORM_EPS);
 }
@@ -388,7 +393,7 @@ __global__ void __launch_bounds__(NT, 3) gradq_kernel(const Params P) {
         if (P.pairing == 0) { oi = n; oj = e; dj = e; }
         else if (P.pairing == 1) { oi = n; oj = e; dj = n * P.ncand + e; }
         else { const int64_t p = P.q_pairs[out0 + e]; oi = 0; oj = p; dj = kidx(P.pd, p); }
-        const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+        const int32_t t = argmax_at(P, oi, oj, s);
         ok = t >= 0 && (int64_t)t < seq_len(SS, dj) && mask_ok(P.dm, SS, dj, t);
         if (ok) {
           gg = grad_at<R>(P, oi, oj);
@@ -483,7 +488,7 @@ __device__ __forceinline__ bool candidate(const Params &P, const Seg &g, int64_t
                                           int &tl, R &gg, int64_t &off) {
   int64_t oi, oj, qi;
   cand_index(P, g, e, oi, oj, qi);
-  const int32_t t = __ldg(P.argmax + oi * P.asi + oj * P.asj + s * P.ass);
+  const int32_t t = argmax_at(P, oi, oj, s);
   if (!cand_keeps(P, g, qi, s, t)) return false;
   cand_term<R>(P, oi, oj, qi, s, gg, off);
   tl = (int)(t + g.lbase);
@@ -1120,7 +1125,7 @@ __global__ void __launch_bounds__(NT, 2) range_kernel(const Params P, const Rang
         int64_t e, oi, oj;
         cand_split(g, c, e, s[u]);
         cand_index(P, g, e, oi, oj, qi[u]);
-        a[u] = __ldg(P.argmax + oi * P.asi + oj * P.asj + s[u] * P.ass);
+        a[u] = argmax_at(P, oi, oj, s[u]);
       }
     }
 #pragma unroll
