@@ -290,10 +290,12 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *                  never writes it); fp8, the fp32 sum of the exact products
  *                  of the fp8 values (e4m3 / e5m2 products are exact in fp32)
  *                  in ascending k on the CPU, in the tensor core's order on
- *                  CUDA; on sm_90, several queries with 64 < d <= 128 run
- *                  on wgmma, whose fp8 accumulation keeps fewer bits than
- *                  fp32 (partial sums truncated: up to 1.3e-4 of
- *                  sum_k |q_k d_k| scale_Q scale_D below, measured).
+ *                  CUDA; on sm_90, several queries with 64 < d <= 128 and
+ *                  Lq <= 256, documents in 16-byte aligned rows, run on
+ *                  wgmma (unless the context turns wgmma or TMA off), whose
+ *                  fp8 accumulation keeps fewer bits than fp32 (partial sums
+ *                  truncated: up to 1.3e-4 of sum_k |q_k d_k| scale_Q
+ *                  scale_D below, measured).
  *   int8 Q, bits D sim(s, t) = scale_Q[s] * sum_k q_k * b_k,  b_k = +1 if bit
  *                  k of the document token is set, else -1 (exact integer).
  *   bits Q, bits D sim(s, t) = d - 2 * popcount(q_bits XOR d_bits)

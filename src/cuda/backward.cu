@@ -56,22 +56,6 @@ namespace bw {
 
 /* ---- host side ---------------------------------------------------------------- */
 
-/* smem bytes of dynamic shared memory allowed for fn on dev: its limit raised
- * to the device's opt-in maximum once per (kernel, device), cached in the
- * call's context (a limit set to one launch's size would fail a later,
- * larger one). */
-static cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
-  FnInfo fi;
-  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidValue;
-  if (fn_info_find(dev, fn, -2, &fi)) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)dev.info->smem_max);
-  if (e != cudaSuccess) return e;
-  fi = FnInfo{};
-  fn_info_put(dev, fn, -2, fi);
-  return cudaSuccess;
-}
-
 /* kern<<<grid, NT, smem, st>>>(args...) after allowing it smem bytes. */
 template <typename... KArgs, typename... Args>
 static cudaError_t launch_smem(const Device &dev, void (*kern)(KArgs...), int64_t grid,

@@ -164,11 +164,24 @@ bool encode_tmap(CUtensorMap *map, int es, int rank, const void *data, const uin
     step[i] = 1;
     if (i + 1 < rank) st[i] = strides[i];
   }
-  const CUtensorMapDataType type =
-      es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  const CUtensorMapDataType type = es == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_UINT32;
   return encode(map, type, (cuuint32_t)rank, const_cast<void *>(data), d, st, b, step,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem) {
+  FnInfo fi;
+  if (smem > (size_t)dev.info->smem_max) return cudaErrorInvalidValue;
+  if (fn_info_find(dev, fn, -2, &fi)) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)dev.info->smem_max);
+  if (e != cudaSuccess) return e;
+  fi = FnInfo{};
+  fn_info_put(dev, fn, -2, fi);
+  return cudaSuccess;
 }
 
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out) {

@@ -70,7 +70,7 @@ lik_status device_of(const lik_call &call, Device *out);
  * as cudaMallocAsync's. */
 cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_t st);
 
-/* A tensor map for TMA tile loads of 2- or 4-byte elements (es) in the
+/* A tensor map for TMA tile loads of 1-, 2- or 4-byte elements (es) in the
  * 128-byte swizzle, elements out of range read as zero: rank dims
  * (innermost first), rank - 1 byte strides (multiples of 16 below 2^40),
  * the box.  cuTensorMapEncodeTiled is reached through the runtime (no link
@@ -78,6 +78,12 @@ cudaError_t scratch_alloc(const Device &dev, void **p, size_t bytes, cudaStream_
  * TMA's range. */
 bool encode_tmap(CUtensorMap *map, int es, int rank, const void *data, const uint64_t *dims,
                  const uint64_t *strides, const uint32_t *box);
+
+/* Allows fn smem bytes of dynamic shared memory on dev: the function's limit
+ * raised to the device's opt-in maximum once per (kernel, device), cached in
+ * the call's context (a limit set to one launch's size would fail a later,
+ * larger one); cudaErrorInvalidValue past that maximum. */
+cudaError_t allow_smem(const Device &dev, const void *fn, size_t smem);
 
 /* The cached FnInfo of (fn, smem) on dev, or false. */
 bool fn_info_find(const Device &dev, const void *fn, int64_t smem, FnInfo *out);

@@ -2,18 +2,21 @@
  * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
  * lik_experimental.h).
  *
- * Three tensor-core kernels.  Several int8 queries against int8 documents
- * (d <= 256, Lq up to a block's rows), and several fp8 queries where wgmma
- * runs (64 < d <= 128): tile_kernel, each document tile staged in shared
- * memory once and scored against every query of a block, on wgmma where it
- * runs (below; "runs": the context's DevInfo.wg, so LIK_CUDA_NO_WGMMA turns
- * every wgmma path here off).  Sign-bit documents where wgmma runs (64 < d <= 128,
+ * The tensor-core kernels.  Several int8 or fp8 queries where wgmma and TMA
+ * run (the context's DevInfo.wg and .bulk, so LIK_CUDA_NO_WGMMA turns every
+ * wgmma path here off), 64 < d <= 128, Lq <= 256, documents in 16-byte
+ * aligned rows: tile_ws_kernel, warp-specialised (a producer warp streams
+ * the document tiles by TMA, two consumer warpgroups score each against 128
+ * or 256 stacked query rows on wgmma).  Other several int8 queries (d <=
+ * 256, Lq up to a block's rows): tile_kernel, each document tile staged in
+ * shared memory once and scored against every query of a block on
+ * mma.sync.  Sign-bit documents where wgmma runs (64 < d <= 128,
  * Lq <= 128; int8 or sign-bit queries): up to 32 query rows (one query),
  * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
  * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
  * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
  * rows.
- * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off wgmma;
+ * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off tile_ws_kernel;
  * sign-bit documents elsewhere; longer queries; larger d): one warp per
  * (query, document), mma_kernel.
  * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
@@ -34,6 +37,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "device.cuh"
 #include "host.cuh"
@@ -306,6 +310,29 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
 __device__ __forceinline__ float to_f32(int x) { return (float)x; }
 __device__ __forceinline__ float to_f32(float x) { return x; }
 
+/* Row r of a block's stacked query rows (rows valid ones, whole queries of
+ * Lq tokens from query q0; Lq <= the block's rows): its bytes as the h-th
+ * rows of KS m16n8k32 A fragments (zero past d and for absent rows; int8
+ * -128 read as -127, as the CPU), and its scale, returned: NaN for a masked
+ * or absent row, so that its values never win. */
+template <int KIND, int KS>
+__device__ __forceinline__ float query_row(const KQ &P, int64_t q0, int rows, int r, int h, int tg,
+                                           uint32_t (&a)[KS][4]) {
+  const int lq = (int)P.lq;
+  const bool ok = r < rows;
+  const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
+  const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+  const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+#pragma unroll
+  for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+      const uint32_t v = ok ? load4(row, P.q_sk, ks * 32 + tg * 4 + 16 * c, P.dim, P.qvec) : 0u;
+      a[ks][h + 2 * c] = KIND == K_INT8 ? __vmaxs4(v, 0x81818181u) : v;
+    }
+  return !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+}
+
 /* The shared-tile kernel's shape for d <= 32 KS: MW query m-tiles per warp
  * (their A fragments held in registers), TN document tokens per tile, rows
  * of DB bytes staged at a stride of SROW (16 bytes of padding: the 8 rows of
@@ -321,30 +348,26 @@ struct TileShape {
   static constexpr int CHUNKS = TN * DB / 16 / 128; /* 16-byte chunks per thread per tile */
 };
 
-/* Several int8 (or, on wgmma, fp8) queries, d <= 256: a block holds a group
- * of QB = ROWS / Lq whole queries (their tokens stacked as the rows of M, A
- * fragments in registers) and walks documents j = jb, jb + nblk, .. (a
- * persistent grid: the queries are loaded once per block).  Each document
- * streams through shared memory in tiles of TN tokens, loaded while earlier
- * ones compute: by cp.async two tiles ahead (ASYNC: rows of whole 16-byte
- * chunks) or through registers one tile ahead (any strides).  The tile is
- * scored on wgmma (WG: m64n64k32, d <= 128) or mma.sync m16n8k32 (ldmatrix
- * fragments).  A masked or absent document token gets scale NaN and a masked
- * or absent query row scale NaN: their values never win (fmaxf), and a row
- * whose max stays -inf is not summed.  Each thread keeps the running max of
- * its two rows per m-tile; a quad reduces them at the end of a document, and
- * one thread per query sums its tokens' maxima in ascending order.  Per
- * element v = (float)dot * (scale_Q * scale_D), as the one-warp kernel and
- * the CPU: int8 results bitwise theirs (fp8: wgmma's sums). */
-template <int KIND, int KS, bool ASYNC, bool WG>
+/* Several int8 queries, d <= 256, off the warp-specialised kernel below
+ * (no wgmma or TMA, d outside (64, 128], rows not 16-byte aligned): a block
+ * holds a group of QB = ROWS / Lq whole queries (their tokens stacked as the
+ * rows of M, A fragments in registers) and walks documents j = jb, jb +
+ * nblk, .. (a persistent grid: the queries are loaded once per block).  Each
+ * document streams through shared memory in tiles of TN tokens, loaded while
+ * earlier ones compute: by cp.async two tiles ahead (ASYNC: rows of whole
+ * 16-byte chunks) or through registers one tile ahead (any strides).  The
+ * tile is scored on mma.sync m16n8k32 (ldmatrix fragments).  A masked or
+ * absent document token gets scale NaN and a masked or absent query row
+ * scale NaN: their values never win (fmaxf), and a row whose max stays -inf
+ * is not summed.  Each thread keeps the running max of its two rows per
+ * m-tile; a quad reduces them at the end of a document, and one thread per
+ * query sums its tokens' maxima in ascending order.  Per element v =
+ * (float)dot * (scale_Q * scale_D), as the one-warp kernel and the CPU:
+ * results bitwise theirs. */
+template <int KS, bool ASYNC>
 __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, int nblk) {
-  static_assert(!WG || (KS == 4 && ASYNC), "wgmma: d <= 128, cp.async");
-  static_assert(KIND == K_INT8 || WG, "fp8 on wgmma only (mma.sync unpacks it to f16)");
   using S = TileShape<KS>;
-  using Acc_t = typename Acc<KIND>::T;
-  /* WG: rows of 128 bytes in wgmma's 128-byte swizzle (chunk c of token t
-   * at chunk c ^ (t % 8)), tiles 1024-byte aligned */
-  constexpr int SROW = WG ? 128 : S::SROW;
+  constexpr int SROW = S::SROW;
   constexpr int CPR = S::DB / 16, WPR = S::DB / 4; /* 16-byte chunks, words per row */
   constexpr int NS = ASYNC ? 3 : 2; /* tiles in flight: cp.async two ahead, registers one */
   __shared__ __align__(1024) uint8_t tile[NS][S::TN * SROW];
@@ -355,30 +378,14 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
 
   /* block row of this thread's C row h of m-tile mt: warp w holds m-tiles
-   * w MW .. (mma.sync), or rows 16 w .. of each 64-row wgmma tile */
-  auto row_of = [&](int mt, int h) {
-    return (WG ? mt * 64 + warp * 16 : (warp * S::MW + mt) * 16) + g + 8 * h;
-  };
+   * w MW .. */
+  auto row_of = [&](int mt, int h) { return (warp * S::MW + mt) * 16 + g + 8 * h; };
   uint32_t a[S::MW][KS][4];
   float sqr[S::MW][2];
 #pragma unroll
   for (int mt = 0; mt < S::MW; mt++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = row_of(mt, h), lq = (int)P.lq; /* lq <= ROWS */
-      const bool ok = r < rows;
-      const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
-      const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
-      const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
-      sqr[mt][h] = !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
-#pragma unroll
-      for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-        for (int c = 0; c < 2; c++) {
-          const uint32_t v = ok ? load4(row, P.q_sk, ks * 32 + tg * 4 + 16 * c, P.dim, P.qvec) : 0u;
-          a[mt][ks][h + 2 * c] = KIND == K_INT8 ? __vmaxs4(v, 0x81818181u) : v; /* -128 -> -127 */
-        }
-    }
+    for (int h = 0; h < 2; h++) sqr[mt][h] = query_row<K_INT8, KS>(P, q0, rows, row_of(mt, h), h, tg, a[mt]);
 
   /* staging: ASYNC, thread x copies chunk x % CPR of tokens x / CPR + v
    * (128 / CPR); otherwise word x % WPR of tokens x / WPR + v (128 / WPR) */
@@ -390,7 +397,7 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
   const uint8_t *db = P.d;
   int64_t j = 0;
   const int64_t vstep = TSTEP * P.d_sl; /* bytes between a thread's tokens */
-  const uint32_t dst0 = lik_cuda::smem_u32(&tile[0][tx * SROW + 16 * (WG ? cx ^ (tx & 7) : cx)]);
+  const uint32_t dst0 = lik_cuda::smem_u32(&tile[0][tx * SROW + 16 * cx]);
   auto fetch = [&](int64_t t0, int b) {
     const uint8_t *src = db + (t0 + tx) * P.d_sl + (ASYNC ? 16 : 0) * cx;
     const int64_t left = P.ld - t0 - tx; /* this thread's tokens v with v TSTEP < left */
@@ -428,7 +435,6 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
    * past the end, so all but the newest NS - 2 are complete) */
   auto landed = [&]() {
     if constexpr (ASYNC) lik_cuda::cp_async_wait<NS - 2>();
-    if constexpr (WG) lik_cuda::fence_proxy_async(); /* cp.async wrote it; wgmma reads it */
     __syncthreads();
   };
 
@@ -452,75 +458,42 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
       const bool more = it + NS - 1 < ntiles;
       if (more) fetch((it + NS - 1) * S::TN, bn);
       if constexpr (ASYNC) lik_cuda::cp_async_commit();
-      if constexpr (WG) {
-        /* one commit group per 64-row m-tile: m-tile 0's epilogue runs while
-         * m-tile 1's MMAs do */
-        static_assert(S::MW == 2, "two wgmma m-tiles");
-        Acc_t acc[S::MW][32];
-        const uint64_t desc = lik_cuda::wg_desc(lik_cuda::smem_u32(tile[b]));
-        lik_cuda::wg_fence();
-#pragma unroll
-        for (int mt = 0; mt < S::MW; mt++) {
-#pragma unroll
-          for (int ks = 0; ks < KS; ks++)
-            lik_cuda::wgmma_8bit_64<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
-                acc[mt], a[mt][ks], lik_cuda::wg_desc_add(desc, 32 * ks), ks > 0);
-          lik_cuda::wg_commit();
-        }
-        auto epilogue = [&](int mt) {
-          lik_cuda::wg_fence_regs<32>(acc[mt]);
-#pragma unroll
-          for (int nb = 0; nb < S::TN / 8; nb++) {
-            const float2 sv = *(const float2 *)&tsd[b][nb * 8 + 2 * tg];
-#pragma unroll
-            for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 8 nb + 2 tg + e % 2 */
-              const float x = to_f32(acc[mt][4 * nb + e]) * (sqr[mt][e >> 1] * (e & 1 ? sv.y : sv.x));
-              m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
-            }
-          }
-        };
-        lik_cuda::wg_wait<1>();
-        epilogue(0);
-        lik_cuda::wg_wait<0>();
-        epilogue(1);
-      } else {
-        const uint32_t base = lik_cuda::smem_u32(tile[b]);
+      const uint32_t base = lik_cuda::smem_u32(tile[b]);
 #pragma unroll 1
-        for (int nb = 0; nb < S::TN / 8; nb += S::NH) {
-          uint32_t bf[S::NH][KS][2];
-          float sdc[S::NH][2];
+      for (int nb = 0; nb < S::TN / 8; nb += S::NH) {
+        uint32_t bf[S::NH][KS][2];
+        float sdc[S::NH][2];
 #pragma unroll
-          for (int h = 0; h < S::NH; h++) {
-            const uint32_t rb = base + ((nb + h) * 8 + (lane & 7)) * SROW + 16 * (lane >> 3);
-            if constexpr (KS == 1) {
-              lik_cuda::ldsm_x2(rb, bf[h][0][0], bf[h][0][1]); /* lanes 0-15's addresses */
-            } else {
+        for (int h = 0; h < S::NH; h++) {
+          const uint32_t rb = base + ((nb + h) * 8 + (lane & 7)) * SROW + 16 * (lane >> 3);
+          if constexpr (KS == 1) {
+            lik_cuda::ldsm_x2(rb, bf[h][0][0], bf[h][0][1]); /* lanes 0-15's addresses */
+          } else {
 #pragma unroll
-              for (int ks = 0; ks < KS; ks += 2)
-                lik_cuda::ldsm_x4(rb + 32 * ks, bf[h][ks][0], bf[h][ks][1], bf[h][ks + 1][0],
-                                  bf[h][ks + 1][1]);
-            }
-            const float2 sv = *(const float2 *)&tsd[b][(nb + h) * 8 + 2 * tg];
-            sdc[h][0] = sv.x;
-            sdc[h][1] = sv.y;
+            for (int ks = 0; ks < KS; ks += 2)
+              lik_cuda::ldsm_x4(rb + 32 * ks, bf[h][ks][0], bf[h][ks][1], bf[h][ks + 1][0],
+                                bf[h][ks + 1][1]);
           }
-          int acc[S::NH][S::MW][4] = {};
+          const float2 sv = *(const float2 *)&tsd[b][(nb + h) * 8 + 2 * tg];
+          sdc[h][0] = sv.x;
+          sdc[h][1] = sv.y;
+        }
+        int acc[S::NH][S::MW][4] = {};
 #pragma unroll
-          for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int h = 0; h < S::NH; h++)
-#pragma unroll
-              for (int mt = 0; mt < S::MW; mt++) lik_cuda::mma_s8(acc[h][mt], a[mt][ks], bf[h][ks]);
+        for (int ks = 0; ks < KS; ks++)
 #pragma unroll
           for (int h = 0; h < S::NH; h++)
 #pragma unroll
-            for (int mt = 0; mt < S::MW; mt++)
+            for (int mt = 0; mt < S::MW; mt++) lik_cuda::mma_s8(acc[h][mt], a[mt][ks], bf[h][ks]);
 #pragma unroll
-              for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 2 tg + e % 2 */
-                const float x = to_f32(acc[h][mt][e]) * (sqr[mt][e >> 1] * sdc[h][e & 1]);
-                m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
-              }
-        }
+        for (int h = 0; h < S::NH; h++)
+#pragma unroll
+          for (int mt = 0; mt < S::MW; mt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 2 tg + e % 2 */
+              const float x = to_f32(acc[h][mt][e]) * (sqr[mt][e >> 1] * sdc[h][e & 1]);
+              m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
+            }
       }
       if (more) store(bn);
       landed();
@@ -544,6 +517,228 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
       P.scores[i * P.s_si + j * P.s_sj] = total;
     }
     /* rowmax is rewritten only after the next document's first barrier */
+  }
+}
+
+/* Several int8 / fp8 queries on sm_90a, 64 < d <= 128, the documents' rows
+ * read by TMA (launch_ws): warp-specialised, the tile_kernel's arithmetic.
+ *   CTA        WS_THREADS = 288: consumer warpgroups 0 and 1, producer warp
+ *              8; one CTA per SM.  A CTA holds one group of 128 MT stacked
+ *              query rows (qb whole queries; warpgroup c the rows 64 MT c ..
+ *              64 MT (c + 1) - 1, their A fragments in registers, loaded
+ *              once) and walks the documents j = blockIdx / groups, + nblk,
+ *              ... (a persistent grid of groups x nblk CTAs).
+ *   producer   lane 0 streams each document's 128-token tiles by TMA (tmap:
+ *              boxes of 128 bytes x 128 tokens in the 128-byte swizzle;
+ *              features past d and tokens past Ld read as zero) into WS_NST
+ *              stages; the 32 lanes write the tile's 128 document scales
+ *              beside it (NaN for masked tokens and tokens past Ld), loaded
+ *              WS_NST tiles ahead.  A stage's "full" barrier completes with
+ *              the lanes' 32 arrivals and the bytes, its "empty" barrier
+ *              with one arrival per consumer warp.
+ *   consumers  per tile, each (m-tile, 64-token half) is one commit group
+ *              of KS = 4 wgmma m64n64k32 (A from registers, B the stage
+ *              through a descriptor); a group is issued before the epilogue
+ *              of the one before it (per element v = (float)dot * (scale_Q
+ *              * scale_D), then the running max of its row), which so runs
+ *              while the group computes and the other warpgroup's MMAs keep
+ *              the tensor cores busy; a tile's last epilogue runs after the
+ *              next tile's first group is issued.  At a document's end a
+ *              quad reduces each row's max into shared memory (two buffers,
+ *              by document parity), the consumers meet at named barrier 1,
+ *              and one thread per query sums its tokens' maxima in
+ *              ascending order.
+ * Masked and absent rows and tokens: NaN scales, as tile_kernel; int8
+ * results bitwise the CPU's, fp8 in wgmma's sums. */
+constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4;
+
+/* Byte offsets of the shared memory from a 1024-byte aligned base: WS_NST
+ * stages of 128 tokens x 128 bytes, their document scales, the rows' maxima
+ * of two documents, the barriers (full, empty); BYTES with the alignment's
+ * slack. */
+template <int MT> struct WsSmem {
+  static constexpr int ROWS = 128 * MT;
+  static constexpr int STAGE = WS_TN * 128;
+  static constexpr int SCALES = WS_NST * STAGE;
+  static constexpr int ROWMAX = SCALES + WS_NST * WS_TN * 4;
+  static constexpr int BARS = ROWMAX + 2 * ROWS * 4;
+  static constexpr int BYTES = BARS + 2 * WS_NST * 8 + 1024;
+};
+
+template <int KIND, int MT>
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    tile_ws_kernel(const __grid_constant__ KQ P, const __grid_constant__ CUtensorMap tmap, int qb,
+                   int groups, int nblk) {
+  using namespace lik_cuda;
+  using L = WsSmem<MT>;
+  using Acc_t = typename Acc<KIND>::T;
+  constexpr int KS = 4, NG = 2 * MT; /* k-steps of 32 bytes; wgmma groups per tile */
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t base = smem_u32(sm), fulls = base + L::BARS, empties = fulls + 8 * WS_NST;
+  float *tsd = reinterpret_cast<float *>(sm + L::SCALES);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  /* Nd and Ld below 2^30 (launch_ws): int counters */
+  const int64_t q0 = (int64_t)(blockIdx.x % groups) * qb;
+  const int nd = (int)P.nd, ld = (int)P.ld, ntiles = (ld + WS_TN - 1) / WS_TN;
+  if (tid == 0) {
+    for (int s = 0; s < WS_NST; ++s) {
+      bar_init(fulls + 8 * s, 32);
+      bar_init(empties + 8 * s, 8);
+    }
+    bar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp == 8) { /* the producer */
+    /* item (j, t0) is issued into stage s = its index % WS_NST; the scales
+     * of the item WS_NST later are loaded into the same registers v[s] right
+     * after, so their latency hides behind the waits for the stages */
+    int j = blockIdx.x / groups, t0 = 0, lj = j, lt = 0;
+    auto load = [&](float(&v)[WS_TN / 32]) {
+#pragma unroll
+      for (int u = 0; u < WS_TN / 32; ++u) {
+        const int t = lt + 32 * u + lane;
+        float x = CUDART_NAN_F;
+        if (lj < nd && t < ld && (!P.dm || P.dm[lj * P.dm_sn + t * P.dm_sl]))
+          x = P.sd ? P.sd[lj * P.sd_sn + t * P.sd_sl] : 1.0f;
+        v[u] = x;
+      }
+      if ((lt += WS_TN) >= ld) {
+        lt = 0;
+        lj += nblk;
+      }
+    };
+    float v[WS_NST][WS_TN / 32];
+#pragma unroll
+    for (int s = 0; s < WS_NST; ++s) load(v[s]);
+    for (uint32_t ph = 0; j < nd; ph ^= 1u)
+#pragma unroll
+      for (int s = 0; s < WS_NST; ++s) {
+        if (j >= nd) break;
+        bar_wait(empties + 8 * s, ph ^ 1u);
+#pragma unroll
+        for (int u = 0; u < WS_TN / 32; ++u) tsd[s * WS_TN + 32 * u + lane] = v[s][u];
+        if (lane == 0) {
+          bar_expect(fulls + 8 * s, L::STAGE);
+          tma_load_3d(base + s * L::STAGE, &tmap, 0, t0, j, fulls + 8 * s);
+        } else {
+          bar_arrive(fulls + 8 * s);
+        }
+        if ((t0 += WS_TN) >= ld) {
+          t0 = 0;
+          j += nblk;
+        }
+        load(v[s]);
+      }
+    return;
+  }
+
+  /* the consumers: warp w of warpgroup c holds rows 16 w + g and + 8 of each
+   * of its m-tiles */
+  const int c = warp >> 2, w = warp & 3, g = lane >> 2, tg = lane & 3;
+  const int rows = (int)min((int64_t)qb, P.nq - q0) * (int)P.lq; /* valid stacked rows */
+  auto row_of = [&](int mt, int h) { return (c * MT + mt) * 64 + 16 * w + g + 8 * h; };
+  uint32_t a[MT][KS][4];
+  float sqr[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) sqr[mt][h] = query_row<KIND, KS>(P, q0, rows, row_of(mt, h), h, tg, a[mt]);
+
+  /* Group n of a tile: m-tile n / 2 x its tokens 64 (n % 2) .., into
+   * accumulator set n % 2, issued before group n - 1's epilogue; a tile's
+   * last epilogue runs after the next tile's first group is issued (or at
+   * the document's end).  Nothing is in flight across loop iterations: a
+   * wgmma in flight over a loop edge made ptxas serialize them all (C7514,
+   * docs/cuda.md). */
+  int s = 0, sp = 0, par = 0;
+  uint32_t ph = 0;
+  Acc_t acc[2][32];
+  auto issue = [&](uint64_t desc, int n) {
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+      wgmma_8bit_64<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
+          acc[n & 1], a[n >> 1][ks], wg_desc_add(desc, (n & 1) * 64 * 128 + 32 * ks), ks > 0);
+    wg_commit();
+  };
+  float m[MT][2];
+  /* group n's epilogue from the scales of stage st: per element (float)dot
+   * * (scale_Q * scale_D), then the running max of its row */
+  auto epilogue = [&](int n, int st) {
+    wg_fence_regs<32>(acc[n & 1]);
+    const float *sc = tsd + st * WS_TN;
+    const int mt = n >> 1;
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++) {
+      const float2 sv = *(const float2 *)&sc[64 * (n & 1) + 8 * nb + 2 * tg];
+#pragma unroll
+      for (int h = 0; h < 2; h++) { /* row g + 8 h, columns 8 nb + 2 tg and + 1 */
+        const float x0 = to_f32(acc[n & 1][4 * nb + 2 * h]) * (sqr[mt][h] * sv.x);
+        const float x1 = to_f32(acc[n & 1][4 * nb + 2 * h + 1]) * (sqr[mt][h] * sv.y);
+        m[mt][h] = fmaxf(m[mt][h], fmaxf(x0, x1)); /* half the dependent chain */
+      }
+    }
+  };
+  /* stage st read: one arrival per warp on its "empty" barrier */
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) bar_arrive(empties + 8 * st);
+  };
+  /* the tile in stage s; PREV: the last group of the tile before (stage sp)
+   * is still to be read */
+  auto tile = [&](auto prev) {
+    constexpr bool PREV = decltype(prev)::value;
+    bar_wait(fulls + 8 * s, ph);
+    /* the stage's descriptor through a lane-0 broadcast: it lives in
+     * uniform registers */
+    const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, base + s * L::STAGE, 0));
+    issue(d0, 0);
+    if constexpr (PREV) {
+      epilogue(NG - 1, sp);
+      release(sp);
+    }
+#pragma unroll
+    for (int n = 1; n < NG; n++) {
+      issue(d0, n);
+      wg_wait<1>();
+      epilogue(n - 1, s);
+    }
+    wg_wait<0>();
+    sp = s;
+    if (++s == WS_NST) {
+      s = 0;
+      ph ^= 1u;
+    }
+  };
+  for (int j = blockIdx.x / groups; j < nd; j += nblk, par ^= 1) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -CUDART_INF_F;
+    tile(std::false_type());
+    for (int it = 1; it < ntiles; ++it) tile(std::true_type());
+    epilogue(NG - 1, sp);
+    release(sp);
+    float *rowmax = reinterpret_cast<float *>(sm + L::ROWMAX) + par * L::ROWS;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float x = m[mt][h];
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+        if (tg == 0) rowmax[row_of(mt, h)] = x;
+      }
+    /* rowmax[par] is written again two documents on, after every consumer
+     * has passed the next document's barrier, so after these sums */
+    named_sync(1, 256);
+    if (tid < qb && q0 + tid < P.nq) {
+      const float *rm = rowmax + tid * P.lq;
+      float total = 0.0f;
+      for (int64_t t = 0; t < P.lq; t++)
+        if (rm[t] > -CUDART_INF_F) total += rm[t];
+      P.scores[(q0 + tid) * P.s_si + (int64_t)j * P.s_sj] = total;
+    }
   }
 }
 
@@ -1117,19 +1312,49 @@ bool vec16(const lik_quant_problem *p, int ks) {
   return ks >= 2 && s.sk == 1 && ((uintptr_t)s.data) % 16 == 0 && s.sl % 16 == 0 && s.sn % 16 == 0;
 }
 
+/* Several int8 / fp8 queries on tile_ws_kernel where wgmma and TMA run (the
+ * context's DevInfo.wg and .bulk), 64 < d <= 128, 1 <= Lq <= 256, documents
+ * of unit feature stride in 16-byte aligned rows a tensor map describes,
+ * Nd and Ld < 2^30 (the kernel's int counters): one m-tile a warpgroup where every
+ * query fits 128 rows, else two (false where it does not apply). */
+template <int KIND>
+bool launch_ws(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &dev, cudaStream_t st) {
+  const lik_seqs &d = p->d_seqs;
+  if (!dev.info->wg || !dev.info->bulk || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 256)
+    return false;
+  if (P.nd < 1 || P.ld < 1 || P.nd >= (1 << 30) || P.ld >= (1 << 30) || d.sk != 1 ||
+      ((uintptr_t)d.data) % 16 != 0 || d.sl % 16 != 0 || (P.nd > 1 && d.sn % 16 != 0))
+    return false;
+  const int mt = P.nq * P.lq <= 128 ? 1 : 2;
+  const int qb = (int)(128 * mt / P.lq);
+  const int64_t groups = (P.nq + qb - 1) / qb;
+  /* one CTA per SM: nblk CTAs a group, or one a group past the SMs */
+  const int64_t nblk = std::max<int64_t>(1, std::min<int64_t>(P.nd, dev.info->sms / groups));
+  if (groups * nblk > INT32_MAX) return false;
+  CUtensorMap tmap;
+  const uint64_t dims[3] = {(uint64_t)P.dim, (uint64_t)P.ld, (uint64_t)P.nd};
+  const uint64_t strides[2] = {(uint64_t)d.sl, (uint64_t)(P.nd > 1 ? d.sn : P.ld * d.sl)};
+  const uint32_t box[3] = {128, (uint32_t)WS_TN, 1};
+  if (!lik_cuda::encode_tmap(&tmap, 1, 3, d.data, dims, strides, box)) return false;
+  auto kern = mt == 1 ? tile_ws_kernel<KIND, 1> : tile_ws_kernel<KIND, 2>;
+  const int smem = mt == 1 ? WsSmem<1>::BYTES : WsSmem<2>::BYTES;
+  if (lik_cuda::allow_smem(dev, (const void *)kern, smem) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  kern<<<(unsigned)(groups * nblk), WS_THREADS, smem, st>>>(P, tmap, qb, (int)groups, (int)nblk);
+  return true;
+}
+
 /* Several int8 queries (int8 documents) of at most TileShape<KS>::ROWS
- * tokens: the shared-tile kernel, on wgmma where it runs (wg) for 64 < d <=
- * 128 with 16-byte rows, else on mma.sync; several fp8 queries: the same on
- * wgmma only (false where it does not apply).
- * Sign-bit documents are not staged here (+-1 bytes through its registers
- * spilled): signs_tile_kernel (launch_signs) where wgmma runs, else the
- * one-warp kernel.  fp8 off wgmma stays on the one-warp kernel: sm_90's
- * mma.sync has no fp8 units (ptxas unpacks e4m3 / e5m2 to f16 and runs
- * HMMA). */
-template <int KIND, int KS>
-bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cudaStream_t st) {
+ * tokens off tile_ws_kernel: the shared-tile kernel on mma.sync (false
+ * where it does not apply).  Sign-bit documents are not staged here (+-1
+ * bytes through its registers spilled): signs_tile_kernel (launch_signs)
+ * where wgmma runs, else the one-warp kernel. */
+template <int KS>
+bool launch_tile(const KQ &P, const lik_seqs &d, int sms, cudaStream_t st) {
   using S = TileShape<KS>;
-  if (KIND == K_I8_BITS || P.nq < 2 || P.lq < 1 || P.lq > S::ROWS) return false;
+  if (P.nq < 2 || P.lq < 1 || P.lq > S::ROWS) return false;
   const int qb = (int)(S::ROWS / P.lq);
   const int64_t groups = (P.nq + qb - 1) / qb;
   /* a persistent grid of about two waves of 4 blocks per SM */
@@ -1137,21 +1362,11 @@ bool launch_tile(const lik_quant_problem *p, const KQ &P, bool wg, int sms, cuda
       std::max<int64_t>(1, std::min<int64_t>(P.nd, (8 * (int64_t)sms + groups - 1) / groups));
   if (groups * nblk > INT32_MAX) return false;
   const unsigned grid = (unsigned)(groups * nblk);
-  const lik_seqs &d = p->d_seqs;
   const bool async = d.sk == 1 && P.dim % 16 == 0 && ((uintptr_t)d.data) % 16 == 0 &&
                      d.sl % 16 == 0 && d.sn % 16 == 0;
-  if constexpr (KS == 4 && KIND != K_I8_BITS) {
-    if (async && wg) {
-      tile_kernel<KIND, KS, true, true><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
-      return true;
-    }
-  }
-  if constexpr (KIND == K_INT8) {
-    if (async) tile_kernel<KIND, KS, true, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
-    else tile_kernel<KIND, KS, false, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
-    return true;
-  }
-  return false;
+  if (async) tile_kernel<KS, true><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+  else tile_kernel<KS, false><<<grid, 128, 0, st>>>(P, qb, (int)groups, (int)nblk);
+  return true;
 }
 
 /* Sign-bit documents (int8 queries, or sign-bit ones: qbits) where wg (the
@@ -1199,34 +1414,40 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   return true;
 }
 
-/* int8 / fp8 documents: several queries, the shared-tile kernel
- * (launch_tile: int8 d <= 256, Lq up to a block's rows; fp8 on wgmma only);
- * one query (memory-bound: a warp per document streams it once), long
- * queries and d > 256: the one-warp kernel.  Sign-bit documents x int8
- * queries (K_I8_BITS; x sign-bit queries: lik_cuda_maxsim_quant) where wg
- * (the context's DevInfo.wg: sm_90a code runs and LIK_CUDA_NO_WGMMA is off),
- * 64 < d <= 128, 1 <= Lq <= 128, Nd and Ld < 2^30 (launch_signs):
- * signs_doc_kernel for Nq * Lq <= 32 (one ColBERT query), else
- * signs_tile_kernel (one m-tile for Nq * Lq <= 64, else two); otherwise the
- * one-warp kernel. */
+/* int8 / fp8 documents: several queries on tile_ws_kernel (launch_ws), else
+ * int8 on the shared-tile kernel (launch_tile: d <= 256, Lq up to a block's
+ * rows); one query (memory-bound: a warp per document streams it once),
+ * long queries, d > 256 and fp8 off wgmma (sm_90's mma.sync has no fp8
+ * units: ptxas unpacks e4m3 / e5m2 to f16 and runs HMMA): the one-warp
+ * kernel.  Sign-bit documents x int8 queries (K_I8_BITS; x sign-bit queries:
+ * lik_cuda_maxsim_quant) where wg (the context's DevInfo.wg: sm_90a code
+ * runs and LIK_CUDA_NO_WGMMA is off), 64 < d <= 128, 1 <= Lq <= 128, Nd and
+ * Ld < 2^30 (launch_signs): signs_doc_kernel for Nq * Lq <= 32 (one ColBERT
+ * query), else signs_tile_kernel (one m-tile for Nq * Lq <= 64, else two);
+ * otherwise the one-warp kernel. */
 template <int KIND>
-void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, bool wg, int sms,
+void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, const lik_cuda::Device &dev,
                 cudaStream_t st) {
+  const bool wg = dev.info->wg, i8 = KIND == K_INT8;
+  const int sms = dev.info->sms;
+  if constexpr (KIND != K_I8_BITS)
+    if (P.nq >= 2 && launch_ws<KIND>(p, P, dev, st)) return;
+  const lik_seqs &d = p->d_seqs;
   if (P.dim <= 32) {
-    if (launch_tile<KIND, 1>(p, P, wg, sms, st)) return;
+    if (i8 && launch_tile<1>(P, d, sms, st)) return;
     if (vec16(p, 1)) mma_kernel<KIND, 1, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 1, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 64) {
-    if (launch_tile<KIND, 2>(p, P, wg, sms, st)) return;
+    if (i8 && launch_tile<2>(P, d, sms, st)) return;
     if (vec16(p, 2)) mma_kernel<KIND, 2, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 2, false><<<grid, 128, 0, st>>>(P);
   } else if (P.dim <= 128) {
-    if (launch_tile<KIND, 4>(p, P, wg, sms, st)) return;
+    if (i8 && launch_tile<4>(P, d, sms, st)) return;
     if (KIND == K_I8_BITS && launch_signs(p, P, false, wg, sms, st)) return;
     if (vec16(p, 4)) mma_kernel<KIND, 4, true><<<grid, 128, 0, st>>>(P);
     else mma_kernel<KIND, 4, false><<<grid, 128, 0, st>>>(P);
   } else {
-    if (P.dim <= 256 && launch_tile<KIND, 8>(p, P, wg, sms, st)) return;
+    if (i8 && P.dim <= 256 && launch_tile<8>(P, d, sms, st)) return;
     mma_kernel<KIND, 0, false><<<grid, 128, 0, st>>>(P);
   }
 }
@@ -1264,19 +1485,18 @@ extern "C" lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p) {
     return lik_fail(LIK_ERR_UNSUPPORTED, "Nq * Nd = %lld pairs exceed the CUDA grid",
                     (long long)(P.nq * P.nd));
   const unsigned grid = (unsigned)blocks;
-  /* the context's flag: wgmma_runs(major, minor) unless LIK_CUDA_NO_WGMMA
-   * (lik.Context(cuda_off=["wgmma"])) */
-  const bool wg = dev.info->wg;
+  /* the context's flags: wgmma_runs(major, minor) unless LIK_CUDA_NO_WGMMA
+   * (lik.Context(cuda_off=["wgmma"])), and TMA unless turned off likewise */
   cudaStream_t st = (cudaStream_t)p->call.stream;
   switch (p->kind) {
-    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, wg, sms, st); break;
-    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, wg, sms, st); break;
+    case LIK_QK_INT8: launch_mma<K_INT8>(p, P, grid, dev, st); break;
+    case LIK_QK_I8_BITS: launch_mma<K_I8_BITS>(p, P, grid, dev, st); break;
     case LIK_QK_FP8:
-      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, wg, sms, st);
-      else launch_mma<K_E4M3>(p, P, grid, wg, sms, st);
+      if (p->q.dtype == LIK_F8E5M2) launch_mma<K_E5M2>(p, P, grid, dev, st);
+      else launch_mma<K_E4M3>(p, P, grid, dev, st);
       break;
     case LIK_QK_BITS:
-      if (!launch_signs(p, P, true, wg, sms, st)) bits_kernel<<<grid, 128, 0, st>>>(P);
+      if (!launch_signs(p, P, true, dev.info->wg, sms, st)) bits_kernel<<<grid, 128, 0, st>>>(P);
       break;
   }
   const cudaError_t e = cudaGetLastError();

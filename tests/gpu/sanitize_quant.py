@@ -1,5 +1,8 @@
 """Small low-bit MaxSim calls for compute-sanitizer (int8, fp8, int8 x bits,
-bits x bits; odd d, tails, masks, strided documents; sign-bit documents with
+bits x bits; odd d, tails, masks, strided documents; several int8 / fp8
+queries with 64 < d <= 128 on sm_90a's tile_ws_kernel, one and two m-tiles a
+warpgroup, (9, 300, 16, 130, 128) with CTAs walking documents of two tiles
+through the stages more than once; sign-bit documents with
 64 < d <= 128 on sm_90a's signs_doc_kernel (up to 32 query rows) and
 signs_tile_kernel (more; Lq up to 128), 16-byte and narrower bit rows,
 documents strided, feature bytes and query values of stride 2):
@@ -40,7 +43,8 @@ def strided_last(x, step=2):
 g = torch.Generator().manual_seed(0)
 for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1), (5, 3, 32, 65, 128),
                           (9, 2, 20, 33, 256), (3, 2, 5, 70, 160), (1, 3, 32, 70, 128), (3, 130, 20, 65, 100),
-                          (2, 5, 128, 9, 72), (2, 40, 16, 70, 100)]:
+                          (2, 5, 128, 9, 72), (2, 40, 16, 70, 100), (4, 30, 32, 300, 112),
+                          (9, 300, 16, 130, 128)]:
     Q = torch.randn(nq, lq, d, generator=g)
     D = torch.randn(nd, ld, d, generator=g)
     dm = (torch.rand(nd, ld, generator=g) < 0.7).cuda()

@@ -63,18 +63,23 @@ def test_int8_and_binary_bitwise_vs_cpu(rng, shape):
     np.testing.assert_array_equal(g_bb.cpu().numpy(), cpu_bb)
 
 
-# Several queries: the shared-tile kernel (src/cuda/quant.cu), whose query
-# groups hold ROWS // Lq whole queries (ROWS = 256 / 256 / 128 / 64 query
-# tokens for d <= 32 / 64 / 128 / 256) and whose documents stream in tiles of
-# 64 tokens (32 for d > 128): groups split across queries, Lq at and past
-# ROWS (the latter on the one-warp kernel), tails of every tile, d with and
-# without whole 16-byte chunks (the wgmma path for 64 < d <= 128 in chunks,
-# zero-filled past d), blocks that walk several documents (the grid holds
-# about 8 blocks per SM), per-tensor scales, strided views.
+# Several queries (src/cuda/quant.cu).  Where wgmma and TMA run, 64 < d <=
+# 128 in 16-byte aligned rows: tile_ws_kernel, CTAs of 128 query rows (one
+# m-tile a warpgroup) where Nq * Lq <= 128, else 256 (two; Lq up to 256),
+# documents in 128-token tiles through 4 stages.  Elsewhere the shared-tile
+# kernel, whose query groups hold ROWS // Lq whole queries (ROWS = 256 / 256
+# / 128 / 64 query tokens for d <= 32 / 64 / 128 / 256) and whose documents
+# stream in tiles of 64 tokens (32 for d > 128).  Groups split across
+# queries, Lq at and past the rows of a group (past 256: the one-warp
+# kernel), tails of every tile, d with and without whole 16-byte chunks
+# (zero-filled past d), CTAs that walk several documents of several tiles
+# (the stages' phases wrap: 700 and 1000 documents of 300 and 200 tokens),
+# per-tensor scales, strided views, rows padded to 16 bytes (d = 100 of 112).
 TILE_SHAPES = [(5, 7, 32, 65, 128), (17, 3, 20, 300, 128), (3, 4, 128, 70, 128), (2, 3, 129, 40, 128),
                (9, 5, 64, 33, 256), (4, 6, 7, 129, 160), (6, 5, 3, 64, 200), (33, 4, 8, 1, 32),
                (40, 3, 13, 200, 64), (3, 2, 256, 17, 17), (2, 3, 65, 31, 256), (6, 4, 16, 70, 96),
-               (3, 5, 30, 65, 100), (5, 3000, 32, 20, 128), (40, 2500, 8, 9, 32)]
+               (3, 5, 30, 65, 100), (5, 3000, 32, 20, 128), (40, 2500, 8, 9, 32),
+               (9, 700, 16, 300, 128), (4, 1000, 32, 200, 96), (2, 3, 257, 20, 128), (70, 5, 32, 40, 128)]
 
 
 @pytest.mark.parametrize("shape", TILE_SHAPES)
@@ -104,6 +109,14 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
     cpu2 = lik.maxsim_inference_int8(qi[::2], di[::2], scale_Q=sq[::2], scale_D=sd[::2], q_mask=qm[::2],
                                      d_mask=dm[::2])
     np.testing.assert_array_equal(g2.cpu().numpy(), cpu2)
+    # token rows padded to a multiple of 16 bytes (d = 100: rows of 112)
+    d = shape[-1]
+    wide = torch.zeros(*di.shape[:-1], (d + 15) // 16 * 16, dtype=torch.int8, device="cuda")
+    wide[..., :d] = cuda(di)[0]
+    g3 = lik.maxsim_inference_int8(cuda(qi)[0], wide[..., :d], scale_Q=cuda(sq)[0], scale_D=cuda(sd)[0],
+                                   q_mask=cuda(qm)[0], d_mask=cuda(dm)[0])
+    cpu3 = lik.maxsim_inference_int8(qi, di, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
+    np.testing.assert_array_equal(g3.cpu().numpy(), cpu3)
     cpu_b = lik.maxsim_inference_binary(qi, bits, d=shape[-1], scale_Q=sq, q_mask=qm, d_mask=dm)
     g_b = lik.maxsim_inference_binary(*cuda(qi, bits), d=shape[-1], scale_Q=cuda(sq)[0], q_mask=cuda(qm)[0],
                                       d_mask=cuda(dm)[0])
@@ -215,7 +228,7 @@ def _fp8_rtol(nq, lq, d):
     run on wgmma, whose fp8 accumulation keeps fewer bits than fp32 (it
     truncates partial sums: measured up to 1.3e-4 of that sum, always low;
     lik_experimental.h), so 2^-10 there."""
-    wgmma = torch.cuda.get_device_capability() == (9, 0) and nq >= 2 and lq <= 128 and 64 < d <= 128 \
+    wgmma = torch.cuda.get_device_capability() == (9, 0) and nq >= 2 and lq <= 256 and 64 < d <= 128 \
         and d % 16 == 0
     return 2.0 ** -10 if wgmma else 1e-5
 
@@ -239,14 +252,16 @@ def test_fp8_vs_cpu(rng, dtype, shape):
 
 
 FP8_TILE_SHAPES = [(5, 7, 32, 65, 128), (17, 3, 20, 300, 128), (3, 4, 128, 70, 128), (6, 4, 16, 70, 96),
-                   (5, 3000, 32, 20, 128), (3, 5, 30, 65, 112)]
+                   (5, 3000, 32, 20, 128), (3, 5, 30, 65, 112), (9, 700, 16, 300, 128), (4, 1000, 32, 200, 96),
+                   (2, 3, 200, 40, 128)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("shape", FP8_TILE_SHAPES)
 def test_fp8_several_queries_vs_cpu(rng, dtype, shape):
-    """Several fp8 queries, 64 < d <= 128 in 16-byte rows: the shared-tile
-    kernel on wgmma (sm_90a), NaN in masked tokens and scales; and the
+    """Several fp8 queries, 64 < d <= 128 in 16-byte rows: tile_ws_kernel
+    (sm_90a: one and two m-tiles a warpgroup, CTAs walking documents of
+    several tiles, Lq past 128), NaN in masked tokens and scales; and the
     one-warp kernel on other devices."""
     Q, D, qm, dm = (torch.from_numpy(x) for x in _case(rng, *shape))
     fmax = torch.finfo(dtype).max
