@@ -283,8 +283,13 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * tensor minus its last dimension, i.e. the mask's shape).  Every scored
  * similarity is
  *
- *   int8, fp8      sim(s, t) = (scale_Q[s] * scale_D[t]) * dot(s, t)
- *                  (the scale product in fp32, then times dot in fp32)
+ *   int8, fp8      sim(s, t) = |scale_Q[s]| * (scale_D[t] * dot(s, t)),
+ *                  with query token s's values negated (exactly) where
+ *                  scale_Q[s] is negative (its sign bit set), so that the
+ *                  query scale leaves the max: a query token adds
+ *                  |scale_Q[s]| * max_t (scale_D[t] * dot(s, t)), two fp32
+ *                  products in that order (one product per token pair in
+ *                  the kernels);
  *                  dot: int8, the exact integer sum of q_k * d_k, converted
  *                  to fp32 (a -128 in Q is read as -127; lik_quantize_int8
  *                  never writes it); fp8, the fp32 sum of the exact products
@@ -304,7 +309,10 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  *
  * and score[i, j] = sum over valid s (ascending, fp32) of the max over valid
  * t of sim (a NaN similarity never wins, as in lik_maxsim; a query token
- * none of whose similarities exceeds -inf contributes 0).
+ * none of whose similarities exceeds -inf contributes 0).  For int8 and fp8
+ * that term is r = |scale_Q[s]| * m, m the max over valid t of scale_D[t] *
+ * dot (NaN never wins; -inf if none), and r is added where r > -inf (so a
+ * NaN scale_Q, or 0 * inf, adds 0).
  *
  * Binary tokens (lik_quantize_binary): U8 [..., ceil(d / 8)]; dimension k is
  * bit (7 - k % 8) of byte k / 8, most significant bit first (the order of

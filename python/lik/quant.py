@@ -7,7 +7,10 @@ fp8 dtype) and returns the same kind.  The MaxSim calls run on the CPU
 sm_80+, fp8 sm_89+); the quantisers run on the CPU (CUDA tensors raise
 :class:`lik.LikError`).  Semantics (the C header states them exactly):
 
-* int8 / fp8: ``sim(s, t) = (scale_Q[s] * scale_D[t]) * <Q[s], D[t]>``, the
+* int8 / fp8: ``sim(s, t) = |scale_Q[s]| * (scale_D[t] * <Q[s], D[t]>)`` with
+  ``Q[s]`` negated where ``scale_Q[s] < 0`` (so a query token adds
+  ``|scale_Q[s]| * max_t(scale_D[t] * <Q[s], D[t]>)``: the query scale
+  leaves the max, one product per token pair), the
   dot product exact in integers (int8) or summed in fp32 (fp8; on an H100 /
   H200, several queries of 64 < d <= 128 run on wgmma, whose fp8 sums keep
   fewer bits: up to 1.3e-4 of ``sum_k |q_k d_k|`` times the scales, low);
@@ -239,8 +242,10 @@ def maxsim_inference_int8(Q, D, *, scale_Q, scale_D, q_mask=None, d_mask=None):
 
     Returns:
         float32 scores ``[Nq, Nd]`` (dims of 2-D inputs dropped): per token
-        pair ``(scale_Q * scale_D) * dot`` with the exact integer dot product
-        (values read clamped to [-127, 127]).
+        pair ``|scale_Q| * (scale_D * dot)`` with the exact integer dot
+        product (values read clamped to [-127, 127], negated for a negative
+        ``scale_Q``), the ``|scale_Q|`` product taken after the max over
+        document tokens (the module's semantics).
 
     Raises:
         TypeError: ``Q`` / ``D`` not int8 or not the same dtype, scales not
@@ -262,8 +267,9 @@ def maxsim_inference_fp8(Q, D, *, scale_Q, scale_D, q_mask=None, d_mask=None):
         q_mask, d_mask: optional bool / uint8 masks.
 
     Returns:
-        float32 scores ``[Nq, Nd]``: per token pair ``(scale_Q * scale_D) *
-        sum_k q_k d_k`` summed in fp32 (the fp8 products are exact).  On the
+        float32 scores ``[Nq, Nd]``: per token pair ``|scale_Q| * (scale_D *
+        sum_k q_k d_k)`` summed in fp32 (the fp8 products are exact; ``q``
+        negated for a negative ``scale_Q``, ``|scale_Q|`` after the max).  On the
         CPU the fp8 values are decoded to fp32 (no fp8 arithmetic on x86), so
         this path saves memory, not time.
 

@@ -5,8 +5,9 @@
  * Driver: the valid tokens of every query are packed once into panels of
  * LIK_QT_LANES lanes; a task is a block of documents, whose valid tokens are
  * the rows the ISA's tile kernel (quant_internal.h) runs over every panel,
- * keeping a running max per lane (so the max never needs a horizontal
- * reduction).  Rows are read in place when they are contiguous int8 with
+ * keeping a running max of scale_D * dot per lane (so the max never needs a
+ * horizontal reduction); the query's |scale_Q| then multiplies the max
+ * (pack_q_lane).  Rows are read in place when they are contiguous int8 with
  * d % 4 == 0, else copied once per document.  Each score has one writer and
  * a fixed order (query tokens summed ascending), so results do not depend on
  * the thread count.  Query int8 values are read clamped to [-127, 127] (so
@@ -27,15 +28,14 @@ enum { L = LIK_QT_LANES };
 
 /* ---- portable tiles ---------------------------------------------------------- */
 
-void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float *sq,
-                          const int8_t *const *rows, const float *sd, int64_t nrows,
-                          int64_t kg, float *m) {
+void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                          const float *sd, int64_t nrows, int64_t kg, float *m) {
   (void)qsum;
   for (int64_t r = 0; r < nrows; r++)
     for (int l = 0; l < L; l++) {
       int64_t dot = 0;
       for (int64_t k = 0; k < kg * 4; k++) dot += (int64_t)rows[r][k] * qp[((k / 4) * L + l) * 4 + k % 4];
-      const float v = (float)dot * (sq[l] * sd[r]);
+      const float v = (float)dot * sd[r];
       m[l] = v > m[l] ? v : m[l];
     }
 }
@@ -50,8 +50,8 @@ const lik_quant_kernels lik_quant_kernels_portable = {"portable", lik_i8_tile_po
 
 /* fp8 decoded to fp32: qf [d][L] (lanes), rows of d fp32; one fp32 chain per
  * (row, lane), k ascending. */
-static void f32_tile(const float *qf, const float *sq, const float *const *rows, const float *sd,
-                     int64_t nrows, int64_t d, float *m) {
+static void f32_tile(const float *qf, const float *const *rows, const float *sd, int64_t nrows,
+                     int64_t d, float *m) {
   for (int64_t r = 0; r < nrows; r++) {
     float acc[L] = {0};
     for (int64_t k = 0; k < d; k++) {
@@ -59,7 +59,7 @@ static void f32_tile(const float *qf, const float *sq, const float *const *rows,
       for (int l = 0; l < L; l++) acc[l] += a * qf[k * L + l];
     }
     for (int l = 0; l < L; l++) {
-      const float v = acc[l] * (sq[l] * sd[r]);
+      const float v = acc[l] * sd[r];
       m[l] = v > m[l] ? v : m[l];
     }
   }
@@ -123,25 +123,31 @@ static int64_t valid_tokens(const lik_seqs *s, const lik_mask *m, int64_t n, int
   return c;
 }
 
-/* Query token (n, l) into lane ln of panel qp (zeroed). */
+/* Query token (n, l) into lane ln of panel qp (zeroed), with |scale_Q|
+ * beside it and its values negated where scale_Q is negative (exact: int8
+ * in [-127, 127], fp8 a sign), so that the query scale leaves the max:
+ * max_t scale_Q (scale_D dot) = |scale_Q| max_t (scale_D (sign dot)). */
 static void pack_q_lane(const qrun *c, int64_t n, int64_t l, int ln, uint8_t *qp) {
   const lik_quant_problem *p = c->p;
   const uint8_t *t = tok_ptr(&p->q, n, l);
   const int64_t sk = p->q.sk, d = p->d;
   int32_t *qsum = (int32_t *)(qp + c->panel_bytes) - 2 * L;
   float *sq = (float *)(qsum + L);
-  sq[ln] = p->scale_q.data ? lik_scale_at(&p->scale_q, n, l) : 1.0f;
+  const float s = p->scale_q.data ? lik_scale_at(&p->scale_q, n, l) : 1.0f;
+  const int neg = signbit(s) != 0;
+  sq[ln] = fabsf(s);
   switch (p->kind) {
     case LIK_QK_INT8:
     case LIK_QK_I8_BITS:
       for (int64_t k = 0; k < d; k++) {
-        const int8_t v = (int8_t)t[k * sk] < -127 ? -127 : (int8_t)t[k * sk];
+        int8_t v = (int8_t)t[k * sk] < -127 ? -127 : (int8_t)t[k * sk];
+        v = neg ? (int8_t)-v : v;
         ((int8_t *)qp)[((k / 4) * L + ln) * 4 + k % 4] = v;
         qsum[ln] += v;
       }
       break;
     case LIK_QK_FP8:
-      for (int64_t k = 0; k < d; k++) ((float *)qp)[k * L + ln] = c->lut[t[k * sk]];
+      for (int64_t k = 0; k < d; k++) ((float *)qp)[k * L + ln] = neg ? -c->lut[t[k * sk]] : c->lut[t[k * sk]];
       break;
     case LIK_QK_BITS:
       pack_words(t, sk, d, c->nw, (uint64_t *)qp + ln * c->nw);
@@ -192,18 +198,20 @@ static float score_one(const qrun *c, int64_t i, const void *const *rows, const 
     switch (p->kind) {
       case LIK_QK_INT8:
       case LIK_QK_I8_BITS:
-        c->i8_tile((const int8_t *)qp, qsum, sq, (const int8_t *const *)rows, sd, nrows, c->kg, m);
+        c->i8_tile((const int8_t *)qp, qsum, (const int8_t *const *)rows, sd, nrows, c->kg, m);
         break;
       case LIK_QK_FP8:
-        f32_tile((const float *)qp, sq, (const float *const *)rows, sd, nrows, p->d, m);
+        f32_tile((const float *)qp, (const float *const *)rows, sd, nrows, p->d, m);
         break;
       case LIK_QK_BITS:
         c->bits_tile((const uint64_t *)qp, (const uint64_t *const *)rows, nrows, c->nw, p->d, m);
         break;
     }
     const int64_t lanes = c->qvalid[i] - (pn - c->qfirst[i]) * L;
-    for (int l = 0; l < L && l < lanes; l++)
-      if (m[l] > -INFINITY) total += m[l];
+    for (int l = 0; l < L && l < lanes; l++) {
+      const float v = sq[l] * m[l]; /* NaN (a NaN scale, 0 * inf) or -inf: not summed */
+      if (v > -INFINITY) total += v;
+    }
   }
   return total;
 }

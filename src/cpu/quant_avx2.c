@@ -21,15 +21,13 @@ static inline __m256i mac(__m256i acc, __m256i dabs, __m256i d, __m256i q, __m25
                           _mm256_madd_epi16(_mm256_maddubs_epi16(dabs, _mm256_sign_epi8(q, d)), ones));
 }
 
-static inline __m256 update(__m256i acc, const float *sq, float sd, __m256 m) {
-  const __m256 x = _mm256_mul_ps(_mm256_cvtepi32_ps(acc),
-                                 _mm256_mul_ps(_mm256_loadu_ps(sq), _mm256_set1_ps(sd)));
-  return _mm256_max_ps(x, m);
+/* m = max((float)acc * sd, m): a NaN product keeps m */
+static inline __m256 update(__m256i acc, __m256 sd, __m256 m) {
+  return _mm256_max_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), sd), m);
 }
 
-static void i8_tile_avx2(const int8_t *qp, const int32_t *qsum, const float *sq,
-                         const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
-                         float *m) {
+static void i8_tile_avx2(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                         const float *sd, int64_t nrows, int64_t kg, float *m) {
   (void)qsum;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 m0 = _mm256_loadu_ps(m), m1 = _mm256_loadu_ps(m + 8);
@@ -44,10 +42,11 @@ static void i8_tile_avx2(const int8_t *qp, const int32_t *qsum, const float *sq,
       a2 = mac(a2, da, d, _mm256_loadu_si256((const __m256i *)(q + 64)), ones);
       a3 = mac(a3, da, d, _mm256_loadu_si256((const __m256i *)(q + 96)), ones);
     }
-    m0 = update(a0, sq, sd[r], m0);
-    m1 = update(a1, sq + 8, sd[r], m1);
-    m2 = update(a2, sq + 16, sd[r], m2);
-    m3 = update(a3, sq + 24, sd[r], m3);
+    const __m256 s = _mm256_set1_ps(sd[r]);
+    m0 = update(a0, s, m0);
+    m1 = update(a1, s, m1);
+    m2 = update(a2, s, m2);
+    m3 = update(a3, s, m3);
   }
   _mm256_storeu_ps(m, m0);
   _mm256_storeu_ps(m + 8, m1);

@@ -24,17 +24,16 @@ static inline int8x16_t bcast4(const int8_t *p) {
   return vreinterpretq_s8_s32(vdupq_n_s32(v));
 }
 
-/* Lanes 4j .. 4j+3 of a row: m = v > m ? v : m with v = (float)acc * (sq * sd),
- * the portable tile's operations (vmaxq would let a NaN through). */
-static inline void update(int32x4_t acc, const float *sq, float sd, float *m) {
-  const float32x4_t v = vmulq_f32(vcvtq_f32_s32(acc), vmulq_n_f32(vld1q_f32(sq), sd));
+/* Lanes 4j .. 4j+3 of a row: m = v > m ? v : m with v = (float)acc * sd, the
+ * portable tile's operations (vmaxq would let a NaN through). */
+static inline void update(int32x4_t acc, float sd, float *m) {
+  const float32x4_t v = vmulq_n_f32(vcvtq_f32_s32(acc), sd);
   const float32x4_t mv = vld1q_f32(m);
   vst1q_f32(m, vbslq_f32(vcgtq_f32(v, mv), v, mv));
 }
 
-static void i8_tile_sdot(const int8_t *qp, const int32_t *qsum, const float *sq,
-                         const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
-                         float *m) {
+static void i8_tile_sdot(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                         const float *sd, int64_t nrows, int64_t kg, float *m) {
   (void)qsum;
   enum { NV = LIK_QT_LANES / 4 }; /* Q registers per group */
   int64_t r = 0;
@@ -49,8 +48,8 @@ static void i8_tile_sdot(const int8_t *qp, const int32_t *qsum, const float *sq,
         a[1][j] = vdotq_s32(a[1][j], q, d1);
       }
     }
-    UNROLLED for (int j = 0; j < NV; j++) update(a[0][j], sq + 4 * j, sd[r], m + 4 * j);
-    UNROLLED for (int j = 0; j < NV; j++) update(a[1][j], sq + 4 * j, sd[r + 1], m + 4 * j);
+    UNROLLED for (int j = 0; j < NV; j++) update(a[0][j], sd[r], m + 4 * j);
+    UNROLLED for (int j = 0; j < NV; j++) update(a[1][j], sd[r + 1], m + 4 * j);
   }
   for (; r < nrows; r++) {
     int32x4_t a[NV];
@@ -59,7 +58,7 @@ static void i8_tile_sdot(const int8_t *qp, const int32_t *qsum, const float *sq,
       const int8x16_t d0 = bcast4(rows[r] + 4 * g);
       UNROLLED for (int j = 0; j < NV; j++) a[j] = vdotq_s32(a[j], vld1q_s8(qp + (g * NV + j) * 16), d0);
     }
-    UNROLLED for (int j = 0; j < NV; j++) update(a[j], sq + 4 * j, sd[r], m + 4 * j);
+    UNROLLED for (int j = 0; j < NV; j++) update(a[j], sd[r], m + 4 * j);
   }
 }
 

@@ -8,14 +8,15 @@
  * int8 panels span kg = ceil(d / 4) groups of 4 features:
  *
  *   qp    [kg][LANES][4] int8: lane l's features 4g .. 4g+3 at qp[(g*LANES + l)*4]
- *         (zero past d and in unused lanes), values clamped to [-127, 127].
+ *         (zero past d and in unused lanes), values clamped to [-127, 127]
+ *         and negated where the token's scale is negative (quant.c).
  *   qsum  [LANES] int32: sum_k of lane l's features (VNNI multiplies the
  *         uint8 d + 128 by q: the kernel subtracts 128 * qsum).
- *   sq    [LANES] fp32 scales; rows[r] a document row of kg * 4 readable
- *         bytes (int8), sd[r] its scale.
+ *   rows[r] a document row of kg * 4 readable bytes (int8), sd[r] its scale.
  *   m     [LANES] running max, for every row r ascending:
- *           v = (float)dot(r, l) * (sq[l] * sd[r]);  m[l] = v > m[l] ? v : m[l]
+ *           v = (float)dot(r, l) * sd[r];  m[l] = v > m[l] ? v : m[l]
  *         with dot the exact integer (kg * 4 <= LIK_QT_KMAX keeps int32 exact).
+ *         The query scale is applied to the max by the driver (|scale_Q| * m).
  * Bit panels: qw [LANES][nw], rows of nw 64-bit words (bits past d zero),
  *   v = (float)(d - 2 * sum_w popcount(qw ^ row)).
  * Every kernel computes the same integers and the same fp32 operations, so
@@ -29,9 +30,8 @@
 #define LIK_QT_LANES 32
 #define LIK_QT_KMAX 65536 /* (127 + 128) * 127 * 65536 < 2^31 */
 
-typedef void (*lik_i8_tile_fn)(const int8_t *qp, const int32_t *qsum, const float *sq,
-                               const int8_t *const *rows, const float *sd, int64_t nrows,
-                               int64_t kg, float *m);
+typedef void (*lik_i8_tile_fn)(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                               const float *sd, int64_t nrows, int64_t kg, float *m);
 typedef void (*lik_bits_tile_fn)(const uint64_t *qw, const uint64_t *const *rows, int64_t nrows,
                                  int64_t nw, int64_t d, float *m);
 
@@ -56,9 +56,8 @@ static inline void lik_bits_tile_body(const uint64_t *qw, const uint64_t *const 
 }
 
 extern const lik_quant_kernels lik_quant_kernels_portable;
-void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const float *sq,
-                          const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
-                          float *m);
+void lik_i8_tile_portable(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                          const float *sd, int64_t nrows, int64_t kg, float *m);
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64)
 extern const lik_quant_kernels lik_quant_kernels_avx2;
 extern const lik_quant_kernels lik_quant_kernels_vnni;

@@ -32,11 +32,10 @@ static inline svint8_t bcast4(const int8_t *p) {
   return svreinterpret_s8_s32(svdup_n_s32(v));
 }
 
-/* m = v > m ? v : m on lanes pw, v = (float)acc * (sq * sd): the portable
- * tile's operations. */
-static inline svfloat32_t update(svbool_t pw, svint32_t acc, svfloat32_t sq, float sd,
-                                 svfloat32_t m) {
-  const svfloat32_t v = svmul_f32_x(pw, svcvt_f32_s32_x(pw, acc), svmul_n_f32_x(pw, sq, sd));
+/* m = v > m ? v : m on lanes pw, v = (float)acc * sd: the portable tile's
+ * operations. */
+static inline svfloat32_t update(svbool_t pw, svint32_t acc, float sd, svfloat32_t m) {
+  const svfloat32_t v = svmul_n_f32_x(pw, svcvt_f32_s32_x(pw, acc), sd);
   return svsel_f32(svcmpgt_f32(pw, v, m), v, m);
 }
 
@@ -47,9 +46,8 @@ static inline svfloat32_t update(svbool_t pw, svint32_t acc, svfloat32_t sq, flo
     a1 = svdot_s32(a1, q1, d_);       \
   } while (0)
 
-static void i8_tile_sve(const int8_t *qp, const int32_t *qsum, const float *sq,
-                        const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
-                        float *m) {
+static void i8_tile_sve(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                        const float *sd, int64_t nrows, int64_t kg, float *m) {
   (void)qsum;
   const int64_t vw = (int64_t)svcntw();
   for (int64_t j = 0; j < L; j += 2 * vw) {
@@ -58,7 +56,6 @@ static void i8_tile_sve(const int8_t *qp, const int32_t *qsum, const float *sq,
     const svbool_t w0 = svwhilelt_b32(j, (int64_t)L), w1 = svwhilelt_b32(j + vw, (int64_t)L);
     const svbool_t b0 = svwhilelt_b8(4 * j, 4 * (int64_t)L), b1 = svwhilelt_b8(4 * (j + vw), 4 * (int64_t)L);
     svfloat32_t m0 = svld1_f32(w0, m + j), m1 = svld1_f32(w1, m + j1);
-    const svfloat32_t s0 = svld1_f32(w0, sq + j), s1 = svld1_f32(w1, sq + j1);
     for (int64_t r = 0; r < nrows; r += RB) {
       const int64_t last = nrows - 1, i1 = at_most(r + 1, last), i2 = at_most(r + 2, last),
                     i3 = at_most(r + 3, last);
@@ -72,14 +69,14 @@ static void i8_tile_sve(const int8_t *qp, const int32_t *qsum, const float *sq,
         DOT2(a20, a21, bcast4(r2 + 4 * g));
         DOT2(a30, a31, bcast4(r3 + 4 * g));
       }
-      m0 = update(w0, a00, s0, sd[r], m0);
-      m1 = update(w1, a01, s1, sd[r], m1);
-      m0 = update(w0, a10, s0, sd[i1], m0);
-      m1 = update(w1, a11, s1, sd[i1], m1);
-      m0 = update(w0, a20, s0, sd[i2], m0);
-      m1 = update(w1, a21, s1, sd[i2], m1);
-      m0 = update(w0, a30, s0, sd[i3], m0);
-      m1 = update(w1, a31, s1, sd[i3], m1);
+      m0 = update(w0, a00, sd[r], m0);
+      m1 = update(w1, a01, sd[r], m1);
+      m0 = update(w0, a10, sd[i1], m0);
+      m1 = update(w1, a11, sd[i1], m1);
+      m0 = update(w0, a20, sd[i2], m0);
+      m1 = update(w1, a21, sd[i2], m1);
+      m0 = update(w0, a30, sd[i3], m0);
+      m1 = update(w1, a31, sd[i3], m1);
     }
     svst1_f32(w0, m + j, m0);
     svst1_f32(w1, m + j1, m1);

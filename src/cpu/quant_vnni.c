@@ -15,19 +15,17 @@ static inline __m512i bcast_u8(const int8_t *p) {
   return _mm512_set1_epi32((int32_t)((uint32_t)v ^ 0x80808080u));
 }
 
-/* m = max((float)(acc - 128 qsum) * (sq * sd), m) over 16 lanes. */
-static inline __m512 update(__m512i acc, __m512i corr, __m512 sq, float sd, __m512 m) {
-  const __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)),
-                                 _mm512_mul_ps(sq, _mm512_set1_ps(sd)));
-  return _mm512_max_ps(x, m);
+/* m = max((float)(acc - 128 qsum) * sd, m) over 16 lanes: a NaN product
+ * keeps m. */
+static inline __m512 update(__m512i acc, __m512i corr, float sd, __m512 m) {
+  return _mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)),
+                                     _mm512_set1_ps(sd)), m);
 }
 
-static void i8_tile_vnni(const int8_t *qp, const int32_t *qsum, const float *sq,
-                         const int8_t *const *rows, const float *sd, int64_t nrows, int64_t kg,
-                         float *m) {
+static void i8_tile_vnni(const int8_t *qp, const int32_t *qsum, const int8_t *const *rows,
+                         const float *sd, int64_t nrows, int64_t kg, float *m) {
   const __m512i c0 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)qsum), 7);
   const __m512i c1 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(qsum + 16)), 7);
-  const __m512 s0 = _mm512_loadu_ps(sq), s1 = _mm512_loadu_ps(sq + 16);
   __m512 m0 = _mm512_loadu_ps(m), m1 = _mm512_loadu_ps(m + 16);
   int64_t r = 0;
   for (; r + 4 <= nrows; r += 4) {
@@ -50,14 +48,14 @@ static void i8_tile_vnni(const int8_t *qp, const int32_t *qsum, const float *sq,
       a30 = _mm512_dpbusd_epi32(a30, d, q0);
       a31 = _mm512_dpbusd_epi32(a31, d, q1);
     }
-    m0 = update(a00, c0, s0, sd[r], m0);
-    m1 = update(a01, c1, s1, sd[r], m1);
-    m0 = update(a10, c0, s0, sd[r + 1], m0);
-    m1 = update(a11, c1, s1, sd[r + 1], m1);
-    m0 = update(a20, c0, s0, sd[r + 2], m0);
-    m1 = update(a21, c1, s1, sd[r + 2], m1);
-    m0 = update(a30, c0, s0, sd[r + 3], m0);
-    m1 = update(a31, c1, s1, sd[r + 3], m1);
+    m0 = update(a00, c0, sd[r], m0);
+    m1 = update(a01, c1, sd[r], m1);
+    m0 = update(a10, c0, sd[r + 1], m0);
+    m1 = update(a11, c1, sd[r + 1], m1);
+    m0 = update(a20, c0, sd[r + 2], m0);
+    m1 = update(a21, c1, sd[r + 2], m1);
+    m0 = update(a30, c0, sd[r + 3], m0);
+    m1 = update(a31, c1, sd[r + 3], m1);
   }
   for (; r < nrows; r++) {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0;
@@ -66,8 +64,8 @@ static void i8_tile_vnni(const int8_t *qp, const int32_t *qsum, const float *sq,
       a0 = _mm512_dpbusd_epi32(a0, d, _mm512_loadu_si512((const void *)(qp + g * 128)));
       a1 = _mm512_dpbusd_epi32(a1, d, _mm512_loadu_si512((const void *)(qp + g * 128 + 64)));
     }
-    m0 = update(a0, c0, s0, sd[r], m0);
-    m1 = update(a1, c1, s1, sd[r], m1);
+    m0 = update(a0, c0, sd[r], m0);
+    m1 = update(a1, c1, sd[r], m1);
   }
   _mm512_storeu_ps(m, m0);
   _mm512_storeu_ps(m + 16, m1);

@@ -28,8 +28,12 @@
  * 4-byte rows of row-major [tokens, d] data (PTX ISA, "mma.m16n8k32"), so no
  * shared memory is needed; the query's fragments stay in registers for d <=
  * 128.  Each thread keeps the running max of its C columns across tiles
- * (v = (float)dot * (scale_Q * scale_D), NaN never wins); the warp reduces
- * over rows once, and lane 0 sums the valid query tokens in ascending order.
+ * (v = (float)dot * scale_D, NaN never wins); the warp reduces over rows
+ * once, the max is multiplied by |scale_Q| (the query's values negated
+ * where its scale is negative, so that max_t scale_Q (scale_D dot) = |scale_Q|
+ * max_t (scale_D (sign dot)): one multiply per element, not two), and lane 0
+ * sums the valid query tokens in ascending order.  Every kernel here does
+ * the same.
  * int8 results are therefore bitwise those of the CPU backend (the same
  * integers and fp32 operations); fp8 sums in the tensor core's order.
  * bits x bits elsewhere: bits_kernel, popcount, lanes = query tokens.
@@ -75,6 +79,16 @@ __device__ __forceinline__ uint32_t load4(const uint8_t *row, int64_t sk, int64_
   for (int i = 0; i < 4; i++)
     if (k + i < dim) v |= (uint32_t)__ldg(row + (k + i) * sk) << (8 * i);
   return v;
+}
+
+/* Query values negated (neg: the token's scale is negative), exactly: int8
+ * in [-127, 127] (after the -128 clamp), fp8 by its sign bit (zero bytes
+ * kept: no -0 past d). */
+template <int KIND>
+__device__ __forceinline__ uint32_t negate_q(uint32_t v, bool neg) {
+  if (!neg) return v;
+  if constexpr (KIND == K_INT8 || KIND == K_I8_BITS) return __vneg4(v);
+  else return v ^ (__vcmpne4(v, 0u) & 0x80808080u);
 }
 
 /* Features k .. k+3 (k % 4 == 0) of a sign-bit row as +-1 int8 (0 past dim). */
@@ -143,16 +157,22 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
   constexpr int BR = KS > 0 ? KS : 1;
   float total = 0.0f;
   for (int64_t s0 = 0; s0 < P.lq; s0 += 32) {
-    /* this thread's query columns n = s0 + nb*8 + 2*tg + c; B rows n = s0 + nb*8 + g */
+    /* this thread's query columns n = s0 + nb*8 + 2*tg + c (sqv: |scale_Q|,
+     * which multiplies the column's max); B rows n = s0 + nb*8 + g, negated
+     * where their scale is negative (negb), as query_row */
     float sqv[4][2], m[4][2];
+    bool negb[4];
 #pragma unroll
-    for (int nb = 0; nb < 4; nb++)
+    for (int nb = 0; nb < 4; nb++) {
 #pragma unroll
       for (int c = 0; c < 2; c++) {
         const int64_t n = s0 + nb * 8 + 2 * tg + c;
-        sqv[nb][c] = n >= P.lq ? 0.0f : P.sq ? P.sq[i * P.sq_sn + n * P.sq_sl] : 1.0f;
+        sqv[nb][c] = n >= P.lq ? 0.0f : P.sq ? fabsf(P.sq[i * P.sq_sn + n * P.sq_sl]) : 1.0f;
         m[nb][c] = -CUDART_INF_F;
       }
+      const int64_t n = s0 + nb * 8 + g;
+      negb[nb] = n < P.lq && P.sq && signbit(P.sq[i * P.sq_sn + n * P.sq_sl]);
+    }
     uint32_t breg[BR][4][2];
     auto load_b = [&](int64_t ks, int nb, int h) -> uint32_t {
       const int64_t n = s0 + nb * 8 + g;
@@ -160,7 +180,7 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
       const int64_t k = VEC ? tg * 8 * KS + (2 * ks + h) * 4 : ks * 32 + tg * 4 + 16 * h;
       uint32_t v = load4(qb + n * P.q_sl, P.q_sk, k, P.dim, P.qvec);
       if (KIND == K_INT8 || KIND == K_I8_BITS) v = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
-      return v;
+      return negate_q<KIND>(v, negb[nb]);
     };
     if (KS > 0) {
 #pragma unroll
@@ -279,8 +299,8 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
             d0 = 2 * d0 - qs[nb][c];
             d1 = 2 * d1 - qs[nb][c];
           }
-          const float x0 = (float)d0 * (sqv[nb][c] * sd0);
-          const float x1 = (float)d1 * (sqv[nb][c] * sd1);
+          const float x0 = (float)d0 * sd0;
+          const float x1 = (float)d1 * sd1;
           if (v0 && x0 > m[nb][c]) m[nb][c] = x0;
           if (v1 && x1 > m[nb][c]) m[nb][c] = x1;
         }
@@ -291,7 +311,7 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
       for (int c = 0; c < 2; c++) {
         float x = m[nb][c];
         for (int o = 4; o < 32; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-        if (g == 0) colmax[warp][nb * 8 + 2 * tg + c] = x;
+        if (g == 0) colmax[warp][nb * 8 + 2 * tg + c] = sqv[nb][c] * x;
       }
     __syncwarp();
     if (lane == 0)
@@ -313,8 +333,10 @@ __device__ __forceinline__ float to_f32(float x) { return x; }
 /* Row r of a block's stacked query rows (rows valid ones, whole queries of
  * Lq tokens from query q0; Lq <= the block's rows): its bytes as the h-th
  * rows of KS m16n8k32 A fragments (zero past d and for absent rows; int8
- * -128 read as -127, as the CPU), and its scale, returned: NaN for a masked
- * or absent row, so that its values never win. */
+ * -128 read as -127, as the CPU; negated for a negative scale), and the
+ * scale's magnitude, returned: NaN for a masked or absent row, so that its
+ * max is never summed.  max_t scale_Q (scale_D dot) = |scale_Q| max_t
+ * (scale_D (sign dot)): the query scale leaves the max, as on the CPU. */
 template <int KIND, int KS>
 __device__ __forceinline__ float query_row(const KQ &P, int64_t q0, int rows, int r, int h, int tg,
                                            uint32_t (&a)[KS][4]) {
@@ -323,14 +345,35 @@ __device__ __forceinline__ float query_row(const KQ &P, int64_t q0, int rows, in
   const int64_t i = q0 + (ok ? r / lq : 0), s = ok ? r % lq : 0;
   const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
   const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+  const float sq = !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
 #pragma unroll
   for (int ks = 0; ks < KS; ks++)
 #pragma unroll
     for (int c = 0; c < 2; c++) {
       const uint32_t v = ok ? load4(row, P.q_sk, ks * 32 + tg * 4 + 16 * c, P.dim, P.qvec) : 0u;
-      a[ks][h + 2 * c] = KIND == K_INT8 ? __vmaxs4(v, 0x81818181u) : v;
+      a[ks][h + 2 * c] = negate_q<KIND>(KIND == K_INT8 ? __vmaxs4(v, 0x81818181u) : v, signbit(sq));
     }
-  return !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+  return fabsf(sq);
+}
+
+/* A stacked row's term at a document's end: the max of the running maxima
+ * x of the quad holding the row (its 4 threads hold its columns) times the
+ * row's |scale_Q| sq, written to *dst by the quad's first thread (tg 0). */
+__device__ __forceinline__ void store_row_term(float x, float sq, int tg, float *dst) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  if (tg == 0) *dst = sq * x;
+}
+
+/* A query's score from its Lq tokens' terms rm: those > -inf (not NaN, not
+ * -inf: no valid token, a masked row) summed in ascending order, as the
+ * CPU. */
+__device__ __forceinline__ float query_total(const float *rm, int64_t lq) {
+  float total = 0.0f;
+#pragma unroll 8
+  for (int64_t s = 0; s < lq; s++)
+    if (rm[s] > -CUDART_INF_F) total += rm[s];
+  return total;
 }
 
 /* The shared-tile kernel's shape for d <= 32 KS: MW query m-tiles per warp
@@ -360,9 +403,9 @@ struct TileShape {
  * absent document token gets scale NaN and a masked or absent query row
  * scale NaN: their values never win (fmaxf), and a row whose max stays -inf
  * is not summed.  Each thread keeps the running max of its two rows per
- * m-tile; a quad reduces them at the end of a document, and one thread per
- * query sums its tokens' maxima in ascending order.  Per element v =
- * (float)dot * (scale_Q * scale_D), as the one-warp kernel and the CPU:
+ * m-tile; a quad reduces them at the end of a document (times |scale_Q|),
+ * and one thread per query sums its tokens' maxima in ascending order.  Per
+ * element v = (float)dot * scale_D, as the one-warp kernel and the CPU:
  * results bitwise theirs. */
 template <int KS, bool ASYNC>
 __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, int nblk) {
@@ -491,8 +534,7 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
           for (int mt = 0; mt < S::MW; mt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* row g + 8 (e / 2), column 2 tg + e % 2 */
-              const float x = to_f32(acc[h][mt][e]) * (sqr[mt][e >> 1] * sdc[h][e & 1]);
-              m[mt][e >> 1] = fmaxf(m[mt][e >> 1], x);
+              m[mt][e >> 1] = fmaxf(m[mt][e >> 1], to_f32(acc[h][mt][e]) * sdc[h][e & 1]);
             }
       }
       if (more) store(bn);
@@ -501,21 +543,10 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
 #pragma unroll
     for (int mt = 0; mt < S::MW; mt++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float x = m[mt][h];
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-        if (tg == 0) rowmax[row_of(mt, h)] = x;
-      }
+      for (int h = 0; h < 2; h++) store_row_term(m[mt][h], sqr[mt][h], tg, &rowmax[row_of(mt, h)]);
     __syncthreads();
-    if (threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
-      const int64_t i = q0 + threadIdx.x;
-      const float *rm = rowmax + threadIdx.x * P.lq;
-      float total = 0.0f;
-      for (int64_t s = 0; s < P.lq; s++)
-        if (rm[s] > -CUDART_INF_F) total += rm[s];
-      P.scores[i * P.s_si + j * P.s_sj] = total;
-    }
+    if (threadIdx.x < qb && q0 + threadIdx.x < P.nq)
+      P.scores[(q0 + threadIdx.x) * P.s_si + j * P.s_sj] = query_total(rowmax + threadIdx.x * P.lq, P.lq);
     /* rowmax is rewritten only after the next document's first barrier */
   }
 }
@@ -539,15 +570,17 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  *   consumers  per tile, each (m-tile, 64-token half) is one commit group
  *              of KS = 4 wgmma m64n64k32 (A from registers, B the stage
  *              through a descriptor); a group is issued before the epilogue
- *              of the one before it (per element v = (float)dot * (scale_Q
- *              * scale_D), then the running max of its row), which so runs
+ *              of the one before it (per element v = (float)dot *
+ *              scale_D, then the running max of its row), which so runs
  *              while the group computes and the other warpgroup's MMAs keep
  *              the tensor cores busy; a tile's last epilogue runs after the
- *              next tile's first group is issued.  At a document's end a
- *              quad reduces each row's max into shared memory (two buffers,
- *              by document parity), the consumers meet at named barrier 1,
- *              and one thread per query sums its tokens' maxima in
- *              ascending order.
+ *              next tile's first group is issued.  A document's last tile
+ *              with no token past its 64th below Ld computes its first half
+ *              only (Ld = 300: 44 of 128).  At a document's end a quad
+ *              reduces each row's max, times |scale_Q|, into shared memory
+ *              (two buffers, by document parity), the consumers meet at
+ *              named barrier 1, and one thread per query sums its tokens'
+ *              maxima in ascending order.
  * Masked and absent rows and tokens: NaN scales, as tile_kernel; int8
  * results bitwise the CPU's, fp8 in wgmma's sums. */
 constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4;
@@ -655,28 +688,29 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   int s = 0, sp = 0, par = 0;
   uint32_t ph = 0;
   Acc_t acc[2][32];
-  auto issue = [&](uint64_t desc, int n) {
+  /* a group into accumulator set n % 2: m-tile mt x the tile's tokens 64 hh .. */
+  auto issue = [&](uint64_t desc, int n, int mt, int hh) {
     wg_fence();
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
       wgmma_8bit_64<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
-          acc[n & 1], a[n >> 1][ks], wg_desc_add(desc, (n & 1) * 64 * 128 + 32 * ks), ks > 0);
+          acc[n & 1], a[mt][ks], wg_desc_add(desc, hh * 64 * 128 + 32 * ks), ks > 0);
     wg_commit();
   };
   float m[MT][2];
-  /* group n's epilogue from the scales of stage st: per element (float)dot
-   * * (scale_Q * scale_D), then the running max of its row */
-  auto epilogue = [&](int n, int st) {
+  /* the epilogue of accumulator set n % 2 (m-tile mt, tokens 64 hh ..) from
+   * the scales of stage st: per element (float)dot * scale_D, then the
+   * running max of its row (|scale_Q| multiplies it at the document's end) */
+  auto epilogue = [&](int n, int mt, int hh, int st) {
     wg_fence_regs<32>(acc[n & 1]);
     const float *sc = tsd + st * WS_TN;
-    const int mt = n >> 1;
 #pragma unroll
     for (int nb = 0; nb < 8; nb++) {
-      const float2 sv = *(const float2 *)&sc[64 * (n & 1) + 8 * nb + 2 * tg];
+      const float2 sv = *(const float2 *)&sc[64 * hh + 8 * nb + 2 * tg];
 #pragma unroll
       for (int h = 0; h < 2; h++) { /* row g + 8 h, columns 8 nb + 2 tg and + 1 */
-        const float x0 = to_f32(acc[n & 1][4 * nb + 2 * h]) * (sqr[mt][h] * sv.x);
-        const float x1 = to_f32(acc[n & 1][4 * nb + 2 * h + 1]) * (sqr[mt][h] * sv.y);
+        const float x0 = to_f32(acc[n & 1][4 * nb + 2 * h]) * sv.x;
+        const float x1 = to_f32(acc[n & 1][4 * nb + 2 * h + 1]) * sv.y;
         m[mt][h] = fmaxf(m[mt][h], fmaxf(x0, x1)); /* half the dependent chain */
       }
     }
@@ -686,59 +720,72 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     __syncwarp();
     if (lane == 0) bar_arrive(empties + 8 * st);
   };
-  /* the tile in stage s; PREV: the last group of the tile before (stage sp)
-   * is still to be read */
-  auto tile = [&](auto prev) {
-    constexpr bool PREV = decltype(prev)::value;
+  /* the tile in stage s.  PREV: the last group of the tile before (stage
+   * sp; m-tile MT - 1, tokens 64 ..) is still to be read.  HALF: a
+   * document's last tile whose tokens 64 .. are all past Ld: its MT groups
+   * of tokens 0 .. 63 only, all read here.  Otherwise group n is m-tile n /
+   * 2 x tokens 64 (n % 2) .., and the last one is read after the next
+   * tile's first group is issued (or at the document's end). */
+  auto tile = [&](auto prev, auto half) {
+    constexpr bool PREV = decltype(prev)::value, HALF = decltype(half)::value;
+    constexpr int NT = HALF ? MT : NG;
+    auto mt_of = [](int n) { return HALF ? n : n >> 1; };
+    auto hh_of = [](int n) { return HALF ? 0 : n & 1; };
     bar_wait(fulls + 8 * s, ph);
     /* the stage's descriptor through a lane-0 broadcast: it lives in
      * uniform registers */
     const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, base + s * L::STAGE, 0));
-    issue(d0, 0);
+    issue(d0, 0, mt_of(0), hh_of(0));
     if constexpr (PREV) {
-      epilogue(NG - 1, sp);
+      epilogue(NG - 1, MT - 1, 1, sp);
       release(sp);
     }
 #pragma unroll
-    for (int n = 1; n < NG; n++) {
-      issue(d0, n);
+    for (int n = 1; n < NT; n++) {
+      issue(d0, n, mt_of(n), hh_of(n));
       wg_wait<1>();
-      epilogue(n - 1, s);
+      epilogue(n - 1, mt_of(n - 1), hh_of(n - 1), s);
     }
     wg_wait<0>();
+    if constexpr (HALF) {
+      epilogue(NT - 1, mt_of(NT - 1), 0, s);
+      release(s);
+    }
     sp = s;
     if (++s == WS_NST) {
       s = 0;
       ph ^= 1u;
     }
   };
+  const std::true_type yes;
+  const std::false_type no;
+  const bool half = ld - (ntiles - 1) * WS_TN <= 64; /* the last tile's tokens 64 .. past Ld */
   for (int j = blockIdx.x / groups; j < nd; j += nblk, par ^= 1) {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -CUDART_INF_F;
-    tile(std::false_type());
-    for (int it = 1; it < ntiles; ++it) tile(std::true_type());
-    epilogue(NG - 1, sp);
-    release(sp);
+    if (ntiles == 1) {
+      if (half) tile(no, yes);
+      else tile(no, no);
+    } else {
+      tile(no, no);
+      for (int it = 1; it + 1 < ntiles; ++it) tile(yes, no);
+      if (half) tile(yes, yes);
+      else tile(yes, no);
+    }
+    if (!half) {
+      epilogue(NG - 1, MT - 1, 1, sp);
+      release(sp);
+    }
     float *rowmax = reinterpret_cast<float *>(sm + L::ROWMAX) + par * L::ROWS;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float x = m[mt][h];
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-        if (tg == 0) rowmax[row_of(mt, h)] = x;
-      }
+      for (int h = 0; h < 2; h++) store_row_term(m[mt][h], sqr[mt][h], tg, &rowmax[row_of(mt, h)]);
     /* rowmax[par] is written again two documents on, after every consumer
      * has passed the next document's barrier, so after these sums */
     named_sync(1, 256);
-    if (tid < qb && q0 + tid < P.nq) {
-      const float *rm = rowmax + tid * P.lq;
-      float total = 0.0f;
-      for (int64_t t = 0; t < P.lq; t++)
-        if (rm[t] > -CUDART_INF_F) total += rm[t];
-      P.scores[(q0 + tid) * P.s_si + (int64_t)j * P.s_sj] = total;
-    }
+    if (tid < qb && q0 + tid < P.nq)
+      P.scores[(q0 + tid) * P.s_si + (int64_t)j * P.s_sj] = query_total(rowmax + tid * P.lq, P.lq);
   }
 }
 
@@ -759,7 +806,7 @@ __device__ __forceinline__ uint32_t signs_qword(const KQ &P, const uint8_t *row,
     else x = (uint8_t)max((int)(int8_t)__ldg(row + f * P.q_sk), -127);
     v |= x << (8 * e);
   }
-  return neg ? __vneg4(v) : v;
+  return negate_q<K_I8_BITS>(v, neg);
 }
 
 /* A block's walk over the 64-token tiles of its documents j0, j0 + nblk, ..
@@ -958,12 +1005,7 @@ __global__ void __launch_bounds__(128, 4) signs_tile_kernel(KQ P, int qb, int gr
   auto sum_rows = [&]() {
     if (pend >= 0 && threadIdx.x < qb && q0 + threadIdx.x < P.nq) {
       const int64_t i = q0 + threadIdx.x;
-      const float *rm = rowmax[rb ^ 1] + threadIdx.x * P.lq;
-      float total = 0.0f;
-#pragma unroll 8
-      for (int64_t s = 0; s < P.lq; s++)
-        if (rm[s] > -CUDART_INF_F) total += rm[s];
-      P.scores[i * P.s_si + (int64_t)pend * P.s_sj] = total;
+      P.scores[i * P.s_si + (int64_t)pend * P.s_sj] = query_total(rowmax[rb ^ 1] + threadIdx.x * P.lq, P.lq);
     }
     pend = -1;
   };

@@ -2,8 +2,8 @@
  * test_quant.c — the low-bit MaxSim (lik_experimental.h) against a float64
  * reference of the quantised semantics, per CPU path: int8, int8 x bits and
  * bits x bits, random sizes (d in {1, 3, 17, 48, 96, 130, 1000}: 1, 2, 3 and
- * 16 words of bits; lengths 1 .. 70), per-token and per-tensor
- * scales, masks with garbage (and NaN scales) in masked tokens, int8 -128 in
+ * 16 words of bits; lengths 1 .. 70), per-token scales of either sign
+ * (a negative query scale negates the query's values in the kernels), masks with garbage (and NaN scales) in masked tokens, int8 -128 in
  * Q (read as -127); the quantisers against their formulas; errors.
  */
 #include <math.h>
@@ -50,11 +50,11 @@ static void one_case(int kind) {
   for (int64_t x = 0; x < nd * ld * dl; x++) dd[x] = (uint8_t)rng_int(0, 255);
   for (int64_t x = 0; x < nq * lq; x++) {
     qm[x] = rng_chance(0.8);
-    sq[x] = qm[x] ? (float)rng_range(0.001, 0.1) : NAN;
+    sq[x] = qm[x] ? (float)((rng_chance(0.3) ? -1 : 1) * rng_range(0.001, 0.1)) : NAN;
   }
   for (int64_t x = 0; x < nd * ld; x++) {
     dm[x] = (uint8_t)(rng_chance(0.7) ? rng_int(1, 255) : 0);
-    sd[x] = dm[x] ? (float)rng_range(0.001, 0.1) : NAN;
+    sd[x] = dm[x] ? (float)((rng_chance(0.3) ? -1 : 1) * rng_range(0.001, 0.1)) : NAN;
   }
   const int64_t qs[3] = {nq, lq, ql}, ds[3] = {nd, ld, dl}, ms[2] = {nq, lq}, mds[2] = {nd, ld};
   const int64_t os[2] = {nq, nd};

@@ -32,6 +32,18 @@ def _case(rng, nq, nd, lq, ld, d):
     return Q, D, qm, dm
 
 
+def _signed(rng, s, special=False):
+    """Scales s with random signs (a negative query scale negates the query's
+    values in every kernel: the query scale leaves the max), and with
+    special: about one in five query scales inf, -inf, NaN, +-0 or +-3e38."""
+    flip = rng.choice(np.array([1.0, -1.0], np.float32), tuple(s.shape))
+    s = s * (torch.from_numpy(flip) if torch.is_tensor(s) else flip)
+    if special:
+        pick = rng.random(s.shape) < 0.2
+        s[pick] = rng.choice(np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 3e38, -3e38], np.float32), pick.sum())
+    return s
+
+
 def cuda(*xs):
     return [torch.from_numpy(np.ascontiguousarray(x)).cuda() if x is not None else None for x in xs]
 
@@ -41,6 +53,7 @@ def test_int8_and_binary_bitwise_vs_cpu(rng, shape):
     Q, D, qm, dm = _case(rng, *shape)
     qi, sq = lik.quantize_int8(Q)
     di, sd = lik.quantize_int8(D)
+    sq, sd = _signed(rng, sq, special=True), _signed(rng, sd)
     di[~dm] = rng.integers(-128, 128, di[~dm].shape)  # garbage in masked tokens
     sd[~dm] = np.nan
     bits, qb = lik.quantize_binary(D), lik.quantize_binary(Q)
@@ -88,6 +101,7 @@ def test_int8_several_queries_bitwise_vs_cpu(rng, shape):
     qi, sq = lik.quantize_int8(Q)
     di, sd = lik.quantize_int8(D)
     qi[0, 0, 0] = -128  # read as -127 on both
+    sq, sd = _signed(rng, sq, special=True), _signed(rng, sd)
     di[~dm] = rng.integers(-128, 128, di[~dm].shape)
     sd[~dm] = np.nan
     sq[-1, 0] = np.nan  # a query token whose every value is NaN: never wins
@@ -238,14 +252,14 @@ def _fp8_rtol(nq, lq, d):
 def test_fp8_vs_cpu(rng, dtype, shape):
     Q, D, qm, dm = (torch.from_numpy(x) for x in _case(rng, *shape))
     fmax = torch.finfo(dtype).max
-    sq, sd = Q.abs().amax(-1) / fmax, D.abs().amax(-1) / fmax
+    sq, sd = _signed(rng, Q.abs().amax(-1) / fmax), _signed(rng, D.abs().amax(-1) / fmax)
     q8, d8 = (Q / sq[..., None]).to(dtype), (D / sd[..., None]).to(dtype)
     cpu = lik.maxsim_inference_fp8(q8, d8, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
     g = lik.maxsim_inference_fp8(q8.cuda(), d8.cuda(), scale_Q=sq.cuda(), scale_D=sd.cuda(),
                                  q_mask=qm.cuda(), d_mask=dm.cuda())
     # |error| <= fp32 rounding of the sums: relative to sum_s max_t sum_k |q_k d_k| s s
-    absq = (q8.double().abs() * sq.double()[..., None])
-    absd = (d8.double().abs() * sd.double()[..., None])
+    absq = (q8.double().abs() * sq.double().abs()[..., None])
+    absd = (d8.double().abs() * sd.double().abs()[..., None])
     scale = torch.einsum("isk,jtk->ijst", absq, absd).amax(-1).sum(-1)
     rtol = _fp8_rtol(shape[0], shape[2], shape[4])
     assert ((g.cpu().double() - cpu.double()).abs() <= rtol * scale + 1e-30).all()
@@ -265,15 +279,15 @@ def test_fp8_several_queries_vs_cpu(rng, dtype, shape):
     one-warp kernel on other devices."""
     Q, D, qm, dm = (torch.from_numpy(x) for x in _case(rng, *shape))
     fmax = torch.finfo(dtype).max
-    sq, sd = Q.abs().amax(-1) / fmax, D.abs().amax(-1) / fmax
+    sq, sd = _signed(rng, Q.abs().amax(-1) / fmax), _signed(rng, D.abs().amax(-1) / fmax)
     q8, d8 = (Q / sq[..., None]).to(dtype), (D / sd[..., None]).to(dtype)
     d8.view(torch.uint8)[~dm] = 0x7F  # NaN (both formats) in masked tokens
     sd = sd.masked_fill(~dm, float("nan"))
     cpu = lik.maxsim_inference_fp8(q8, d8, scale_Q=sq, scale_D=sd, q_mask=qm, d_mask=dm)
     g = lik.maxsim_inference_fp8(q8.cuda(), d8.cuda(), scale_Q=sq.cuda(), scale_D=sd.cuda(),
                                  q_mask=qm.cuda(), d_mask=dm.cuda())
-    absq = (q8.double().abs() * sq.double()[..., None])
-    absd = (d8.double().nan_to_num(0.0).abs() * sd.double().nan_to_num(0.0)[..., None])
+    absq = (q8.double().abs() * sq.double().abs()[..., None])
+    absd = (d8.double().nan_to_num(0.0).abs() * sd.double().nan_to_num(0.0).abs()[..., None])
     scale = torch.einsum("isk,jtk->ijst", absq, absd).amax(-1).sum(-1)
     rtol = _fp8_rtol(shape[0], shape[2], shape[4])
     assert ((g.cpu().double() - cpu.double()).abs() <= rtol * scale + 1e-30).all()

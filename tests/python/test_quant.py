@@ -1,7 +1,8 @@
 """Low-bit MaxSim (lik.quant) against the float64 reference of the quantised
-semantics: sim = (scale_Q * scale_D) * <q, d> with q, d the stored values
+semantics: sim = scale_Q * scale_D * <q, d> with q, d the stored values
 (int8, fp8, or +-1 for sign bits), i.e. tests/python/_reference.py's
-maxsim_ref on the dequantised tensors."""
+maxsim_ref on the dequantised tensors; and bitwise against the fp32
+operations lik_experimental.h specifies (test_scaled_fp32_operations)."""
 
 import numpy as np
 import pytest
@@ -184,6 +185,63 @@ def test_fp8_vs_reference(request, dtype, d):
         bd = sD.double().expand(dm.shape)[..., None]
         ref, scale = maxsim_ref(q8.double() * bq, d8.double() * bd, qm, dm)
         assert_scores(got, ref, scale, what=f"fp8 {dtype} d={d}")
+
+
+def _fp32_scores(qv, sq, dv, sd, qm, dm):
+    """lik_experimental.h's fp32 operations, one at a time in numpy float32:
+    dot (exact, or the fp32 sum in ascending k), y = dot * scale_D, the max
+    of y over valid document tokens (NaN never wins), r = |scale_Q| * max
+    with the query's values negated for a negative scale_Q, and the sum of
+    the r > -inf over valid query tokens in ascending order."""
+    f = np.float32
+    out = np.zeros((qv.shape[0], dv.shape[0]), f)
+    for i in range(qv.shape[0]):
+        for j in range(dv.shape[0]):
+            total = f(0)
+            for s in np.flatnonzero(qm[i]):
+                q = -qv[i, s] if np.signbit(sq[i, s]) else qv[i, s]
+                m = f(-np.inf)
+                for t in np.flatnonzero(dm[j]):
+                    dot = f(0)
+                    for k in range(q.shape[0]):
+                        dot = f(dot + f(q[k] * dv[j, t, k]))
+                    y = f(dot * sd[j, t])
+                    m = y if y > m else m
+                r = f(abs(sq[i, s]) * m)
+                total = f(total + r) if r > -np.inf else total
+            out[i, j] = total
+    return out
+
+
+@pytest.mark.parametrize("kind", ["int8", "e4m3", "e5m2"])
+def test_scaled_fp32_operations(request, kind):
+    """Bitwise: scales of both signs, and query scales 0, -0, +-inf, NaN,
+    +-3e38 (the query scale leaves the max: a NaN or -inf product is not
+    summed)."""
+    rng = _rng(request)
+    nq, nd, lq, ld, d = 2, 3, 9, 11, 17
+    Q, D, qm, dm = _case(rng, nq, nd, lq, ld, d)
+    sign = lambda shape: rng.choice(np.array([1.0, -1.0], np.float32), shape)  # noqa: E731
+    if kind == "int8":
+        q, sq = lik.quantize_int8(Q)
+        dq, sd = lik.quantize_int8(D)
+        qv, dv = q.astype(np.float32), dq.astype(np.float32)
+    else:
+        dtype = torch.float8_e4m3fn if kind == "e4m3" else torch.float8_e5m2
+        fmax = torch.finfo(dtype).max
+        sq, sd = ((np.abs(X).max(-1) / fmax).astype(np.float32) for X in (Q, D))
+        q = torch.from_numpy(Q / sq[..., None]).to(dtype)
+        dq = torch.from_numpy(D / sd[..., None]).to(dtype)
+        qv, dv = q.float().numpy(), dq.float().numpy()
+    sq, sd = sq * sign(sq.shape), sd * sign(sd.shape)
+    special = rng.random(sq.shape) < 0.3
+    sq[special] = rng.choice(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3e38, -3e38], np.float32), special.sum())
+    fn = lik.maxsim_inference_int8 if kind == "int8" else lik.maxsim_inference_fp8
+    conv = (lambda x: x) if kind == "int8" else torch.from_numpy
+    got = fn(q, dq, scale_Q=conv(sq), scale_D=conv(sd), q_mask=conv(qm), d_mask=conv(dm))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = _fp32_scores(qv, sq, dv, sd, qm, dm)
+    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 def test_retrieve_binary(request):
