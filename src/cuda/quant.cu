@@ -82,13 +82,13 @@ __device__ __forceinline__ uint32_t load4(const uint8_t *row, int64_t sk, int64_
 }
 
 /* Query values negated (neg: the token's scale is negative), exactly: int8
- * in [-127, 127] (after the -128 clamp), fp8 by its sign bit (zero bytes
- * kept: no -0 past d). */
+ * in [-127, 127] (after the -128 clamp), fp8 by its sign bit (a zero byte
+ * past d becomes -0, which adds nothing to a dot product). */
 template <int KIND>
 __device__ __forceinline__ uint32_t negate_q(uint32_t v, bool neg) {
   if (!neg) return v;
   if constexpr (KIND == K_INT8 || KIND == K_I8_BITS) return __vneg4(v);
-  else return v ^ (__vcmpne4(v, 0u) & 0x80808080u);
+  else return v ^ 0x80808080u;
 }
 
 /* Features k .. k+3 (k % 4 == 0) of a sign-bit row as +-1 int8 (0 past dim). */
@@ -173,6 +173,9 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
       const int64_t n = s0 + nb * 8 + g;
       negb[nb] = n < P.lq && P.sq && signbit(P.sq[i * P.sq_sn + n * P.sq_sl]);
     }
+    /* lik's quantisers write scales >= 0: the negation is skipped unless a
+     * row of this warp's 32 has a negative one */
+    const bool anyneg = __any_sync(0xffffffffu, negb[0] || negb[1] || negb[2] || negb[3]);
     uint32_t breg[BR][4][2];
     auto load_b = [&](int64_t ks, int nb, int h) -> uint32_t {
       const int64_t n = s0 + nb * 8 + g;
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(128, 4) mma_kernel(KQ P) { /* <= 128 registers
       const int64_t k = VEC ? tg * 8 * KS + (2 * ks + h) * 4 : ks * 32 + tg * 4 + 16 * h;
       uint32_t v = load4(qb + n * P.q_sl, P.q_sk, k, P.dim, P.qvec);
       if (KIND == K_INT8 || KIND == K_I8_BITS) v = __vmaxs4(v, 0x81818181u); /* -128 -> -127 */
-      return negate_q<KIND>(v, negb[nb]);
+      return anyneg ? negate_q<KIND>(v, negb[nb]) : v;
     };
     if (KS > 0) {
 #pragma unroll
