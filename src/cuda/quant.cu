@@ -2,21 +2,23 @@
  * quant.cu — the CUDA low-bit MaxSim (lik_maxsim_scaled, lik_maxsim_binary;
  * lik_experimental.h).
  *
- * The tensor-core kernels.  Several int8 or fp8 queries where wgmma and TMA
- * run (the context's DevInfo.wg and .bulk, so LIK_CUDA_NO_WGMMA turns every
- * wgmma path here off), 64 < d <= 128, Lq <= 256, documents in 16-byte
- * aligned rows: tile_ws_kernel, warp-specialised (a producer warp streams
- * the document tiles by TMA, two consumer warpgroups score each against 128
- * or 256 stacked query rows on wgmma).  Other several int8 queries (d <=
- * 256, Lq up to a block's rows): tile_kernel, each document tile staged in
- * shared memory once and scored against every query of a block on
- * mma.sync.  Sign-bit documents where wgmma runs (64 < d <= 128,
+ * The tensor-core kernels.  Where wgmma and TMA run (the context's
+ * DevInfo.wg and .bulk, so LIK_CUDA_NO_WGMMA turns every wgmma path here
+ * off), int8 or fp8 with 64 < d <= 128 and documents in 16-byte aligned
+ * rows, a producer warp streams the document tiles by TMA (ws_produce):
+ * one query (Nq * Lq <= 32 rows), doc_ws_kernel, a consumer warpgroup with
+ * the documents as wgmma's M rows and the query rows as its N columns;
+ * several queries (Lq <= 256), tile_ws_kernel, two consumer warpgroups
+ * scoring each tile against 128 or 256 stacked query rows.  Other several
+ * int8 queries (d <= 256, Lq up to a block's rows): tile_kernel, each
+ * document tile staged in shared memory once and scored against every
+ * query of a block on mma.sync.  Sign-bit documents where wgmma runs (64 < d <= 128,
  * Lq <= 128; int8 or sign-bit queries): up to 32 query rows (one query),
  * signs_doc_kernel, the documents' bits unpacked straight into wgmma's A
  * fragments (documents as M, queries as N); more, signs_tile_kernel, the bits
  * unpacked to 0 / 1 rows in shared memory, scored against 64 or 128 query
  * rows.
- * Otherwise (one int8 / fp8 query, which is memory-bound; fp8 off tile_ws_kernel;
+ * Otherwise (one int8 / fp8 query off doc_ws_kernel; fp8 off tile_ws_kernel;
  * sign-bit documents elsewhere; longer queries; larger d): one warp per
  * (query, document), mma_kernel.
  * There int8, fp8 and int8 x sign bits run on the tensor cores with mma.sync
@@ -586,7 +588,64 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  *              maxima in ascending order.
  * Masked and absent rows and tokens: NaN scales, as tile_kernel; int8
  * results bitwise the CPU's, fp8 in wgmma's sums. */
-constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4;
+constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4, WS_STAGE = WS_TN * 128;
+
+/* The producer warp of the TMA kernels (tile_ws_kernel, doc_ws_kernel):
+ * documents j, j + nblk, .. < Nd as one stream of 128-token tiles
+ * (WS_STAGE bytes: 128 bytes x 128 tokens in the 128-byte swizzle, tmap;
+ * features past d and tokens past Ld read as zero) into NST stages from
+ * base; the lanes write each tile's 128 document scales beside it in tsd
+ * (NaN for masked tokens and tokens past Ld), loaded NST tiles ahead.  A
+ * stage's "full" barrier (fulls + 8 s) completes with the 32 lanes'
+ * arrivals and the bytes; its "empty" barrier (empties + 8 s) is waited
+ * for before it is written again. */
+template <int NST>
+__device__ __forceinline__ void ws_produce(const KQ &P, const CUtensorMap *tmap, int j, int nblk,
+                                           uint32_t base, uint32_t fulls, uint32_t empties,
+                                           float *tsd, int lane) {
+  using namespace lik_cuda;
+  const int nd = (int)P.nd, ld = (int)P.ld;
+  /* item (j, t0) is issued into stage s = its index % NST; the scales
+   * of the item NST later are loaded into the same registers v[s] right
+   * after, so their latency hides behind the waits for the stages */
+  int t0 = 0, lj = j, lt = 0;
+  auto load = [&](float(&v)[WS_TN / 32]) {
+#pragma unroll
+    for (int u = 0; u < WS_TN / 32; ++u) {
+      const int t = lt + 32 * u + lane;
+      float x = CUDART_NAN_F;
+      if (lj < nd && t < ld && (!P.dm || P.dm[lj * P.dm_sn + t * P.dm_sl]))
+        x = P.sd ? P.sd[lj * P.sd_sn + t * P.sd_sl] : 1.0f;
+      v[u] = x;
+    }
+    if ((lt += WS_TN) >= ld) {
+      lt = 0;
+      lj += nblk;
+    }
+  };
+  float v[NST][WS_TN / 32];
+#pragma unroll
+  for (int s = 0; s < NST; ++s) load(v[s]);
+  for (uint32_t ph = 0; j < nd; ph ^= 1u)
+#pragma unroll
+    for (int s = 0; s < NST; ++s) {
+      if (j >= nd) break;
+      bar_wait(empties + 8 * s, ph ^ 1u);
+#pragma unroll
+      for (int u = 0; u < WS_TN / 32; ++u) tsd[s * WS_TN + 32 * u + lane] = v[s][u];
+      if (lane == 0) {
+        bar_expect(fulls + 8 * s, WS_STAGE);
+        tma_load_3d(base + s * WS_STAGE, tmap, 0, t0, j, fulls + 8 * s);
+      } else {
+        bar_arrive(fulls + 8 * s);
+      }
+      if ((t0 += WS_TN) >= ld) {
+        t0 = 0;
+        j += nblk;
+      }
+      load(v[s]);
+    }
+}
 
 /* Byte offsets of the shared memory from a 1024-byte aligned base: WS_NST
  * stages of 128 tokens x 128 bytes, their document scales, the rows' maxima
@@ -594,7 +653,7 @@ constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4;
  * slack. */
 template <int MT> struct WsSmem {
   static constexpr int ROWS = 128 * MT;
-  static constexpr int STAGE = WS_TN * 128;
+  static constexpr int STAGE = WS_STAGE;
   static constexpr int SCALES = WS_NST * STAGE;
   static constexpr int ROWMAX = SCALES + WS_NST * WS_TN * 4;
   static constexpr int BARS = ROWMAX + 2 * ROWS * 4;
@@ -627,46 +686,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   __syncthreads();
 
   if (warp == 8) { /* the producer */
-    /* item (j, t0) is issued into stage s = its index % WS_NST; the scales
-     * of the item WS_NST later are loaded into the same registers v[s] right
-     * after, so their latency hides behind the waits for the stages */
-    int j = blockIdx.x / groups, t0 = 0, lj = j, lt = 0;
-    auto load = [&](float(&v)[WS_TN / 32]) {
-#pragma unroll
-      for (int u = 0; u < WS_TN / 32; ++u) {
-        const int t = lt + 32 * u + lane;
-        float x = CUDART_NAN_F;
-        if (lj < nd && t < ld && (!P.dm || P.dm[lj * P.dm_sn + t * P.dm_sl]))
-          x = P.sd ? P.sd[lj * P.sd_sn + t * P.sd_sl] : 1.0f;
-        v[u] = x;
-      }
-      if ((lt += WS_TN) >= ld) {
-        lt = 0;
-        lj += nblk;
-      }
-    };
-    float v[WS_NST][WS_TN / 32];
-#pragma unroll
-    for (int s = 0; s < WS_NST; ++s) load(v[s]);
-    for (uint32_t ph = 0; j < nd; ph ^= 1u)
-#pragma unroll
-      for (int s = 0; s < WS_NST; ++s) {
-        if (j >= nd) break;
-        bar_wait(empties + 8 * s, ph ^ 1u);
-#pragma unroll
-        for (int u = 0; u < WS_TN / 32; ++u) tsd[s * WS_TN + 32 * u + lane] = v[s][u];
-        if (lane == 0) {
-          bar_expect(fulls + 8 * s, L::STAGE);
-          tma_load_3d(base + s * L::STAGE, &tmap, 0, t0, j, fulls + 8 * s);
-        } else {
-          bar_arrive(fulls + 8 * s);
-        }
-        if ((t0 += WS_TN) >= ld) {
-          t0 = 0;
-          j += nblk;
-        }
-        load(v[s]);
-      }
+    ws_produce<WS_NST>(P, &tmap, blockIdx.x / groups, nblk, base, fulls, empties, tsd, lane);
     return;
   }
 
@@ -789,6 +809,179 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     named_sync(1, 256);
     if (tid < qb && q0 + tid < P.nq)
       P.scores[(q0 + tid) * P.s_si + (int64_t)j * P.s_sj] = query_total(rowmax + tid * P.lq, P.lq);
+  }
+}
+
+/* One int8 / fp8 query (Nq * Lq <= 32 stacked query rows) on sm_90a, 64 <
+ * d <= 128, the documents' rows read by TMA (launch_doc_ws).  Memory-bound:
+ * the documents are the M rows of wgmma m64n32k32 and the query rows its N
+ * columns, so no tensor work is spent on absent query rows and every
+ * document byte is read once, by a deep TMA pipeline.
+ *   CTA        DW_THREADS = 160: consumer warpgroup (warps 0-3), producer
+ *              warp 4; one CTA per SM, walking the documents j = blockIdx,
+ *              + nblk, ...
+ *   producer   ws_produce into DW_NST stages (DW_NST tiles of 16 KB in
+ *              flight per SM).
+ *   consumers  the query rows staged once per CTA as B (32 rows x 128
+ *              bytes in the 128-byte swizzle; int8 -128 read as -127,
+ *              values negated for a negative scale, zero past d and for
+ *              absent rows), |scale_Q| beside them (NaN: masked or absent
+ *              row).  Per tile, each 64-token m-tile with a token below Ld
+ *              is one commit group of KS = 4 wgmma (A the stage through a
+ *              descriptor, B the query tile); per element (float)dot *
+ *              scale_D (the scales of the thread's rows g, g + 8: two a
+ *              m-tile), then the running max of its column.  At a
+ *              document's end each column's max over the warp's rows
+ *              (shuffles) and the 4 warps (shared memory, two buffers by
+ *              document parity, named barrier 1), times |scale_Q|, and one
+ *              lane of warp 0 per query sums its tokens' terms in ascending
+ *              order.
+ * Masked and absent tokens: NaN scales, as tile_ws_kernel; int8 results
+ * bitwise the CPU's, fp8 in wgmma's sums. */
+constexpr int DW_THREADS = 160, DW_NST = 8, DW_N = 32;
+
+/* Byte offsets of doc_ws_kernel's shared memory from a 1024-byte aligned
+ * base: DW_NST stages, the query tile, the stages' document scales, the
+ * query rows' |scale_Q|, the warps' column maxima of two documents, a
+ * document's terms, the barriers (full, empty); BYTES with the alignment's
+ * slack. */
+struct DwSmem {
+  static constexpr int QTILE = DW_NST * WS_STAGE;
+  static constexpr int SCALES = QTILE + DW_N * 128;
+  static constexpr int COLSQ = SCALES + DW_NST * WS_TN * 4;
+  static constexpr int PART = COLSQ + DW_N * 4;
+  static constexpr int TERMS = PART + 2 * 4 * DW_N * 4;
+  static constexpr int BARS = TERMS + DW_N * 4;
+  static constexpr int BYTES = BARS + 2 * DW_NST * 8 + 1024;
+};
+
+template <int KIND>
+__global__ void __launch_bounds__(DW_THREADS, 1)
+    doc_ws_kernel(const __grid_constant__ KQ P, const __grid_constant__ CUtensorMap tmap, int nblk) {
+  using namespace lik_cuda;
+  using L = DwSmem;
+  using Acc_t = typename Acc<KIND>::T;
+  constexpr int KS = 4;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t base = smem_u32(sm), fulls = base + L::BARS, empties = fulls + 8 * DW_NST;
+  float *tsd = reinterpret_cast<float *>(sm + L::SCALES);
+  float *colsq = reinterpret_cast<float *>(sm + L::COLSQ);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  /* Nd and Ld below 2^30 (launch_doc_ws): int counters */
+  const int nd = (int)P.nd, ld = (int)P.ld, lq = (int)P.lq;
+  if (tid == 0) {
+    for (int s = 0; s < DW_NST; ++s) {
+      bar_init(fulls + 8 * s, 32);
+      bar_init(empties + 8 * s, 4);
+    }
+    bar_init_fence();
+  }
+  if (tid < 128) { /* query row n = tid / 4, its 16-byte chunks 2 (tid % 4), + 1 */
+    const int n = tid >> 2, rows = (int)P.nq * lq;
+    const bool ok = n < rows;
+    const int64_t i = ok ? n / lq : 0, s = ok ? n % lq : 0;
+    const uint8_t *row = P.q + i * P.q_sn + s * P.q_sl;
+    const bool valid = ok && (!P.qm || P.qm[i * P.qm_sn + s * P.qm_sl]);
+    const float sq = !valid ? CUDART_NAN_F : P.sq ? P.sq[i * P.sq_sn + s * P.sq_sl] : 1.0f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int c = 2 * (tid & 3) + h;
+      uint32_t v[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const uint32_t x = ok ? load4(row, P.q_sk, 16 * c + 4 * e, P.dim, P.qvec) : 0u;
+        v[e] = negate_q<KIND>(KIND == K_INT8 ? __vmaxs4(x, 0x81818181u) : x, signbit(sq));
+      }
+      sts128(base + L::QTILE + n * 128 + 16 * (c ^ (n & 7)), v);
+    }
+    if ((tid & 3) == 0) colsq[n] = fabsf(sq);
+    fence_proxy_async(); /* st.shared wrote the query tile; wgmma reads it */
+  }
+  __syncthreads();
+
+  if (warp == 4) { /* the producer */
+    ws_produce<DW_NST>(P, &tmap, blockIdx.x, nblk, base, fulls, empties, tsd, lane);
+    return;
+  }
+
+  /* the consumers: warp w holds the rows 16 w + g and + 8 of each m-tile,
+   * columns 8 nb + 2 tg + e of the query rows */
+  const int g = lane >> 2, tg = lane & 3;
+  const uint64_t qdesc = wg_desc(base + L::QTILE);
+  float *terms = reinterpret_cast<float *>(sm + L::TERMS);
+  Acc_t acc[2][16];
+  float cm[4][2];
+  /* m-tile mt of the stage with descriptor d0 into accumulator set mt */
+  auto issue = [&](uint64_t d0, int mt) {
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+      wgmma_8bit_ss32<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
+          acc[mt], wg_desc_add(d0, mt * 64 * 128 + 32 * ks), wg_desc_add(qdesc, 32 * ks), ks > 0);
+    wg_commit();
+  };
+  /* per element (float)dot * scale_D, the running max of its column */
+  auto epilogue = [&](int mt, int st) {
+    wg_fence_regs<16>(acc[mt]);
+    const float *sc = tsd + st * WS_TN + 64 * mt + 16 * warp + g;
+    const float s0 = sc[0], s1 = sc[8];
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        cm[nb][e] = fmaxf(cm[nb][e], fmaxf(to_f32(acc[mt][4 * nb + e]) * s0,
+                                           to_f32(acc[mt][4 * nb + 2 + e]) * s1));
+  };
+  int s = 0, par = 0;
+  uint32_t ph = 0;
+  for (int j = blockIdx.x; j < nd; j += nblk, par ^= 1) {
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++) cm[nb][0] = cm[nb][1] = -CUDART_INF_F;
+    for (int t0 = 0; t0 < ld; t0 += WS_TN) {
+      bar_wait(fulls + 8 * s, ph);
+      /* the stage's descriptor through a lane-0 broadcast: uniform registers */
+      const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, base + s * WS_STAGE, 0));
+      if (t0 + 64 < ld) { /* both m-tiles hold tokens below Ld */
+        issue(d0, 0);
+        issue(d0, 1);
+        wg_wait<1>();
+        epilogue(0, s);
+        wg_wait<0>();
+        epilogue(1, s);
+      } else {
+        issue(d0, 0);
+        wg_wait<0>();
+        epilogue(0, s);
+      }
+      __syncwarp();
+      if (lane == 0) bar_arrive(empties + 8 * s);
+      if (++s == DW_NST) {
+        s = 0;
+        ph ^= 1u;
+      }
+    }
+    float *part = reinterpret_cast<float *>(sm + L::PART) + par * 4 * DW_N;
+#pragma unroll
+    for (int nb = 0; nb < 4; nb++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        float x = cm[nb][e];
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        if (g == 0) part[warp * DW_N + 8 * nb + 2 * tg + e] = x;
+      }
+    /* part[par] is written again two documents on, after warp 0 has passed
+     * the next document's barrier, so after these reads */
+    named_sync(1, 128);
+    if (warp == 0) {
+      const float x = fmaxf(fmaxf(part[lane], part[DW_N + lane]), fmaxf(part[2 * DW_N + lane], part[3 * DW_N + lane]));
+      terms[lane] = colsq[lane] * x;
+      __syncwarp();
+      if (lane < P.nq) P.scores[lane * P.s_si + (int64_t)j * P.s_sj] = query_total(terms + lane * lq, lq);
+      __syncwarp(); /* terms are rewritten at the next document's end */
+    }
   }
 }
 
@@ -1357,30 +1550,36 @@ bool vec16(const lik_quant_problem *p, int ks) {
   return ks >= 2 && s.sk == 1 && ((uintptr_t)s.data) % 16 == 0 && s.sl % 16 == 0 && s.sn % 16 == 0;
 }
 
-/* Several int8 / fp8 queries on tile_ws_kernel where wgmma and TMA run (the
- * context's DevInfo.wg and .bulk), 64 < d <= 128, 1 <= Lq <= 256, documents
- * of unit feature stride in 16-byte aligned rows a tensor map describes,
- * Nd and Ld < 2^30 (the kernel's int counters): one m-tile a warpgroup where every
- * query fits 128 rows, else two (false where it does not apply). */
-template <int KIND>
-bool launch_ws(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &dev, cudaStream_t st) {
+/* The TMA kernels' conditions (the context's DevInfo.wg and .bulk, 64 < d
+ * <= 128, Lq >= 1, documents of unit feature stride in 16-byte aligned rows,
+ * Nd and Ld < 2^30: the kernels' int counters) and their tensor map of the
+ * documents (boxes of 128 bytes x WS_TN tokens); false where they do not
+ * hold. */
+bool ws_tmap(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &dev, CUtensorMap *tmap) {
   const lik_seqs &d = p->d_seqs;
-  if (!dev.info->wg || !dev.info->bulk || P.dim <= 64 || P.dim > 128 || P.lq < 1 || P.lq > 256)
-    return false;
+  if (!dev.info->wg || !dev.info->bulk || P.dim <= 64 || P.dim > 128 || P.lq < 1) return false;
   if (P.nd < 1 || P.ld < 1 || P.nd >= (1 << 30) || P.ld >= (1 << 30) || d.sk != 1 ||
       ((uintptr_t)d.data) % 16 != 0 || d.sl % 16 != 0 || (P.nd > 1 && d.sn % 16 != 0))
     return false;
+  const uint64_t dims[3] = {(uint64_t)P.dim, (uint64_t)P.ld, (uint64_t)P.nd};
+  const uint64_t strides[2] = {(uint64_t)d.sl, (uint64_t)(P.nd > 1 ? d.sn : P.ld * d.sl)};
+  const uint32_t box[3] = {128, (uint32_t)WS_TN, 1};
+  return lik_cuda::encode_tmap(tmap, 1, 3, d.data, dims, strides, box);
+}
+
+/* Several int8 / fp8 queries on tile_ws_kernel where the TMA kernels run
+ * (ws_tmap) and Lq <= 256: one m-tile a warpgroup where every query fits
+ * 128 rows, else two (false where it does not apply). */
+template <int KIND>
+bool launch_ws(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &dev, cudaStream_t st) {
+  CUtensorMap tmap;
+  if (P.lq > 256 || !ws_tmap(p, P, dev, &tmap)) return false;
   const int mt = P.nq * P.lq <= 128 ? 1 : 2;
   const int qb = (int)(128 * mt / P.lq);
   const int64_t groups = (P.nq + qb - 1) / qb;
   /* one CTA per SM: nblk CTAs a group, or one a group past the SMs */
   const int64_t nblk = std::max<int64_t>(1, std::min<int64_t>(P.nd, dev.info->sms / groups));
   if (groups * nblk > INT32_MAX) return false;
-  CUtensorMap tmap;
-  const uint64_t dims[3] = {(uint64_t)P.dim, (uint64_t)P.ld, (uint64_t)P.nd};
-  const uint64_t strides[2] = {(uint64_t)d.sl, (uint64_t)(P.nd > 1 ? d.sn : P.ld * d.sl)};
-  const uint32_t box[3] = {128, (uint32_t)WS_TN, 1};
-  if (!lik_cuda::encode_tmap(&tmap, 1, 3, d.data, dims, strides, box)) return false;
   auto kern = mt == 1 ? tile_ws_kernel<KIND, 1> : tile_ws_kernel<KIND, 2>;
   const int smem = mt == 1 ? WsSmem<1>::BYTES : WsSmem<2>::BYTES;
   if (lik_cuda::allow_smem(dev, (const void *)kern, smem) != cudaSuccess) {
@@ -1388,6 +1587,23 @@ bool launch_ws(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &
     return false;
   }
   kern<<<(unsigned)(groups * nblk), WS_THREADS, smem, st>>>(P, tmap, qb, (int)groups, (int)nblk);
+  return true;
+}
+
+/* One int8 / fp8 query (Nq * Lq <= 32 stacked rows) on doc_ws_kernel where
+ * the TMA kernels run (ws_tmap): one CTA per SM (false where it does not
+ * apply). */
+template <int KIND>
+bool launch_doc_ws(const lik_quant_problem *p, const KQ &P, const lik_cuda::Device &dev,
+                   cudaStream_t st) {
+  CUtensorMap tmap;
+  if (P.nq < 1 || P.nq * P.lq > DW_N || !ws_tmap(p, P, dev, &tmap)) return false;
+  const int nblk = (int)std::min<int64_t>(P.nd, dev.info->sms);
+  if (lik_cuda::allow_smem(dev, (const void *)doc_ws_kernel<KIND>, DwSmem::BYTES) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  doc_ws_kernel<KIND><<<(unsigned)nblk, DW_THREADS, DwSmem::BYTES, st>>>(P, tmap, nblk);
   return true;
 }
 
@@ -1459,9 +1675,10 @@ bool launch_signs(const lik_quant_problem *p, const KQ &P, bool qbits, bool wg, 
   return true;
 }
 
-/* int8 / fp8 documents: several queries on tile_ws_kernel (launch_ws), else
- * int8 on the shared-tile kernel (launch_tile: d <= 256, Lq up to a block's
- * rows); one query (memory-bound: a warp per document streams it once),
+/* int8 / fp8 documents: one query on doc_ws_kernel (launch_doc_ws), several
+ * on tile_ws_kernel (launch_ws), else int8 on the shared-tile kernel
+ * (launch_tile: d <= 256, Lq up to a block's rows); one query elsewhere
+ * (memory-bound: a warp per document streams it once),
  * long queries, d > 256 and fp8 off wgmma (sm_90's mma.sync has no fp8
  * units: ptxas unpacks e4m3 / e5m2 to f16 and runs HMMA): the one-warp
  * kernel.  Sign-bit documents x int8 queries (K_I8_BITS; x sign-bit queries:
@@ -1476,7 +1693,7 @@ void launch_mma(const lik_quant_problem *p, const KQ &P, unsigned grid, const li
   const bool wg = dev.info->wg, i8 = KIND == K_INT8;
   const int sms = dev.info->sms;
   if constexpr (KIND != K_I8_BITS)
-    if (P.nq >= 2 && launch_ws<KIND>(p, P, dev, st)) return;
+    if (launch_doc_ws<KIND>(p, P, dev, st) || (P.nq >= 2 && launch_ws<KIND>(p, P, dev, st))) return;
   const lik_seqs &d = p->d_seqs;
   if (P.dim <= 32) {
     if (i8 && launch_tile<1>(P, d, sms, st)) return;

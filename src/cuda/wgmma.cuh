@@ -21,6 +21,9 @@
  *                   descriptor (quant.cu's tile kernels).
  *   wgmma_s8_32     m64n32k32 s8 -> s32, the same operands (quant.cu's
  *                   signs_doc_kernel).
+ *   wgmma_8bit_ss32<T> m64n32k32 of wgmma_8bit_64's types, A (64 document
+ *                   tokens) and B (32 query rows) both through descriptors
+ *                   (quant.cu's doc_ws_kernel).
  *   wg_desc         descriptor of a K-major tile in the 128-byte swizzle:
  *                   row r (token) at r * 128 bytes, 16-byte chunk c of the
  *                   row at chunk c ^ (r % 8), tile 1024-byte aligned;
@@ -234,10 +237,37 @@ __device__ __forceinline__ void wgmma_s8_32(int *d, const uint32_t *a, uint64_t 
                  "+r"(d[14]), "+r"(d[15])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
 }
+
+/* m64n32k32 of 8-bit inputs (T as wgmma_8bit_64's), A (64 document tokens
+ * x 32 bytes) and B (32 query rows x 32 bytes) both through descriptors
+ * (wg_desc), accumulators in the m16n8 C layout over 4 column blocks
+ * (quant.cu's doc_ws_kernel). */
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_ss32(A *d, uint64_t da, uint64_t db, int acc);
+
+#define LIK_WGMMA_8BIT_SS32(T, A, TYPES, C, SCALES)                                               \
+  template <>                                                                                     \
+  __device__ __forceinline__ void wgmma_8bit_ss32<T, A>(A * d, uint64_t da, uint64_t db,          \
+                                                        int acc) {                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                    \
+                 "wgmma.mma_async.sync.aligned.m64n32k32." TYPES "\n"                            \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},\n"     \
+                 "%16, %17, p" SCALES ";\n}\n"                                                  \
+                 : C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]),        \
+                   C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15])   \
+                 : "l"(da), "l"(db), "r"(acc));                                                   \
+  }
+
+LIK_WGMMA_8BIT_SS32(0, int, "s32.s8.s8", "+r", "")
+LIK_WGMMA_8BIT_SS32(1, float, "f32.e4m3.e4m3", "+f", ", 1, 1")
+LIK_WGMMA_8BIT_SS32(2, float, "f32.e5m2.e5m2", "+f", ", 1, 1")
+#undef LIK_WGMMA_8BIT_SS32
 #else
 template <int T, class A>
 __device__ __forceinline__ void wgmma_8bit_64(A *, const uint32_t *, uint64_t, int) { __trap(); }
 __device__ __forceinline__ void wgmma_s8_32(int *, const uint32_t *, uint64_t, int) { __trap(); }
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_ss32(A *, uint64_t, uint64_t, int) { __trap(); }
 #endif
 
 } // namespace lik_cuda

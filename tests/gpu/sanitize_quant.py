@@ -2,7 +2,9 @@
 bits x bits; odd d, tails, masks, strided documents; several int8 / fp8
 queries with 64 < d <= 128 on sm_90a's tile_ws_kernel, one and two m-tiles a
 warpgroup, (9, 300, 16, 130, 128) with CTAs walking documents of two tiles
-through the stages more than once; sign-bit documents with
+through the stages more than once; one query (up to 32 rows) on
+doc_ws_kernel, (1, 300, 32, 300, 128) walking documents of three tiles
+through its 8 stages, (4, 5, 8, 130, 96) four queries of 8 tokens; sign-bit documents with
 64 < d <= 128 on sm_90a's signs_doc_kernel (up to 32 query rows) and
 signs_tile_kernel (more; Lq up to 128), 16-byte and narrower bit rows,
 documents strided, feature bytes and query values of stride 2):
@@ -44,7 +46,7 @@ g = torch.Generator().manual_seed(0)
 for nq, nd, lq, ld, d in [(2, 3, 7, 33, 17), (1, 2, 33, 9, 130), (1, 2, 3, 5, 1), (5, 3, 32, 65, 128),
                           (9, 2, 20, 33, 256), (3, 2, 5, 70, 160), (1, 3, 32, 70, 128), (3, 130, 20, 65, 100),
                           (2, 5, 128, 9, 72), (2, 40, 16, 70, 100), (4, 30, 32, 300, 112),
-                          (9, 300, 16, 130, 128)]:
+                          (9, 300, 16, 130, 128), (1, 300, 32, 300, 128), (4, 5, 8, 130, 96)]:
     Q = torch.randn(nq, lq, d, generator=g)
     D = torch.randn(nd, ld, d, generator=g)
     dm = (torch.rand(nd, ld, generator=g) < 0.7).cuda()
