@@ -319,8 +319,10 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * numpy.packbits(x > 0, axis=-1)); the bits past d in the last byte are
  * ignored.
  *
- * Devices: the quantisers run on the CPU (CUDA tensors: LIK_ERR_UNSUPPORTED).
- * The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
+ * Devices: the quantisers run on the CPU and on CUDA (where X is, on
+ * opts->stream; one thread per token on CUDA, each fp32 operation rounded on
+ * its own, so values, bits and scales are bitwise those of the x86-64 CPU
+ * build).  The MaxSim calls run on the CPU (AVX-512 VNNI / AVX2 / portable kernels)
  * and on CUDA (tensor cores, mma.sync or on sm_90 wgmma: int8 and int8 x bits
  * on sm_80+, fp8 on sm_89+, else LIK_ERR_UNSUPPORTED; int8 d <= 65536 there;
  * bits x bits on sm_80+ too), on opts->stream.  Sign-bit documents (int8 x
@@ -346,7 +348,9 @@ LIK_API lik_status lik_plaid_approx_score(const lik_tensor *centroid_scores,
  * A token holding NaN or Inf gives an unspecified q and scale.
  * Errors: LIK_ERR_NULL, LIK_ERR_SHAPE (ndim, d = 0, outputs' shapes),
  * LIK_ERR_DTYPE, LIK_ERR_VALUE (outputs overlapping each other or X),
- * LIK_ERR_UNSUPPORTED (CUDA tensors).
+ * LIK_ERR_DEVICE (X and the outputs on different devices), LIK_ERR_UNSUPPORTED
+ * (CUDA tensors in a build without CUDA; more than 2^31 - 1 blocks of 256
+ * tokens), LIK_ERR_CUDA.
  */
 LIK_API lik_status lik_quantize_int8(const lik_tensor *X, const lik_options *opts,
                                      lik_tensor *X_int8, lik_tensor *scale);

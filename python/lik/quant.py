@@ -3,9 +3,9 @@
 Fewer bytes per token for inference: scores only, no gradient.  Every
 function takes numpy arrays or torch tensors (fp8: torch only, numpy has no
 fp8 dtype) and returns the same kind.  The MaxSim calls run on the CPU
-(AVX-512 VNNI / AVX2 / portable) and on CUDA (tensor-core mma.sync: int8
-sm_80+, fp8 sm_89+); the quantisers run on the CPU (CUDA tensors raise
-:class:`lik.LikError`).  Semantics (the C header states them exactly):
+(AVX-512 VNNI / AVX2 / portable) and on CUDA (tensor cores: int8 sm_80+,
+fp8 sm_89+); the quantisers run where their input is, CPU or CUDA, bitwise
+alike.  Semantics (the C header states them exactly):
 
 * int8 / fp8: ``sim(s, t) = |scale_Q[s]| * (scale_D[t] * <Q[s], D[t]>)`` with
   ``Q[s]`` negated where ``scale_Q[s] < 0`` (so a query token adds
@@ -63,7 +63,10 @@ def quantize_int8(X, *, normalize: bool = False):
     Raises:
         TypeError: not an array, unsupported dtype.
         ValueError: ``d = 0``, more than 4 dims.
-        lik.LikError: CUDA tensors (quantise on the host, then move).
+        lik.LikError: CUDA tensors in a build of lik without CUDA.
+
+    CUDA tensors are quantised on their device (the current stream), values
+    and scales bitwise those of the CPU.
     """
     (X,), tm = _prepare(("X",), (X,), (False,))
     X_int8 = _empty(tuple(X.shape), "int8", tm, X)
@@ -364,10 +367,7 @@ def retrieve_binary(Q, D, D_bits, top_k: int, *, candidates: int = 10, q_mask=No
     if D.ndim != 3 or D_bits.ndim != 3 or D.shape[:2] != D_bits.shape[:2]:
         raise ValueError(f"D, D_bits: expected [Nd, Ld, d] and [Nd, Ld, ceil(d / 8)], got "
                          f"{tuple(D.shape)} and {tuple(D_bits.shape)}")
-    # the queries are small: quantised on the host (the quantisers are CPU code)
-    Qi, sq = quantize_int8(Q.cpu() if tm else Q, normalize=normalize)
-    if tm:
-        Qi, sq = Qi.to(D.device), sq.to(D.device)
+    Qi, sq = quantize_int8(Q, normalize=normalize)  # where Q is: bitwise the CPU's on CUDA
     coarse = maxsim_inference_binary(Qi, D_bits, d=D.shape[-1], scale_Q=sq, q_mask=q_mask, d_mask=d_mask)
     nq, nd = coarse.shape
     k, c = min(top_k, nd), min(top_k * candidates, nd)

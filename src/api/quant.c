@@ -1,8 +1,7 @@
 /*
  * quant.c — the low-bit calls of lik_experimental.h: lik_quantize_int8,
  * lik_quantize_binary, lik_maxsim_scaled (int8 / fp8), lik_maxsim_binary.
- * Validate once, describe the call, route it to the CPU or CUDA backend (the
- * quantisers run on the CPU only).
+ * Validate once, describe the call, route it to the CPU or CUDA backend.
  */
 #include "lik_experimental.h"
 
@@ -152,7 +151,7 @@ lik_status lik_maxsim_binary(const lik_tensor *Q, const lik_tensor *scale_Q,
 
 /* X [lead..., d] and its outputs out [lead..., dout] (dtype odt), scale
  * [lead...] (NULL: none) into p. */
-static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const lik_tensor *X,
+static lik_status fill_quantize(lik_quantize_problem *p, const lik_tensor *X,
                                 const lik_options *opts, lik_tensor *out, const char *out_name,
                                 lik_dtype odt, int64_t dout, lik_tensor *scale) {
   lik_status st;
@@ -177,7 +176,6 @@ static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const
   if ((st = lik_check_devices(ts, names, scale ? 3 : 2, &p->call.device, &p->call.device_id)) ||
       (st = lik_check_disjoint(ts, names, scale ? 3 : 2, scale ? 2 : 1)))
     return st;
-  if (p->call.device == LIK_CUDA) return lik_no_entry(call);
   p->x = X->data;
   p->dtype = X->dtype;
   p->d = d;
@@ -196,6 +194,11 @@ static lik_status fill_quantize(lik_quantize_problem *p, const char *call, const
   return LIK_OK;
 }
 
+static lik_status route_quantize(const lik_quantize_problem *p, const char *call) {
+  const lik_backend *b = lik_backend_of(p->call.device);
+  return b->quantize ? b->quantize(p) : lik_no_entry(call);
+}
+
 lik_status lik_quantize_int8(const lik_tensor *X, const lik_options *opts, lik_tensor *X_int8,
                              lik_tensor *scale) {
   lik_clear_error();
@@ -203,11 +206,10 @@ lik_status lik_quantize_int8(const lik_tensor *X, const lik_options *opts, lik_t
   if (!scale) return lik_fail(LIK_ERR_NULL, "scale: is NULL");
   lik_quantize_problem p = {0};
   if ((st = lik_check_tensor(X, "X", 1, LIK_MAX_DIMS)) ||
-      (st = fill_quantize(&p, "lik_quantize_int8", X, opts, X_int8, "X_int8", LIK_I8,
+      (st = fill_quantize(&p, X, opts, X_int8, "X_int8", LIK_I8,
                           X->shape[X->ndim - 1], scale)))
     return st;
-  lik_cpu_quantize(&p);
-  return LIK_OK;
+  return route_quantize(&p, "lik_quantize_int8");
 }
 
 lik_status lik_quantize_binary(const lik_tensor *X, const lik_options *opts, lik_tensor *bits) {
@@ -215,9 +217,8 @@ lik_status lik_quantize_binary(const lik_tensor *X, const lik_options *opts, lik
   lik_status st;
   lik_quantize_problem p = {0};
   if ((st = lik_check_tensor(X, "X", 1, LIK_MAX_DIMS)) ||
-      (st = fill_quantize(&p, "lik_quantize_binary", X, opts, bits, "bits", LIK_U8,
+      (st = fill_quantize(&p, X, opts, bits, "bits", LIK_U8,
                           lik_bits_bytes(X->shape[X->ndim - 1]), NULL)))
     return st;
-  lik_cpu_quantize(&p);
-  return LIK_OK;
+  return route_quantize(&p, "lik_quantize_binary");
 }

@@ -9,7 +9,7 @@
 
 /* Every op of the table, once: X(name) for the entries lik_<backend>_<name>. */
 #define LIK_BACKEND_OPS(X)                                                                   \
-  X(maxsim) X(retrieve) X(maxsim_backward) X(maxsim_quant) X(codec_compress)                 \
+  X(maxsim) X(retrieve) X(maxsim_backward) X(maxsim_quant) X(quantize) X(codec_compress)     \
   X(codec_decompress) X(maxsim_residual) X(plaid_approx) X(maxsim_from_hidden) X(maxsim_from_hidden_backward)
 
 #define CPU_ENTRY(op) .op = lik_cpu_##op,

@@ -19,6 +19,7 @@ typedef struct lik_backend {
                          int64_t out_sr, int64_t *out_indices, int64_t idx_si, int64_t idx_sr);
   lik_status (*maxsim_backward)(const lik_bw *bw, lik_backward strategy);
   lik_status (*maxsim_quant)(const lik_quant_problem *p);
+  lik_status (*quantize)(const lik_quantize_problem *p);
   lik_status (*codec_compress)(const lik_codec_problem *p);
   lik_status (*codec_decompress)(const lik_codec_problem *p);
   lik_status (*maxsim_residual)(const lik_residual_problem *p);

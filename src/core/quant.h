@@ -68,6 +68,7 @@ typedef struct {
 /* Backends. */
 lik_status lik_cpu_maxsim_quant(const lik_quant_problem *p);
 lik_status lik_cuda_maxsim_quant(const lik_quant_problem *p);
-void lik_cpu_quantize(const lik_quantize_problem *p);
+lik_status lik_cpu_quantize(const lik_quantize_problem *p);
+lik_status lik_cuda_quantize(const lik_quantize_problem *p);
 
 #endif /* LIK_QUANT_H */

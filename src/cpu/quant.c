@@ -370,8 +370,9 @@ static void quant_task(void *ctx, int tid, int64_t task) {
   }
 }
 
-void lik_cpu_quantize(const lik_quantize_problem *p) {
+lik_status lik_cpu_quantize(const lik_quantize_problem *p) {
   int64_t ntok = 1;
   for (int i = 0; i < p->nlead; i++) ntok *= p->lead[i];
   lik_parallel_run(p->call.threads, (ntok + QUANT_BLOCK - 1) / QUANT_BLOCK, quant_task, (void *)p);
+  return LIK_OK;
 }

@@ -148,6 +148,16 @@ static void errors(void) {
   CHECK(lik_maxsim_binary(&B, NULL, &B, 16, NULL, NULL, &opts, &O) == LIK_ERR_VALUE &&
             strstr(lik_last_error(), "q_lengths: the low-bit calls take no lengths"), "%s", lik_last_error());
   CHECK(lik_quantize_int8(&Q, NULL, &Q, &S) == LIK_ERR_DTYPE, "%s", lik_last_error());
+  /* the quantisers on CUDA tensors: X on cuda:0 and its outputs on cuda:1 or on the host are
+   * refused before any launch, in a build with CUDA or without */
+  lik_tensor X = F, XQ = Q, XS = S, XB = B;
+  X.device = XQ.device = XS.device = XB.device = LIK_CUDA;
+  XQ.device_id = 1;
+  CHECK(lik_quantize_int8(&X, NULL, &XQ, &XS) == LIK_ERR_DEVICE &&
+            strstr(lik_last_error(), "X_int8 is on cuda:1"), "%s", lik_last_error());
+  XB.device = LIK_CPU;
+  CHECK(lik_quantize_binary(&X, NULL, &XB) == LIK_ERR_DEVICE && strstr(lik_last_error(), "bits is on cpu"),
+        "%s", lik_last_error());
 }
 
 int main(void) {

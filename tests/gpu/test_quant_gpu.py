@@ -311,8 +311,44 @@ def test_empty_and_errors(rng):
     assert lik.maxsim_inference_int8(qi[:0], qi, scale_Q=sq[:0], scale_D=sq).shape == (0, 2)
     with pytest.raises(ValueError, match="scale_D is on cpu"):
         lik.maxsim_inference_int8(qi, qi, scale_Q=sq, scale_D=sq.cpu())
-    with pytest.raises(lik.LikError, match="runs on the CPU: pass CPU tensors"):
-        lik.quantize_int8(torch.zeros((2, 4), device="cuda"))
+    x = torch.zeros((0, 3, 4), device="cuda")  # no tokens
+    assert lik.quantize_int8(x)[0].shape == (0, 3, 4) and lik.quantize_binary(x).shape == (0, 3, 1)
+    with pytest.raises(ValueError, match="X_int8 is on cpu"):  # an output on another device
+        lik._lib.call_quantize_int8(x[0], torch.empty((3, 4), dtype=torch.int8), torch.empty(3, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("shape", [(5, 1), (3, 7, 3), (17,), (2, 3, 4, 48), (40, 96), (6, 1000)])
+def test_quantize_cuda_bitwise_vs_cpu(rng, dtype, shape):
+    """The CUDA quantisers against the CPU's on the same inputs, bitwise:
+    int8 values and scales (normalize off and on), sign bits; every float
+    dtype, d = 1 .. 1000, 1 to 4 dims, strided views (every other feature,
+    transposed leading dims), an all-zero token, -0 and ties at .5 of a
+    step; tokens holding NaN / +-inf: their bits compared, their int8 values
+    and scales unspecified (lik_experimental.h) but computed without error."""
+    X = torch.from_numpy(rng.standard_normal(shape).astype(np.float32) * 3).to(dtype)
+    flat = X.view(-1, shape[-1])
+    flat[0] = 0.0  # an all-zero token: scale 0, values 0
+    if shape[-1] >= 3:
+        flat[-1, :3] = torch.tensor([-0.0, 127.0, 63.5], dtype=dtype)  # -0; x / scale = 63.5: half to even
+    bad = torch.zeros(flat.shape[0], dtype=torch.bool)  # the tokens holding NaN / inf
+    if flat.shape[0] >= 4:
+        flat[1, 0], flat[2, -1], flat[3, 0] = float("nan"), float("inf"), -float("inf")
+        bad[1:4] = True
+    ok = ~bad.view(shape[:-1])
+    wide = torch.zeros(*shape[:-1], 2 * shape[-1], dtype=dtype)
+    wide[..., ::2] = X
+    wide_g = wide.cuda()  # the strided views are made on each device
+    views = [(X, X.cuda(), ok), (wide[..., ::2], wide_g[..., ::2], ok)]
+    if X.ndim >= 3:
+        views.append((wide[..., ::2].transpose(0, 1), wide_g[..., ::2].transpose(0, 1), ok.transpose(0, 1)))
+    for v, vg, okv in views:
+        for normalize in (False, True):
+            q, s = lik.quantize_int8(v, normalize=normalize)
+            qg, sg = lik.quantize_int8(vg, normalize=normalize)
+            np.testing.assert_array_equal(qg.cpu()[okv].numpy(), q[okv].numpy())
+            np.testing.assert_array_equal(sg.cpu()[okv].numpy(), s[okv].numpy())
+        np.testing.assert_array_equal(lik.quantize_binary(vg).cpu().numpy(), lik.quantize_binary(v).numpy())
 
 
 def test_retrieve_binary_cuda_matches_cpu(rng):
