@@ -370,6 +370,19 @@ __device__ __forceinline__ void store_row_term(float x, float sq, int tg, float 
   if (tg == 0) *dst = sq * x;
 }
 
+/* The max of a C-fragment column's running maxima x over the warp's rows
+ * (the 8 lanes g holding the column: documents as the M rows). */
+__device__ __forceinline__ float column_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+}
+__device__ __forceinline__ int column_max(int x) {
+  x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+  x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
+  return max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+}
+
 /* A query's score from its Lq tokens' terms rm: those > -inf (not NaN, not
  * -inf: no valid token, a masked row) summed in ascending order, as the
  * CPU. */
@@ -966,10 +979,7 @@ __global__ void __launch_bounds__(DW_THREADS, 1)
     for (int nb = 0; nb < 4; nb++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        float x = cm[nb][e];
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+        const float x = column_max(cm[nb][e]);
         if (g == 0) part[warp * DW_N + 8 * nb + 2 * tg + e] = x;
       }
     /* part[par] is written again two documents on, after warp 0 has passed
@@ -1469,10 +1479,7 @@ __global__ void __launch_bounds__(128, 4) signs_doc_kernel(KQ P, int qb, int nbl
         for (int nb = 0; nb < 4; nb++)
 #pragma unroll
           for (int c = 0; c < 2; c++) {
-            int x = m[nb][c];
-            x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
-            x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
-            x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+            const int x = column_max(m[nb][c]);
             if (g == 0) part[pb][warp][nb * 8 + 2 * tg + c] = x;
             m[nb][c] = INT32_MIN;
           }
