@@ -571,8 +571,9 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
 
 /* Several int8 / fp8 queries on sm_90a, 64 < d <= 128, the documents' rows
  * read by TMA (launch_ws): warp-specialised, the tile_kernel's arithmetic.
- *   CTA        WS_THREADS = 288: consumer warpgroups 0 and 1, producer warp
- *              8; one CTA per SM.  A CTA holds one group of 128 MT stacked
+ *   CTA        WS_THREADS = 384: consumer warpgroups 0 and 1 (224
+ *              registers a thread by setmaxnreg), producer warp 8 (its
+ *              warpgroup at 56); one CTA per SM.  A CTA holds one group of 128 MT stacked
  *              query rows (qb whole queries; warpgroup c the rows 64 MT c ..
  *              64 MT (c + 1) - 1, their A fragments in registers, loaded
  *              once) and walks the documents j = blockIdx / groups, + nblk,
@@ -585,8 +586,9 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  *              WS_NST tiles ahead.  A stage's "full" barrier completes with
  *              the lanes' 32 arrivals and the bytes, its "empty" barrier
  *              with one arrival per consumer warp.
- *   consumers  per tile, each (m-tile, 64-token half) is one commit group
- *              of KS = 4 wgmma m64n64k32 (A from registers, B the stage
+ *   consumers  per tile, each m-tile (fp8, two m-tiles a warpgroup:
+ *              m64n128k32) or each (m-tile, 64-token half) (m64n64k32) is one
+ *              commit group of KS = 4 wgmma (A from registers, B the stage
  *              through a descriptor); a group is issued before the epilogue
  *              of the one before it (per element v = (float)dot *
  *              scale_D, then the running max of its row), which so runs
@@ -601,7 +603,7 @@ __global__ void __launch_bounds__(128, 4) tile_kernel(KQ P, int qb, int groups, 
  *              maxima in ascending order.
  * Masked and absent rows and tokens: NaN scales, as tile_kernel; int8
  * results bitwise the CPU's, fp8 in wgmma's sums. */
-constexpr int WS_THREADS = 288, WS_TN = 128, WS_NST = 4, WS_STAGE = WS_TN * 128;
+constexpr int WS_THREADS = 384, WS_TN = 128, WS_NST = 4, WS_STAGE = WS_TN * 128;
 
 /* The producer warp of the TMA kernels (tile_ws_kernel, doc_ws_kernel):
  * documents j, j + nblk, .. < Nd as one stream of 128-token tiles
@@ -680,7 +682,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   using namespace lik_cuda;
   using L = WsSmem<MT>;
   using Acc_t = typename Acc<KIND>::T;
-  constexpr int KS = 4, NG = 2 * MT; /* k-steps of 32 bytes; wgmma groups per tile */
+  /* k-steps of 32 bytes; a group's tokens (fp8 on two m-tiles: the whole
+   * tile, one m64n128k32 per k-step; else 64-token halves: int8's two
+   * m-tiles measured 7-12 % slower on m64n128k32, docs/cuda.md); groups per
+   * tile */
+  constexpr int KS = 4, GW = MT == 2 && KIND != K_INT8 ? 128 : 64, NG = MT * (WS_TN / GW);
   extern __shared__ unsigned char smem_raw[];
   unsigned char *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   const uint32_t base = smem_u32(sm), fulls = base + L::BARS, empties = fulls + 8 * WS_NST;
@@ -698,10 +704,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
   __syncthreads();
 
-  if (warp == 8) { /* the producer */
-    ws_produce<WS_NST>(P, &tmap, blockIdx.x / groups, nblk, base, fulls, empties, tsd, lane);
+  /* warpgroup 2 gives its registers to the consumers (per SMSP: one of its
+   * warps at 56 and two consumer warps at 224, 504 of 512 a lane); its warp
+   * 8 is the producer */
+  if (warp >= 8) {
+    wg_regs_dec<56>();
+    if (warp == 8) ws_produce<WS_NST>(P, &tmap, blockIdx.x / groups, nblk, base, fulls, empties, tsd, lane);
     return;
   }
+  wg_regs_inc<224>();
 
   /* the consumers: warp w of warpgroup c holds rows 16 w + g and + 8 of each
    * of its m-tiles */
@@ -715,34 +726,41 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
     for (int h = 0; h < 2; h++) sqr[mt][h] = query_row<KIND, KS>(P, q0, rows, row_of(mt, h), h, tg, a[mt]);
 
-  /* Group n of a tile: m-tile n / 2 x its tokens 64 (n % 2) .., into
-   * accumulator set n % 2, issued before group n - 1's epilogue; a tile's
+  /* Group n of a tile: m-tile n / (128 / GW) x its tokens GW (n % (128 /
+   * GW)) .., into accumulator set n % 2, issued before group n - 1's
+   * epilogue (NG = 2: the sets alternate inside a tile); a tile's
    * last epilogue runs after the next tile's first group is issued (or at
    * the document's end).  Nothing is in flight across loop iterations: a
    * wgmma in flight over a loop edge made ptxas serialize them all (C7514,
    * docs/cuda.md). */
   int s = 0, sp = 0, par = 0;
   uint32_t ph = 0;
-  Acc_t acc[2][32];
-  /* a group into accumulator set n % 2: m-tile mt x the tile's tokens 64 hh .. */
-  auto issue = [&](uint64_t desc, int n, int mt, int hh) {
+  Acc_t acc[2][GW / 2];
+  /* a group into accumulator set n % 2: m-tile mt x the tile's W tokens from
+   * W hh (W = 64 or 128) */
+  auto issue = [&](auto wide, uint64_t desc, int n, int mt, int hh) {
+    constexpr int T = KIND == K_E5M2 ? 2 : KIND == K_E4M3;
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++)
-      wgmma_8bit_64<KIND == K_E5M2 ? 2 : KIND == K_E4M3>(
-          acc[n & 1], a[mt][ks], wg_desc_add(desc, hh * 64 * 128 + 32 * ks), ks > 0);
+    for (int ks = 0; ks < KS; ks++) {
+      if constexpr (decltype(wide)::value)
+        wgmma_8bit_128<T>(acc[n & 1], a[mt][ks], wg_desc_add(desc, 32 * ks), ks > 0);
+      else
+        wgmma_8bit_64<T>(acc[n & 1], a[mt][ks], wg_desc_add(desc, hh * 64 * 128 + 32 * ks), ks > 0);
+    }
     wg_commit();
   };
   float m[MT][2];
-  /* the epilogue of accumulator set n % 2 (m-tile mt, tokens 64 hh ..) from
-   * the scales of stage st: per element (float)dot * scale_D, then the
+  /* the epilogue of accumulator set n % 2 (m-tile mt, W tokens from W hh)
+   * from the scales of stage st: per element (float)dot * scale_D, then the
    * running max of its row (|scale_Q| multiplies it at the document's end) */
-  auto epilogue = [&](int n, int mt, int hh, int st) {
-    wg_fence_regs<32>(acc[n & 1]);
-    const float *sc = tsd + st * WS_TN;
+  auto epilogue = [&](auto wide, int n, int mt, int hh, int st) {
+    constexpr int W = decltype(wide)::value ? 128 : 64;
+    wg_fence_regs<W / 2>(acc[n & 1]);
+    const float *sc = tsd + st * WS_TN + W * hh;
 #pragma unroll
-    for (int nb = 0; nb < 8; nb++) {
-      const float2 sv = *(const float2 *)&sc[64 * hh + 8 * nb + 2 * tg];
+    for (int nb = 0; nb < W / 8; nb++) {
+      const float2 sv = *(const float2 *)&sc[8 * nb + 2 * tg];
 #pragma unroll
       for (int h = 0; h < 2; h++) { /* row g + 8 h, columns 8 nb + 2 tg and + 1 */
         const float x0 = to_f32(acc[n & 1][4 * nb + 2 * h]) * sv.x;
@@ -756,35 +774,40 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     __syncwarp();
     if (lane == 0) bar_arrive(empties + 8 * st);
   };
+  const std::true_type yes;
+  const std::false_type no;
+  const std::integral_constant<bool, GW == 128> wide_g; /* a group's width, 128 or 64 */
   /* the tile in stage s.  PREV: the last group of the tile before (stage
-   * sp; m-tile MT - 1, tokens 64 ..) is still to be read.  HALF: a
+   * sp; m-tile MT - 1, its last GW tokens) is still to be read.  HALF: a
    * document's last tile whose tokens 64 .. are all past Ld: its MT groups
    * of tokens 0 .. 63 only, all read here.  Otherwise group n is m-tile n /
-   * 2 x tokens 64 (n % 2) .., and the last one is read after the next
-   * tile's first group is issued (or at the document's end). */
+   * (128 / GW) x tokens GW (n % (128 / GW)) .., and the last one is read
+   * after the next tile's first group is issued (or at the document's end). */
   auto tile = [&](auto prev, auto half) {
     constexpr bool PREV = decltype(prev)::value, HALF = decltype(half)::value;
     constexpr int NT = HALF ? MT : NG;
-    auto mt_of = [](int n) { return HALF ? n : n >> 1; };
-    auto hh_of = [](int n) { return HALF ? 0 : n & 1; };
+    constexpr int PER = WS_TN / GW; /* groups per m-tile */
+    auto mt_of = [](int n) { return HALF ? n : n / PER; };
+    auto hh_of = [](int n) { return HALF ? 0 : n % PER; };
+    const std::integral_constant<bool, !HALF && GW == 128> wide;
     bar_wait(fulls + 8 * s, ph);
     /* the stage's descriptor through a lane-0 broadcast: it lives in
      * uniform registers */
     const uint64_t d0 = wg_desc(__shfl_sync(0xffffffffu, base + s * L::STAGE, 0));
-    issue(d0, 0, mt_of(0), hh_of(0));
+    issue(wide, d0, 0, mt_of(0), hh_of(0));
     if constexpr (PREV) {
-      epilogue(NG - 1, MT - 1, 1, sp);
+      epilogue(wide_g, NG - 1, MT - 1, PER - 1, sp);
       release(sp);
     }
 #pragma unroll
     for (int n = 1; n < NT; n++) {
-      issue(d0, n, mt_of(n), hh_of(n));
+      issue(wide, d0, n, mt_of(n), hh_of(n));
       wg_wait<1>();
-      epilogue(n - 1, mt_of(n - 1), hh_of(n - 1), s);
+      epilogue(wide, n - 1, mt_of(n - 1), hh_of(n - 1), s);
     }
     wg_wait<0>();
     if constexpr (HALF) {
-      epilogue(NT - 1, mt_of(NT - 1), 0, s);
+      epilogue(wide, NT - 1, mt_of(NT - 1), 0, s);
       release(s);
     }
     sp = s;
@@ -793,8 +816,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       ph ^= 1u;
     }
   };
-  const std::true_type yes;
-  const std::false_type no;
   const bool half = ld - (ntiles - 1) * WS_TN <= 64; /* the last tile's tokens 64 .. past Ld */
   for (int j = blockIdx.x / groups; j < nd; j += nblk, par ^= 1) {
 #pragma unroll
@@ -809,7 +830,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       else tile(yes, no);
     }
     if (!half) {
-      epilogue(NG - 1, MT - 1, 1, sp);
+      epilogue(wide_g, NG - 1, MT - 1, WS_TN / GW - 1, sp);
       release(sp);
     }
     float *rowmax = reinterpret_cast<float *>(sm + L::ROWMAX) + par * L::ROWS;

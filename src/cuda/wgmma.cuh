@@ -19,6 +19,8 @@
  *   wgmma_8bit_64<T> m64n64k32 s8 -> s32, e4m3 / e5m2 -> f32, A from
  *                   registers (the mma.sync m16n8k32 layout), B through a
  *                   descriptor (quant.cu's tile kernels).
+ *   wgmma_8bit_128<T> m64n128k32, the same operands over 128 tokens
+ *                   (quant.cu's tile_ws_kernel with two m-tiles).
  *   wgmma_s8_32     m64n32k32 s8 -> s32, the same operands (quant.cu's
  *                   signs_doc_kernel).
  *   wgmma_8bit_ss32<T> m64n32k32 of wgmma_8bit_64's types, A (64 document
@@ -72,7 +74,18 @@ template <int N> __device__ __forceinline__ void wg_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* This warpgroup's registers per thread set to N (a multiple of 8 in [24,
+ * 256]; every warp of the warpgroup executes it): inc waits until the
+ * registers are free, dec releases them to the CTA's other warpgroups. */
+template <int N> __device__ __forceinline__ void wg_regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void wg_regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 #else
+template <int N> __device__ __forceinline__ void wg_regs_inc() { __trap(); }
+template <int N> __device__ __forceinline__ void wg_regs_dec() { __trap(); }
 __device__ __forceinline__ void wg_fence() { __trap(); }
 __device__ __forceinline__ void wg_commit() { __trap(); }
 template <int N> __device__ __forceinline__ void wg_wait() { __trap(); }
@@ -141,6 +154,32 @@ LIK_WGMMA_RS(__half, 128, "m64n128k16.f32.f16.f16", ", 1, 1, 0")
 LIK_WGMMA_RS(float, 128, "m64n128k8.f32.tf32.tf32", ", 1, 1")
 #undef LIK_WGMMA_RS
 
+/* m64n128k32 of 8-bit inputs (T as wgmma_8bit_64's below), the same
+ * operands over 16 column blocks (quant.cu's tile_ws_kernel: a whole
+ * 128-token tile per m-tile). */
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_128(A *d, const uint32_t *a, uint64_t desc, int acc);
+
+#define LIK_WG_ACC8C(C, i) \
+  C(d[i]), C(d[i + 1]), C(d[i + 2]), C(d[i + 3]), C(d[i + 4]), C(d[i + 5]), C(d[i + 6]), C(d[i + 7])
+#define LIK_WGMMA_8BIT_128(T, A, TYPES, C, SCALES)                                               \
+  template <>                                                                                    \
+  __device__ __forceinline__ void wgmma_8bit_128<T, A>(A * d, const uint32_t *a, uint64_t desc,  \
+                                                       int acc) {                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " LIK_WG_PRED_128 ", 0;\n"                   \
+                 "wgmma.mma_async.sync.aligned.m64n128k32." TYPES "\n" LIK_WG_REGS_128 SCALES    \
+                 ";\n}\n"                                                                       \
+                 : LIK_WG_ACC8C(C, 0), LIK_WG_ACC8C(C, 8), LIK_WG_ACC8C(C, 16), LIK_WG_ACC8C(C, 24), \
+                   LIK_WG_ACC8C(C, 32), LIK_WG_ACC8C(C, 40), LIK_WG_ACC8C(C, 48), LIK_WG_ACC8C(C, 56) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));             \
+  }
+
+LIK_WGMMA_8BIT_128(0, int, "s32.s8.s8", "+r", "")
+LIK_WGMMA_8BIT_128(1, float, "f32.e4m3.e4m3", "+f", ", 1, 1")
+LIK_WGMMA_8BIT_128(2, float, "f32.e5m2.e5m2", "+f", ", 1, 1")
+#undef LIK_WGMMA_8BIT_128
+#undef LIK_WG_ACC8C
+
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int acc);
 
@@ -193,6 +232,8 @@ template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float *, uint64_t, uint64_t, int) {
   __trap();
 }
+template <int T, class A>
+__device__ __forceinline__ void wgmma_8bit_128(A *, const uint32_t *, uint64_t, int) { __trap(); }
 #endif
 
 /* wgmma.mma_async m64n64k32 of 8-bit inputs (quant.cu's tile kernel),
