@@ -314,7 +314,8 @@ def test_empty_and_errors(rng):
     x = torch.zeros((0, 3, 4), device="cuda")  # no tokens
     assert lik.quantize_int8(x)[0].shape == (0, 3, 4) and lik.quantize_binary(x).shape == (0, 3, 1)
     with pytest.raises(ValueError, match="X_int8 is on cpu"):  # an output on another device
-        lik._lib.call_quantize_int8(x[0], torch.empty((3, 4), dtype=torch.int8), torch.empty(3, device="cuda"))
+        lik._lib.call_quantize_int8(torch.zeros((3, 4), device="cuda"), torch.empty((3, 4), dtype=torch.int8),
+                                    torch.empty(3, device="cuda"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
