@@ -684,7 +684,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   using Acc_t = typename Acc<KIND>::T;
   /* k-steps of 32 bytes; a group's tokens (fp8 on two m-tiles: the whole
    * tile, one m64n128k32 per k-step; else 64-token halves: int8's two
-   * m-tiles measured 7-12 % slower on m64n128k32, docs/cuda.md); groups per
+   * m-tiles measured 11-21 % slower on m64n128k32, docs/cuda.md); groups per
    * tile */
   constexpr int KS = 4, GW = MT == 2 && KIND != K_INT8 ? 128 : 64, NG = MT * (WS_TN / GW);
   extern __shared__ unsigned char smem_raw[];
