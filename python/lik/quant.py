@@ -200,7 +200,10 @@ def quantize_binary(X):
         ``d`` zero.  32x fewer bytes than float32.
 
     Raises:
-        TypeError / ValueError: as :func:`quantize_int8`.
+        TypeError / ValueError / lik.LikError: as :func:`quantize_int8`.
+
+    CUDA tensors are quantised on their device (the current stream), the
+    bits bitwise those of the CPU.
     """
     (X,), tm = _prepare(("X",), (X,), (False,))
     bits = _empty(tuple(X.shape[:-1]) + (-(-X.shape[-1] // 8) if X.ndim else 0,), "uint8", tm, X)
