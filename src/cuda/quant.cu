@@ -370,17 +370,12 @@ __device__ __forceinline__ void store_row_term(float x, float sq, int tg, float 
   if (tg == 0) *dst = sq * x;
 }
 
-/* The max of a C-fragment column's running maxima x over the warp's rows
- * (the 8 lanes g holding the column: documents as the M rows). */
-__device__ __forceinline__ float column_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-}
-__device__ __forceinline__ int column_max(int x) {
-  x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
-  x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
-  return max(x, __shfl_xor_sync(0xffffffffu, x, 16));
+/* The max of a C-fragment column's running maxima x (float or int) over the
+ * warp's rows (the 8 lanes g holding the column: documents as the M rows). */
+template <class T> __device__ __forceinline__ T column_max(T x) {
+#pragma unroll
+  for (int o = 4; o <= 16; o *= 2) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
 }
 
 /* A query's score from its Lq tokens' terms rm: those > -inf (not NaN, not
